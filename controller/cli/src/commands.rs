@@ -1,0 +1,75 @@
+//! Subcommands of the `karpenter` binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod validate;
+
+/// karpenter-rs: a Kubernetes node autoscaler for EKS, drop-in compatible with Karpenter's v1 APIs.
+#[derive(Debug, Parser)]
+#[command(name = "karpenter", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate NodePool, NodeClaim and EC2NodeClass manifests as the API server and Karpenter
+    /// would. Exit 0 when all are valid, 1 when any is invalid, 2 when input cannot be read.
+    Validate {
+        /// A YAML/JSON file (multi-document allowed), or `-` for stdin. Repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<String>,
+    },
+    /// Write the CRD manifests (NodePool, NodeClaim, EC2NodeClass) generated from the API types.
+    Crds {
+        /// Directory to write into; prints to stdout when omitted.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Do not write: exit 1 if the files in --out differ from what would be generated.
+        #[arg(long, requires = "out")]
+        check: bool,
+    },
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Crds { out, check } => crds(out, check),
+        Command::Validate { files } => validate::run(&files),
+    }
+}
+
+fn crds(out: Option<PathBuf>, check: bool) -> ExitCode {
+    let generated = karpenter_core::api::crd::all();
+    let Some(dir) = out else {
+        for crd in &generated {
+            print!("{}", crd.to_yaml());
+        }
+        return ExitCode::SUCCESS;
+    };
+    let mut stale = 0;
+    for crd in &generated {
+        let path = dir.join(crd.file_name);
+        let want = crd.to_yaml();
+        if check {
+            let have = std::fs::read_to_string(&path).unwrap_or_default();
+            if have != want {
+                eprintln!("stale: {} (run `cargo xtask crds`)", path.display());
+                stale += 1;
+            }
+        } else if let Err(err) = std::fs::write(&path, want) {
+            eprintln!("error: cannot write {}: {err}", path.display());
+            return ExitCode::from(2);
+        } else {
+            println!("wrote {}", path.display());
+        }
+    }
+    if stale > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,12 @@
+//! karpenter-core: the product's logic, written against narrow seams so that the same code runs in
+//! production, in the deterministic simulation and in e2e.
+//!
+//! - [`api`]: the Karpenter v1 API types and their CRDs.
+//! - [`validation`]: upstream's admission rules (schema, CEL, runtime) as one Rust function per
+//!   object, returning every violation with its JSON path.
+//! - [`manifest`]: reading multi-document YAML into typed, validated objects.
+//! - [`seams`]: the traits (`Clock`, `KubeApi`, `Ec2`, `Sqs`) every world plugs into.
+
+pub mod api;
+pub mod manifest;
+pub mod validation;

@@ -9,4 +9,5 @@
 
 pub mod api;
 pub mod manifest;
+pub mod seams;
 pub mod validation;

@@ -68,10 +68,11 @@ fn tidy(value: &mut Value) {
                 );
             }
             for bound in ["minimum", "maximum"] {
-                if let Some(n) = map.get(bound).and_then(Value::as_f64) {
-                    if n.fract() == 0.0 && n.abs() < 1e15 {
-                        map.insert(bound.into(), Value::from(n as i64));
-                    }
+                if let Some(n) = map.get(bound).and_then(Value::as_f64)
+                    && n.fract() == 0.0
+                    && n.abs() < 1e15
+                {
+                    map.insert(bound.into(), Value::from(n as i64));
                 }
             }
             map.values_mut().for_each(tidy);

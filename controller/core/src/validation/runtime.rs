@@ -51,12 +51,12 @@ fn qualified_name_error(key: &str) -> Option<String> {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() || prefix.len() > 253 || !prefix_re.is_match(prefix) {
-            return Some(format!(
-                "invalid key {key:?}: prefix part must be a lowercase DNS subdomain of at most 253 characters"
-            ));
-        }
+    if let Some(prefix) = prefix
+        && (prefix.is_empty() || prefix.len() > 253 || !prefix_re.is_match(prefix))
+    {
+        return Some(format!(
+            "invalid key {key:?}: prefix part must be a lowercase DNS subdomain of at most 253 characters"
+        ));
     }
     if name.is_empty() || name.len() > 63 || !name_re.is_match(name) {
         return Some(format!(
@@ -122,15 +122,15 @@ fn check_known_values(requirement: &Value, path: &str, out: &mut Vec<Violation>)
                 CAPACITY_TYPES.join(", ")
             ),
         ));
-    } else if let Some(min) = requirement["minValues"].as_u64() {
-        if (valid as u64) < min {
-            out.push(Violation::new(
-                format!("{path}.minValues"),
-                format!(
-                    "not enough valid values found in {values:?} for {key}, expected at least {min}"
-                ),
-            ));
-        }
+    } else if let Some(min) = requirement["minValues"].as_u64()
+        && (valid as u64) < min
+    {
+        out.push(Violation::new(
+            format!("{path}.minValues"),
+            format!(
+                "not enough valid values found in {values:?} for {key}, expected at least {min}"
+            ),
+        ));
     }
 }
 
@@ -141,13 +141,13 @@ fn check_budgets(budgets: &Value, out: &mut Vec<Violation>) {
         return;
     };
     for (i, budget) in budgets.iter().enumerate() {
-        if let Some(schedule) = budget["schedule"].as_str() {
-            if let Err(error) = parse_schedule(schedule) {
-                out.push(Violation::new(
-                    format!("spec.disruption.budgets[{i}].schedule"),
-                    error,
-                ));
-            }
+        if let Some(schedule) = budget["schedule"].as_str()
+            && let Err(error) = parse_schedule(schedule)
+        {
+            out.push(Violation::new(
+                format!("spec.disruption.budgets[{i}].schedule"),
+                error,
+            ));
         }
     }
 }

@@ -139,35 +139,35 @@ fn check_object(schema: &Value, map: &Map<String, Value>, path: &str, out: &mut 
             }
         }
     }
-    if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64) {
-        if map.len() as u64 > max {
-            out.push(Violation::new(
-                path,
-                format!("Too many: {}: must have at most {max} items", map.len()),
-            ));
-        }
+    if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
+        && map.len() as u64 > max
+    {
+        out.push(Violation::new(
+            path,
+            format!("Too many: {}: must have at most {max} items", map.len()),
+        ));
     }
 }
 
 fn check_array(schema: &Value, items: &[Value], path: &str, out: &mut Vec<Violation>) {
-    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-        if items.len() as u64 > max {
-            out.push(Violation::new(
-                path,
-                format!("Too many: {}: must have at most {max} items", items.len()),
-            ));
-        }
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+        && items.len() as u64 > max
+    {
+        out.push(Violation::new(
+            path,
+            format!("Too many: {}: must have at most {max} items", items.len()),
+        ));
     }
-    if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-        if (items.len() as u64) < min {
-            out.push(Violation::new(
-                path,
-                format!(
-                    "Invalid value: {} items: must have at least {min} items",
-                    items.len()
-                ),
-            ));
-        }
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+        && (items.len() as u64) < min
+    {
+        out.push(Violation::new(
+            path,
+            format!(
+                "Invalid value: {} items: must have at least {min} items",
+                items.len()
+            ),
+        ));
     }
     if let Some(item_schema) = schema.get("items") {
         for (i, item) in items.iter().enumerate() {
@@ -187,35 +187,35 @@ fn check_array(schema: &Value, items: &[Value], path: &str, out: &mut Vec<Violat
 }
 
 fn check_string(schema: &Value, s: &str, path: &str, out: &mut Vec<Violation>) {
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.iter().any(|a| a.as_str() == Some(s)) {
-            let supported: Vec<String> = allowed.iter().map(describe).collect();
-            out.push(Violation::new(
-                path,
-                format!(
-                    "Unsupported value: {s:?}: supported values: {}",
-                    supported.join(", ")
-                ),
-            ));
-            return;
-        }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.iter().any(|a| a.as_str() == Some(s))
+    {
+        let supported: Vec<String> = allowed.iter().map(describe).collect();
+        out.push(Violation::new(
+            path,
+            format!(
+                "Unsupported value: {s:?}: supported values: {}",
+                supported.join(", ")
+            ),
+        ));
+        return;
     }
     let chars = s.chars().count() as u64;
-    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-        if chars > max {
-            out.push(Violation::new(
-                path,
-                format!("Too long: may not be more than {max} bytes"),
-            ));
-        }
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && chars > max
+    {
+        out.push(Violation::new(
+            path,
+            format!("Too long: may not be more than {max} bytes"),
+        ));
     }
-    if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-        if chars < min {
-            out.push(Violation::new(
-                path,
-                format!("Invalid value: {s:?}: should be at least {min} chars long"),
-            ));
-        }
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && chars < min
+    {
+        out.push(Violation::new(
+            path,
+            format!("Invalid value: {s:?}: should be at least {min} chars long"),
+        ));
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
         match Regex::new(pattern) {
@@ -234,20 +234,20 @@ fn check_string(schema: &Value, s: &str, path: &str, out: &mut Vec<Violation>) {
 
 fn check_number(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation>) {
     let Some(n) = value.as_f64() else { return };
-    if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-        if n < min {
-            out.push(Violation::new(
-                path,
-                format!("Invalid value: {value}: should be greater than or equal to {min}"),
-            ));
-        }
+    if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+        && n < min
+    {
+        out.push(Violation::new(
+            path,
+            format!("Invalid value: {value}: should be greater than or equal to {min}"),
+        ));
     }
-    if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-        if n > max {
-            out.push(Violation::new(
-                path,
-                format!("Invalid value: {value}: should be less than or equal to {max}"),
-            ));
-        }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+        && n > max
+    {
+        out.push(Violation::new(
+            path,
+            format!("Invalid value: {value}: should be less than or equal to {max}"),
+        ));
     }
 }

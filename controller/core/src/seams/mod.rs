@@ -1,0 +1,27 @@
+//! The four seams the controller is written against. Each world plugs in its own implementations:
+//!
+//! | seam | production | simulation | e2e |
+//! |---|---|---|---|
+//! | [`Clock`] | system clock | madsim virtual time | system clock |
+//! | [`KubeApi`] | kube-rs client | in-memory API server (`sim`) | kube-rs against kind |
+//! | [`Ec2`] / [`Sqs`] | aws-sdk-ec2 / aws-sdk-sqs | `fakecloud` in-process | `fakecloud` over HTTP |
+//!
+//! The traits are narrow: only the calls the controller makes. They are object safe
+//! (`Arc<dyn KubeApi>`), so one composition root wires a world without generics leaking through
+//! the controller. Every error type says whether a retry can help ([`Retryable`]).
+
+pub mod clock;
+pub mod ec2;
+pub mod kube;
+pub mod sqs;
+
+pub use clock::{Clock, ManualClock};
+pub use ec2::{Ec2, Ec2Error};
+pub use kube::{KubeApi, KubeApiExt, KubeError};
+pub use sqs::{Sqs, SqsError};
+
+/// Whether an operating error is transient. Callers retry retryable errors with backoff (bounded,
+/// see each controller's `*_retry_count_max`) and surface the rest as conditions or events.
+pub trait Retryable {
+    fn is_retryable(&self) -> bool;
+}

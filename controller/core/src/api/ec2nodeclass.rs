@@ -45,6 +45,8 @@ pub const EVICTION_SIGNALS: [&str; 6] = [
 ];
 /// EBS volume size: up to 64 TiB in Gi/G/Ti/T.
 pub const VOLUME_SIZE_PATTERN: &str = r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$";
+/// A Go `time.Duration` string (`1m30s`), as the kubelet parses it.
+pub const GO_DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$";
 /// An eviction threshold: a percentage or a quantity.
 pub const EVICTION_VALUE_PATTERN: &str = r"^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%|(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?)$";
 
@@ -447,23 +449,23 @@ pub struct KubeletConfiguration {
     #[schemars(range(min = 0))]
     pub pods_per_core: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(inner(regex(pattern = QUANTITY_PATTERN)))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "pattern": QUANTITY_PATTERN}))]
     #[schemars(extend("x-kubernetes-validations" = reserved_rules("systemReserved")))]
     pub system_reserved: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(inner(regex(pattern = QUANTITY_PATTERN)))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "pattern": QUANTITY_PATTERN}))]
     #[schemars(extend("x-kubernetes-validations" = reserved_rules("kubeReserved")))]
     pub kube_reserved: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(inner(regex(pattern = EVICTION_VALUE_PATTERN)))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "pattern": EVICTION_VALUE_PATTERN}))]
     #[schemars(extend("x-kubernetes-validations" = eviction_rules("evictionHard")))]
     pub eviction_hard: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(inner(regex(pattern = EVICTION_VALUE_PATTERN)))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "pattern": EVICTION_VALUE_PATTERN}))]
     #[schemars(extend("x-kubernetes-validations" = eviction_rules("evictionSoft")))]
     pub eviction_soft: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(inner(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")))]
+    #[schemars(extend("additionalProperties" = {"type": "string", "pattern": GO_DURATION_PATTERN}))]
     #[schemars(extend("x-kubernetes-validations" = eviction_rules("evictionSoftGracePeriod")))]
     pub eviction_soft_grace_period: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -68,8 +68,8 @@ pub struct NodeClaimTemplate {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TemplateMetadata {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(inner(length(max = 63), regex(pattern = LABEL_VALUE_PATTERN)))]
     #[schemars(extend(
+        "additionalProperties" = {"type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN},
         "maxProperties" = 100,
         "x-kubernetes-map-type" = "atomic",
         "x-kubernetes-validations" = super::cel::label_map_rules()

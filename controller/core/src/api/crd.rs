@@ -54,6 +54,15 @@ pub fn schema_of(crd: &Value) -> &Value {
 fn finish<T: serde::Serialize>(crd: T) -> Value {
     let mut value = serde_json::to_value(crd).expect("a CRD always serializes to JSON");
     tidy(&mut value);
+    // Like upstream (and `kubectl explain`), describe the fields every object has.
+    if let Some(properties) = value
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties")
+        .and_then(Value::as_object_mut)
+    {
+        properties.insert("apiVersion".into(), serde_json::json!({"type": "string"}));
+        properties.insert("kind".into(), serde_json::json!({"type": "string"}));
+        properties.insert("metadata".into(), serde_json::json!({"type": "object"}));
+    }
     value
 }
 

@@ -4,6 +4,7 @@
 
 pub mod cel;
 pub mod common;
+pub mod conditions;
 pub mod crd;
 pub mod ec2nodeclass;
 pub mod labels;

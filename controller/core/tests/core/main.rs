@@ -1,6 +1,7 @@
 //! Tests of karpenter-core: validation rules, generated CRDs, the user's examples, the seams, and
 //! properties of the validator over arbitrary input. One test binary keeps link time down.
 
+mod conditions;
 mod crds;
 mod examples;
 mod properties;

@@ -8,6 +8,8 @@
 //! - [`seams`]: the traits (`Clock`, `KubeApi`, `Ec2`, `Sqs`) every world plugs into.
 
 pub mod api;
+pub mod catalog;
 pub mod manifest;
+pub mod resources;
 pub mod seams;
 pub mod validation;

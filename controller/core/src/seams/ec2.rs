@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 use super::Retryable;
+pub use crate::catalog::CapacityType;
 
 /// A tag filter: instances/subnets/... whose tag `key` has one of `values` (`*` = any value).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -21,25 +22,6 @@ impl Filter {
         Self {
             name: name.into(),
             values: values.iter().map(|v| v.to_string()).collect(),
-        }
-    }
-}
-
-/// Capacity type of an instance or fleet request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CapacityType {
-    OnDemand,
-    Spot,
-    Reserved,
-}
-
-impl CapacityType {
-    /// The `karpenter.sh/capacity-type` label value.
-    pub fn label(self) -> &'static str {
-        match self {
-            CapacityType::OnDemand => "on-demand",
-            CapacityType::Spot => "spot",
-            CapacityType::Reserved => "reserved",
         }
     }
 }

@@ -1,0 +1,95 @@
+//! The instance-type catalog: what can be launched, its resources, labels and priced offerings.
+//!
+//! The built-in catalog ([`Catalog::builtin`]) is a realistic table of current EC2 instance types
+//! in `us-west-2`; it is the production fallback price table, what `fakecloud` serves, and what
+//! `karpenter plan` uses unless `--catalog FILE` names another ([`Catalog::from_text`]).
+
+use std::collections::BTreeMap;
+
+use crate::resources::Resources;
+
+/// Capacity type of an offering (the `karpenter.sh/capacity-type` label value).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum CapacityType {
+    #[serde(rename = "reserved")]
+    Reserved,
+    #[serde(rename = "spot")]
+    Spot,
+    #[serde(rename = "on-demand")]
+    OnDemand,
+}
+
+impl CapacityType {
+    /// The `karpenter.sh/capacity-type` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            CapacityType::Reserved => "reserved",
+            CapacityType::Spot => "spot",
+            CapacityType::OnDemand => "on-demand",
+        }
+    }
+
+    pub fn from_label(label: &str) -> Option<Self> {
+        match label {
+            "reserved" => Some(CapacityType::Reserved),
+            "spot" => Some(CapacityType::Spot),
+            "on-demand" => Some(CapacityType::OnDemand),
+            _ => None,
+        }
+    }
+}
+
+/// Where and how an instance type can be bought, at what hourly price.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    /// US dollars per hour.
+    pub price: f64,
+    /// False when EC2 does not offer it now (or the unavailable-offerings cache says so).
+    pub available: bool,
+}
+
+/// One launchable instance type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceType {
+    pub name: String,
+    /// Single-valued labels a node of this type gets: `node.kubernetes.io/instance-type`,
+    /// `kubernetes.io/arch`, `kubernetes.io/os`, `karpenter.k8s.aws/instance-*`, ...
+    pub labels: BTreeMap<String, String>,
+    /// What the node reports as capacity (memory already net of VM overhead).
+    pub capacity: Resources,
+    /// kube-reserved + system-reserved + eviction threshold.
+    pub overhead: Resources,
+    /// `capacity - overhead`: what pods can request.
+    pub allocatable: Resources,
+    /// Sorted by (zone, capacity type).
+    pub offerings: Vec<Offering>,
+}
+
+/// A set of instance types, sorted by name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    pub instance_types: Vec<InstanceType>,
+}
+
+impl Catalog {
+    /// A catalog of the given types (sorted by name; offerings sorted too).
+    pub fn new(mut instance_types: Vec<InstanceType>) -> Self {
+        for it in &mut instance_types {
+            it.offerings
+                .sort_by(|a, b| (&a.zone, a.capacity_type).cmp(&(&b.zone, b.capacity_type)));
+        }
+        instance_types.sort_by(|a, b| a.name.cmp(&b.name));
+        Self { instance_types }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&InstanceType> {
+        self.instance_types
+            .binary_search_by(|it| it.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.instance_types[i])
+    }
+}

@@ -9,7 +9,9 @@
 
 pub mod api;
 pub mod catalog;
+pub mod interruption;
 pub mod manifest;
 pub mod resources;
+pub mod scheduling;
 pub mod seams;
 pub mod validation;

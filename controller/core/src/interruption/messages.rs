@@ -1,0 +1,2 @@
+//! EventBridge message shapes delivered to the interruption queue, shared by the controller (which
+//! parses them) and fakecloud (which emits them).

@@ -1,0 +1,1 @@
+//! The scheduling simulation: which pods fit where, and which NodeClaims to launch.

@@ -1,0 +1,1 @@
+//! The built-in instance catalog and catalog files.

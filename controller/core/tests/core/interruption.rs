@@ -1,0 +1,1 @@
+//! Interruption messages: parsing and golden shapes.

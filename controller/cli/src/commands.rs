@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod validate;
 
 /// karpenter-rs: a Kubernetes node autoscaler for EKS, drop-in compatible with Karpenter's v1 APIs.
@@ -17,6 +18,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// One size of the scheduling benchmark, as a JSON line (used by `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchScheduling {
+        #[arg(long)]
+        pods: usize,
+        /// Solves to run; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Validate NodePool, NodeClaim and EC2NodeClass manifests as the API server and Karpenter
     /// would. Exit 0 when all are valid, 1 when any is invalid, 2 when input cannot be read.
     Validate {
@@ -39,6 +49,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Crds { out, check } => crds(out, check),
         Command::Validate { files } => validate::run(&files),
+        Command::BenchScheduling { pods, runs } => bench::run(pods, runs),
     }
 }
 

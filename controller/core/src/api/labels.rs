@@ -149,3 +149,27 @@ pub fn restricted_label_reason(key: &str) -> Option<String> {
     }
     None
 }
+
+// Instance-attribute labels every instance type of the catalog carries (`karpenter.k8s.aws`).
+pub const INSTANCE_CATEGORY_LABEL: &str = "karpenter.k8s.aws/instance-category";
+pub const INSTANCE_FAMILY_LABEL: &str = "karpenter.k8s.aws/instance-family";
+pub const INSTANCE_GENERATION_LABEL: &str = "karpenter.k8s.aws/instance-generation";
+pub const INSTANCE_SIZE_LABEL: &str = "karpenter.k8s.aws/instance-size";
+pub const INSTANCE_CPU_LABEL: &str = "karpenter.k8s.aws/instance-cpu";
+pub const INSTANCE_CPU_MANUFACTURER_LABEL: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
+/// Memory in MiB as EC2 reports it (before the VM overhead).
+pub const INSTANCE_MEMORY_LABEL: &str = "karpenter.k8s.aws/instance-memory";
+pub const INSTANCE_HYPERVISOR_LABEL: &str = "karpenter.k8s.aws/instance-hypervisor";
+/// Baseline network bandwidth in Mbps.
+pub const INSTANCE_NETWORK_BANDWIDTH_LABEL: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+/// Maximum EBS bandwidth in Mbps.
+pub const INSTANCE_EBS_BANDWIDTH_LABEL: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED_LABEL: &str =
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
+/// Total local NVMe instance storage, as EC2 reports it (`TotalSizeInGB`).
+pub const INSTANCE_LOCAL_NVME_LABEL: &str = "karpenter.k8s.aws/instance-local-nvme";
+pub const INSTANCE_GPU_NAME_LABEL: &str = "karpenter.k8s.aws/instance-gpu-name";
+pub const INSTANCE_GPU_MANUFACTURER_LABEL: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+pub const INSTANCE_GPU_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-gpu-count";
+/// Memory per GPU in MiB.
+pub const INSTANCE_GPU_MEMORY_LABEL: &str = "karpenter.k8s.aws/instance-gpu-memory";

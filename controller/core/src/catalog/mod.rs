@@ -4,9 +4,22 @@
 //! in `us-west-2`; it is the production fallback price table, what `fakecloud` serves, and what
 //! `karpenter plan` uses unless `--catalog FILE` names another ([`Catalog::from_text`]).
 
+pub mod builtin;
+pub mod file;
+pub mod overhead;
+
 use std::collections::BTreeMap;
 
 use crate::resources::Resources;
+
+pub use file::{CatalogError, Problem};
+pub use overhead::{
+    VM_MEMORY_OVERHEAD_PERCENT, compute_allocatable, compute_overhead, eni_limited_pods,
+    eviction_threshold, kube_reserved, memory_capacity,
+};
+
+/// The extended resource NVIDIA's device plugin advertises, one per GPU.
+pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
 
 /// Capacity type of an offering (the `karpenter.sh/capacity-type` label value).
 #[derive(
@@ -86,6 +99,24 @@ impl Catalog {
         Self { instance_types }
     }
 
+    /// The built-in `us-west-2` catalog (see [`builtin`]), as an owned copy for callers that
+    /// adjust it (mark offerings unavailable, drop types). Built once per process; read-only
+    /// callers should use [`Catalog::builtin_ref`] and skip the clone.
+    pub fn builtin() -> Catalog {
+        builtin::catalog().clone()
+    }
+
+    /// The built-in catalog, shared: built on first use and kept for the life of the process.
+    pub fn builtin_ref() -> &'static Catalog {
+        builtin::catalog()
+    }
+
+    /// Reads a catalog file (YAML or JSON; format in [`file`]).
+    pub fn from_text(text: &str) -> Result<Catalog, CatalogError> {
+        file::parse(text)
+    }
+
+    /// The instance type called `name`, if the catalog has it.
     pub fn get(&self, name: &str) -> Option<&InstanceType> {
         self.instance_types
             .binary_search_by(|it| it.name.as_str().cmp(name))

@@ -1,1 +1,138 @@
-//! The scheduling simulation: which pods fit where, and which NodeClaims to launch.
+//! The scheduling simulation: given pending pods, existing nodes and NodePools, decide which pods
+//! go to existing nodes and which new NodeClaims to launch, cheaply and within every constraint.
+//!
+//! Pure and deterministic: no I/O, no clock, no randomness; inputs are iterated in defined
+//! orders, so the same input always gives the same plan.
+
+pub mod benchmark;
+pub mod pod;
+pub mod requirements;
+mod solver;
+pub mod topology;
+
+use std::collections::BTreeMap;
+
+pub use pod::{PodError, PodInfo};
+pub use requirements::{Requirement, Requirements};
+pub use solver::solve;
+
+use crate::api::{NodePool, Requirement as ApiRequirement, Taint};
+use crate::catalog::Catalog;
+use crate::resources::Resources;
+
+/// How soft constraints (preferred affinities, `ScheduleAnyway` spread) are treated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PreferencePolicy {
+    /// Treated as required, then relaxed one at a time when a pod does not fit (upstream default).
+    #[default]
+    Respect,
+    /// Ignored entirely.
+    Ignore,
+}
+
+/// What happens when the instance types left cannot cover a requirement's `minValues`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MinValuesPolicy {
+    /// The NodeClaim is not created (upstream default).
+    #[default]
+    Strict,
+    /// `minValues` is lowered to what is left.
+    BestEffort,
+}
+
+/// Knobs of one scheduling run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub preference_policy: PreferencePolicy,
+    pub min_values_policy: MinValuesPolicy,
+    /// Most instance types written to one NodeClaim (upstream `MaxInstanceTypes`).
+    pub instance_types_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            preference_policy: PreferencePolicy::Respect,
+            min_values_policy: MinValuesPolicy::Strict,
+            instance_types_max: 600,
+        }
+    }
+}
+
+/// A node already in the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExistingNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub capacity: Resources,
+    pub allocatable: Resources,
+    /// Pods bound to it (their requests are in use; their labels count for topology).
+    pub pods: Vec<PodInfo>,
+    /// Ready and initialized nodes are tried first.
+    pub initialized: bool,
+    /// Being deleted: nothing new is placed on it.
+    pub deleting: bool,
+}
+
+impl ExistingNode {
+    /// The NodePool that owns it, if Karpenter manages it.
+    pub fn nodepool(&self) -> Option<&str> {
+        self.labels
+            .get(crate::api::labels::NODEPOOL_LABEL)
+            .map(String::as_str)
+    }
+}
+
+/// Everything one scheduling run looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    pub node_pools: &'a [NodePool],
+    pub catalog: &'a Catalog,
+    pub nodes: &'a [ExistingNode],
+    /// One pod per DaemonSet (its template): daemon overhead on every compatible node.
+    pub daemonsets: &'a [PodInfo],
+    /// Pods to place.
+    pub pods: &'a [PodInfo],
+    /// Namespace labels, for `namespaceSelector` in affinity terms.
+    pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+    pub options: Options,
+}
+
+/// A NodeClaim the run decided to launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedClaim {
+    pub node_pool: String,
+    /// Instance types that fit, cheapest first (at most `instance_types_max`).
+    pub instance_types: Vec<String>,
+    /// Requirements as written to the NodeClaim's spec.
+    pub requirements: Vec<ApiRequirement>,
+    /// Pods placed on it, in placement order.
+    pub pods: Vec<String>,
+    /// Pod requests plus daemon overhead.
+    pub requests: Resources,
+    /// Hourly price of the cheapest instance type's cheapest compatible offering.
+    pub price: f64,
+}
+
+/// Pods placed on one existing node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePlacement {
+    pub node: String,
+    pub pods: Vec<String>,
+}
+
+/// A pod nothing can run, and why (readable, per NodePool).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub pod: String,
+    pub reason: String,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Results {
+    pub new_claims: Vec<PlannedClaim>,
+    pub existing_nodes: Vec<NodePlacement>,
+    pub unschedulable: Vec<Unschedulable>,
+}

@@ -1,0 +1,89 @@
+//! `karpenter bench-scheduling --pods N`: one size of the scheduling benchmark (upstream's
+//! diverse-pod mix on 400 fake instance types), printed as one JSON object. `cargo xtask bench`
+//! runs it once per size in a fresh process, so each size's peak RSS is its own.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use karpenter_core::scheduling::benchmark::{diverse_pods, instance_types, node_pool};
+use karpenter_core::scheduling::{Input, Options, PodInfo, solve};
+
+/// Runs `runs` solves of `pods` pods; reports the median time per solve.
+pub fn run(pods: usize, runs: usize) -> ExitCode {
+    let catalog = instance_types(400);
+    let pools = vec![node_pool()];
+    let objects = diverse_pods(pods);
+    let namespaces = BTreeMap::new();
+    let mut times = Vec::new();
+    let mut outcome = None;
+    for _ in 0..runs.max(1) {
+        let (elapsed, results) = timed(|| {
+            // Preparing pods is part of a solve, as upstream's scheduler does it per solve.
+            let infos: Vec<PodInfo> = objects
+                .iter()
+                .map(|p| PodInfo::from_pod(p, Vec::new()).expect("benchmark pods are valid"))
+                .collect();
+            solve(Input {
+                node_pools: &pools,
+                catalog: &catalog,
+                nodes: &[],
+                daemonsets: &[],
+                pods: &infos,
+                namespaces: &namespaces,
+                options: Options::default(),
+            })
+        });
+        times.push(elapsed);
+        outcome = Some(results);
+    }
+    times.sort();
+    let median = times[times.len() / 2].as_secs_f64();
+    let results = outcome.expect("at least one run");
+    let scheduled: usize = results.new_claims.iter().map(|c| c.pods.len()).sum();
+    let report = serde_json::json!({
+        "pods": pods,
+        "secondsPerSolve": median,
+        "podsPerSecond": if median > 0.0 { pods as f64 / median } else { 0.0 },
+        "nodes": results.new_claims.len(),
+        "scheduled": scheduled,
+        "unschedulable": results.unschedulable.len(),
+        "peakRssBytes": peak_rss_bytes(),
+        "runs": times.len(),
+    });
+    println!("{report}");
+    if results.unschedulable.is_empty() && scheduled == pods {
+        ExitCode::SUCCESS
+    } else {
+        for u in results.unschedulable.iter().take(5) {
+            eprintln!("unschedulable {}: {}", u.pod, u.reason);
+        }
+        ExitCode::FAILURE
+    }
+}
+
+/// Wall-clock timing is what a benchmark measures; this binary is outside the deterministic core.
+#[allow(clippy::disallowed_methods)]
+fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
+    let start = std::time::Instant::now();
+    let out = f();
+    (start.elapsed(), out)
+}
+
+/// Peak resident set size of this process (Linux `VmHWM`), 0 where unavailable.
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|kb| kb.parse::<u64>().ok())
+                        .map(|kb| kb * 1024)
+                })
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,219 @@
+//! Upstream Karpenter's scheduling benchmark, re-created: `fake.InstanceTypes(400)` and the
+//! `makeDiversePods` mix (generic, zonal spread, hostname spread, zonal self-affinity, hostname
+//! self-anti-affinity), one NodePool with huge limits, an empty cluster.
+//!
+//! Used by `karpenter bench-scheduling` (and so `cargo xtask bench`) and by a test that checks a
+//! small run schedules every pod. Deterministic: the pod mix is drawn from a fixed-seed generator.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    ResourceRequirements, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use crate::api::NodePool;
+use crate::api::labels::{ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL};
+use crate::catalog::{CapacityType, Catalog, InstanceType, Offering};
+use crate::resources::Resources;
+
+/// SplitMix64: a tiny, fixed pseudo-random sequence so the pod mix is the same on every run.
+struct Sequence(u64);
+
+impl Sequence {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
+        &from[(self.next() % from.len() as u64) as usize]
+    }
+}
+
+const GIB: i64 = 1 << 30;
+const MIB: i64 = 1 << 20;
+
+/// `fake.InstanceTypes(n)`: type `i` has `i+1` cpus, `2(i+1)` GiB, `10(i+1)` pods, allocatable
+/// = capacity − 100m cpu − 10Mi, five offerings (spot in zones 1-2, on-demand in zones 1-3) at
+/// upstream's fake price `0.1·cpu + 0.1·memory_GB`.
+pub fn instance_types(n: usize) -> Catalog {
+    let zones = ["test-zone-1", "test-zone-2", "test-zone-3"];
+    let types = (0..n)
+        .map(|i| {
+            let cpus = (i + 1) as i64;
+            let memory = 2 * cpus * GIB;
+            let capacity = Resources::from_pairs([
+                ("cpu", cpus * 1000),
+                ("memory", memory),
+                ("pods", 10 * cpus),
+            ]);
+            let overhead = Resources::from_pairs([("cpu", 100), ("memory", 10 * MIB)]);
+            let price = 0.1 * cpus as f64 + 0.1 * memory as f64 / 1e9;
+            let mut offerings = Vec::new();
+            for (z, zone) in zones.iter().enumerate() {
+                if z < 2 {
+                    offerings.push(Offering {
+                        zone: zone.to_string(),
+                        capacity_type: CapacityType::Spot,
+                        price,
+                        available: true,
+                    });
+                }
+                offerings.push(Offering {
+                    zone: zone.to_string(),
+                    capacity_type: CapacityType::OnDemand,
+                    price,
+                    available: true,
+                });
+            }
+            let name = format!("fake-it-{i}");
+            let labels = BTreeMap::from([
+                (INSTANCE_TYPE_LABEL.to_string(), name.clone()),
+                (ARCH_LABEL.to_string(), "amd64".to_string()),
+                (OS_LABEL.to_string(), "linux".to_string()),
+            ]);
+            InstanceType {
+                name,
+                labels,
+                allocatable: capacity.minus(&overhead),
+                capacity,
+                overhead,
+                offerings,
+            }
+        })
+        .collect();
+    Catalog::new(types)
+}
+
+/// The benchmark's NodePool: no requirements beyond the defaults, limits cpu 1e7 and memory 1e7Gi.
+pub fn node_pool() -> NodePool {
+    let manifest = serde_json::json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {"spec": {
+                "requirements": [],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+            }},
+            "limits": {"cpu": "10000000", "memory": "10000000Gi"}
+        }
+    });
+    serde_json::from_value(manifest).expect("the benchmark NodePool is valid")
+}
+
+fn selector(key: &str, value: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(BTreeMap::from([(key.to_string(), value.to_string())])),
+        match_expressions: None,
+    }
+}
+
+/// `makeDiversePods(count)`: `count/5` each of generic, zonal spread, hostname spread, zonal
+/// self-affinity and hostname self-anti-affinity pods, the rest generic. CPU from
+/// {100,250,500,1000,1500}m, memory from {100,256,512,1024,2048,4096}Mi, label values a-g.
+pub fn diverse_pods(count: usize) -> Vec<Pod> {
+    let mut seq = Sequence(42);
+    let values = ["a", "b", "c", "d", "e", "f", "g"];
+    let cpus = [100, 250, 500, 1000, 1500];
+    let memories = [100, 256, 512, 1024, 2048, 4096];
+    let per_kind = count / 5;
+    let mut pods = Vec::with_capacity(count);
+    let mut make = |seq: &mut Sequence,
+                    labels: BTreeMap<String, String>,
+                    affinity: Option<Affinity>,
+                    spread: Option<TopologySpreadConstraint>| {
+        let i = pods.len();
+        let cpu = format!("{}m", seq.pick(&cpus));
+        let memory = format!("{}Mi", seq.pick(&memories));
+        pods.push(Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("pod-{i:06}")),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{i:06}")),
+                labels: Some(labels),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "app".into(),
+                    resources: Some(ResourceRequirements {
+                        requests: Some(BTreeMap::from([
+                            ("cpu".to_string(), K8sQuantity(cpu)),
+                            ("memory".to_string(), K8sQuantity(memory)),
+                        ])),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                affinity,
+                topology_spread_constraints: spread.map(|s| vec![s]),
+                ..Default::default()
+            }),
+            status: None,
+        });
+    };
+    let label = |seq: &mut Sequence, key: &str| {
+        BTreeMap::from([(key.to_string(), seq.pick(&values).to_string())])
+    };
+    for _ in 0..per_kind {
+        let labels = label(&mut seq, "my-label");
+        make(&mut seq, labels, None, None);
+    }
+    for key in [ZONE_LABEL, HOSTNAME_LABEL] {
+        for _ in 0..per_kind {
+            let labels = label(&mut seq, "my-label");
+            let value = seq.pick(&values).to_string();
+            let spread = TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: key.to_string(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                label_selector: Some(selector("my-label", &value)),
+                ..Default::default()
+            };
+            make(&mut seq, labels, None, Some(spread));
+        }
+    }
+    for _ in 0..per_kind {
+        let labels = label(&mut seq, "my-affininity");
+        let value = labels["my-affininity"].clone();
+        let affinity = Affinity {
+            pod_affinity: Some(PodAffinity {
+                required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                    label_selector: Some(selector("my-affininity", &value)),
+                    topology_key: ZONE_LABEL.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        make(&mut seq, labels, Some(affinity), None);
+    }
+    for _ in 0..per_kind {
+        let labels = BTreeMap::from([("app".to_string(), "nginx".to_string())]);
+        let affinity = Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                    label_selector: Some(selector("app", "nginx")),
+                    topology_key: HOSTNAME_LABEL.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        make(&mut seq, labels, Some(affinity), None);
+    }
+    for _ in 0..count - 5 * per_kind {
+        let labels = label(&mut seq, "my-label");
+        make(&mut seq, labels, None, None);
+    }
+    pods
+}

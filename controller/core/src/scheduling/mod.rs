@@ -11,6 +11,7 @@ mod solver;
 pub mod topology;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use pod::{PodError, PodInfo};
 pub use requirements::{Requirement, Requirements};
@@ -103,9 +104,10 @@ pub struct Input<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlannedClaim {
     pub node_pool: String,
-    /// Instance types that fit, cheapest first (at most `instance_types_max`).
-    pub instance_types: Vec<String>,
-    /// Requirements as written to the NodeClaim's spec.
+    /// Instance types that fit, cheapest first (at most `instance_types_max`). Shared strings:
+    /// thousands of claims list the same few hundred names.
+    pub instance_types: Arc<[Arc<str>]>,
+    /// Requirements other than the instance-type list (see [`Self::nodeclaim_requirements`]).
     pub requirements: Vec<ApiRequirement>,
     /// Pods placed on it, in placement order.
     pub pods: Vec<String>,
@@ -113,6 +115,30 @@ pub struct PlannedClaim {
     pub requests: Resources,
     /// Hourly price of the cheapest instance type's cheapest compatible offering.
     pub price: f64,
+}
+
+impl PlannedClaim {
+    /// Requirements as written to the NodeClaim's spec, by key, including
+    /// `node.kubernetes.io/instance-type In [instance_types]`.
+    pub fn nodeclaim_requirements(&self) -> Vec<ApiRequirement> {
+        let mut out = self.requirements.clone();
+        out.push(ApiRequirement {
+            key: crate::api::labels::INSTANCE_TYPE_LABEL.to_string(),
+            operator: crate::api::Operator::In,
+            values: self.instance_types.iter().map(|n| n.to_string()).collect(),
+            min_values: self
+                .requirements
+                .iter()
+                .find(|r| r.key == crate::api::labels::INSTANCE_TYPE_LABEL)
+                .and_then(|r| r.min_values),
+        });
+        out.retain(|r| {
+            r.key != crate::api::labels::INSTANCE_TYPE_LABEL
+                || r.values.len() == self.instance_types.len()
+        });
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
 }
 
 /// Pods placed on one existing node.

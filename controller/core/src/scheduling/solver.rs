@@ -5,7 +5,10 @@
 //! Resources are dense `i64` vectors indexed per run (cpu, memory, pods, ... then extended
 //! resources), so the hot fit checks are a handful of integer compares.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
 
 use super::pod::{HostPort, Strength, tolerates};
 use super::requirements::{Requirement, Requirements};
@@ -97,6 +100,7 @@ fn is_type_attribute(key: &str) -> bool {
 /// One instance type as a NodePool sees it.
 struct TypeView<'a> {
     it: &'a InstanceType,
+    name: Arc<str>,
     /// Allocatable minus the pool's daemon overhead on this type.
     alloc: Dense,
     capacity: Dense,
@@ -180,8 +184,8 @@ struct Pool<'a> {
 struct Claim {
     pool: usize,
     requirements: Requirements,
-    /// Indices into the pool's `types`, cheapest first.
-    types: Vec<usize>,
+    /// Indices into the pool's `types`, cheapest first (u32: thousands of claims hold hundreds).
+    types: Vec<u32>,
     used: Dense,
     /// Component-wise maximum of the remaining types' allocatable: a cheap necessary condition.
     max_alloc: Dense,
@@ -189,13 +193,13 @@ struct Claim {
     max_capacity: Dense,
     pods: Vec<usize>,
     host_ports: Vec<HostPort>,
-    hostname: String,
+    /// Per topology key id: the domain the claim is pinned to.
+    pinned: Vec<Option<usize>>,
 }
 
 /// An existing node during the run.
 struct Node<'a> {
     node: &'a ExistingNode,
-    hostname: String,
     used: Dense,
     alloc: Dense,
     host_ports: Vec<HostPort>,
@@ -221,14 +225,26 @@ struct Solver<'a> {
     claims: Vec<Claim>,
     /// (pod count, claim index): iteration order for planned claims.
     claim_order: BTreeSet<(usize, usize)>,
+    /// For hostname groups that allow one matching pod per node (required anti-affinity,
+    /// spread with maxSkew 1): the planned claims with none yet, in the same order. A pod bound
+    /// by such a group only scans these, instead of every claim.
+    free: BTreeMap<usize, BTreeSet<(usize, usize)>>,
+    /// Which of a pool's types satisfy a requirement set. Claims narrow to a handful of distinct
+    /// sets (a zone pin, a capacity type), so each is evaluated once instead of per attempt.
+    compat_cache: RefCell<HashMap<u64, Vec<(usize, Requirements, Rc<[bool]>)>>>,
     topology: Topology,
     /// Per pod: its references into the topology.
     pod_topology: Vec<PodTopology>,
     /// Per pod: the groups whose selectors count it.
     counted_by: Vec<Vec<usize>>,
     requests: Vec<Dense>,
-    /// Known domains per topology key (zones, label values); hostnames are per node.
-    domains: BTreeMap<String, BTreeSet<String>>,
+    /// Topology keys other than hostname, sorted; their index is the key id.
+    keys: Vec<String>,
+    /// Per key id: every domain (zone, label value) it can take, sorted; the index is the
+    /// domain id groups count by.
+    universe: Vec<Vec<String>>,
+    /// Per group: its key id (`None` for hostname groups, which count by host slot).
+    group_key: Vec<Option<usize>>,
 }
 
 /// Runs the scheduling simulation.
@@ -256,6 +272,8 @@ impl<'a> Solver<'a> {
             nodes: Vec::new(),
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
+            free: BTreeMap::new(),
+            compat_cache: RefCell::new(HashMap::new()),
             topology: Topology::default(),
             pod_topology: Vec::new(),
             counted_by: Vec::new(),
@@ -264,7 +282,9 @@ impl<'a> Solver<'a> {
                 .iter()
                 .map(|p| space.dense(&p.requests))
                 .collect(),
-            domains: BTreeMap::new(),
+            keys: Vec::new(),
+            universe: Vec::new(),
+            group_key: Vec::new(),
             space,
         };
         solver.build_pools();
@@ -314,6 +334,7 @@ impl<'a> Solver<'a> {
                 alloc.iter_mut().zip(&daemon).for_each(|(a, d)| *a -= d);
                 let view = TypeView {
                     it,
+                    name: Arc::from(it.name.as_str()),
                     alloc,
                     capacity: self.space.dense(&it.capacity),
                     daemon,
@@ -410,14 +431,9 @@ impl<'a> Solver<'a> {
                     add(&mut used, &self.space.dense(&ds.requests));
                 }
             }
-            let hostname = node
-                .labels
-                .get(HOSTNAME_LABEL)
-                .cloned()
-                .unwrap_or_else(|| node.name.clone());
+
             self.nodes.push(Node {
                 node,
-                hostname,
                 used,
                 alloc: self.space.dense(&node.allocatable),
                 host_ports,
@@ -468,8 +484,15 @@ impl<'a> Solver<'a> {
                     values.insert(v.clone());
                 }
             }
-            self.domains.insert(key, values);
+            self.keys.push(key);
+            self.universe.push(values.into_iter().collect());
         }
+        self.group_key = self
+            .topology
+            .groups
+            .iter()
+            .map(|g| self.keys.iter().position(|k| *k == g.topology_key))
+            .collect();
         // Which groups count which pods.
         self.counted_by = self
             .input
@@ -481,21 +504,25 @@ impl<'a> Solver<'a> {
                     .collect()
             })
             .collect();
+        for (g, group) in self.topology.groups.iter().enumerate() {
+            let one_per_host = match group.kind {
+                GroupKind::AntiAffinity => true,
+                GroupKind::Spread { max_skew, .. } => max_skew == 1,
+                GroupKind::Affinity => false,
+            };
+            if group.is_hostname() && one_per_host {
+                self.free.insert(g, BTreeSet::new());
+            }
+        }
         // Existing pods count in the domains of their nodes.
         for n in 0..self.nodes.len() {
-            let labels = self.nodes[n].node.labels.clone();
-            let hostname = self.nodes[n].hostname.clone();
             for pod in &self.nodes[n].node.pods {
-                for group in self.topology.groups.iter_mut() {
-                    if group.counts_pod(&pod.namespace, &pod.labels) {
-                        let domain = if group.is_hostname() {
-                            Some(&hostname)
-                        } else {
-                            labels.get(&group.topology_key)
-                        };
-                        if let Some(d) = domain {
-                            group.record(d);
-                        }
+                for g in 0..self.topology.groups.len() {
+                    if !self.topology.groups[g].counts_pod(&pod.namespace, &pod.labels) {
+                        continue;
+                    }
+                    if let Some(d) = self.node_domain(n, g) {
+                        self.topology.groups[g].record(d);
                     }
                 }
             }
@@ -506,17 +533,29 @@ impl<'a> Solver<'a> {
                 .iter()
                 .filter(|r| r.strength == Strength::Required)
             {
-                let group = &mut self.topology.groups[r.group];
-                let domain = if group.is_hostname() {
-                    Some(self.nodes[n].hostname.clone())
-                } else {
-                    self.nodes[n].node.labels.get(&group.topology_key).cloned()
-                };
-                if let Some(d) = domain {
-                    group.record_owner(&d);
+                if let Some(d) = self.node_domain(n, r.group) {
+                    self.topology.groups[r.group].record_owner(d);
                 }
             }
         }
+    }
+
+    /// The domain id of existing node `n` for group `g` (its slot for hostname groups).
+    fn node_domain(&self, n: usize, g: usize) -> Option<usize> {
+        match self.group_key[g] {
+            None => Some(n),
+            Some(k) => self.nodes[n]
+                .node
+                .labels
+                .get(&self.keys[k])
+                .and_then(|v| self.domain_id(k, v)),
+        }
+    }
+
+    fn domain_id(&self, key: usize, value: &str) -> Option<usize> {
+        self.universe[key]
+            .binary_search_by(|d| d.as_str().cmp(value))
+            .ok()
     }
 
     fn run(&mut self) -> Results {
@@ -696,8 +735,9 @@ impl<'a> Solver<'a> {
                 return Ok(());
             }
         }
+        let candidates = self.candidates(p, &constraints);
         for (reqs, plan) in &plans {
-            let found = self.claim_order.iter().find_map(|&(_, c)| {
+            let found = candidates.iter().find_map(|&(_, c)| {
                 self.try_claim(p, c, reqs, &constraints, plan)
                     .map(|a| (c, a))
             });
@@ -713,7 +753,7 @@ impl<'a> Solver<'a> {
                         self.claims.push(claim);
                         let c = self.claims.len() - 1;
                         let attempt = Attempt {
-                            requirements: self.claims[c].requirements.clone(),
+                            requirements: None,
                             types: self.claims[c].types.clone(),
                         };
                         self.commit_claim(p, c, attempt, &constraints);
@@ -730,6 +770,31 @@ impl<'a> Solver<'a> {
         }
         reasons.dedup();
         Err(reasons.join("; "))
+    }
+
+    /// The planned claims a pod may go to, fewest pods first: a free set when one of the pod's
+    /// hostname constraints admits only claims without a matching pod, else every claim.
+    fn candidates(&self, p: usize, c: &Constraints) -> &BTreeSet<(usize, usize)> {
+        let pod = &self.input.pods[p];
+        let mut best = &self.claim_order;
+        let restricting = c.anti.iter().chain(c.spread.iter()).filter(|r| {
+            let g = &self.topology.groups[r.group];
+            match g.kind {
+                GroupKind::AntiAffinity => true,
+                GroupKind::Spread { max_skew, .. } => {
+                    max_skew == 1 && g.counts_pod(&pod.namespace, &pod.labels)
+                }
+                GroupKind::Affinity => false,
+            }
+        });
+        for r in restricting {
+            if let Some(set) = self.free.get(&r.group)
+                && set.len() < best.len()
+            {
+                best = set;
+            }
+        }
+        best
     }
 
     fn try_node(
@@ -755,11 +820,12 @@ impl<'a> Solver<'a> {
         {
             return None;
         }
-        if !self.hostname_ok(p, &node.hostname, c) {
+        if !self.hostname_ok(p, n, c) {
             return None;
         }
         let view = TargetView::Node {
             labels: &node.node.labels,
+            solver: self,
         };
         let extra = self.target_topology(plan, &view, reqs)?;
         extra.matches_labels(&node.node.labels).then_some(extra)
@@ -790,53 +856,99 @@ impl<'a> Solver<'a> {
         {
             return None;
         }
-        if !self.hostname_ok(p, &claim.hostname, constraints) {
+        if !self.hostname_ok(p, self.nodes.len() + c, constraints) {
             return None;
         }
         // A claim already pinned to a domain the plan rules out: reject before requirement work.
-        for (key, kp) in &plan.keys {
-            if let Some(r) = claim.requirements.get(key)
-                && r.len() == 1
-                && let Some(v) = r.values().next()
-                && !kp.permits(v)
+        for (k, kp) in &plan.keys {
+            if let Some(d) = claim.pinned[*k]
+                && !kp.permits(d)
             {
                 return None;
             }
         }
         claim.requirements.compatible(reqs, is_well_known).ok()?;
-        let mut narrowed = claim.requirements.clone();
-        narrowed.add_all(reqs);
+        // Most pods add no node requirements: borrow the claim's until something changes.
+        let narrowed_owned;
+        let narrowed: &Requirements = if reqs.is_empty() {
+            &claim.requirements
+        } else {
+            let mut r = claim.requirements.clone();
+            r.add_all(reqs);
+            narrowed_owned = r;
+            &narrowed_owned
+        };
         let target = TargetView::Claim {
             pool,
             types: &claim.types,
+            pinned: &claim.pinned,
         };
-        let extra = self.target_topology(plan, &target, &narrowed)?;
-        let changed = !reqs.is_empty() || !extra.is_empty();
-        narrowed.add_all(&extra);
-        let types: Vec<usize> = claim
+        let extra = self.target_topology(plan, &target, narrowed)?;
+        // Pins that repeat what the claim already is change nothing: skip re-filtering types.
+        let changed = !reqs.is_empty()
+            || extra
+                .iter()
+                .any(|(k, r)| claim.requirements.get(k) != Some(r));
+        let requirements = if changed {
+            let mut r = narrowed.clone();
+            r.add_all(&extra);
+            Some(r)
+        } else {
+            None
+        };
+        let final_reqs = requirements.as_ref().unwrap_or(&claim.requirements);
+        let compat = changed.then(|| self.compatible_types(claim.pool, final_reqs));
+        let types: Vec<u32> = claim
             .types
             .iter()
             .copied()
             .filter(|t| {
-                let view = &pool.types[*t];
-                fits(&claim.used, request, &view.alloc) && (!changed || view.compatible(&narrowed))
+                let view = &pool.types[*t as usize];
+                fits(&claim.used, request, &view.alloc)
+                    && compat.as_ref().is_none_or(|c| c[*t as usize])
             })
             .collect();
         if types.is_empty() {
             return None;
         }
-        self.check_min_values(claim.pool, &narrowed, &types).ok()?;
+        if changed {
+            self.check_min_values(claim.pool, final_reqs, &types).ok()?;
+        }
         Some(Attempt {
-            requirements: narrowed,
+            requirements,
             types,
         })
+    }
+
+    /// Which of `pool`'s types satisfy `reqs` (cached per distinct requirement set).
+    fn compatible_types(&self, pool: usize, reqs: &Requirements) -> Rc<[bool]> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (pool, reqs).hash(&mut hasher);
+        let hash = hasher.finish();
+        if let Some(bucket) = self.compat_cache.borrow().get(&hash)
+            && let Some((_, _, hit)) = bucket.iter().find(|(p, r, _)| *p == pool && r == reqs)
+        {
+            return hit.clone();
+        }
+        let computed: Rc<[bool]> = self.pools[pool]
+            .types
+            .iter()
+            .map(|t| t.compatible(reqs))
+            .collect();
+        self.compat_cache
+            .borrow_mut()
+            .entry(hash)
+            .or_default()
+            .push((pool, reqs.clone(), computed.clone()));
+        computed
     }
 
     fn check_min_values(
         &self,
         pool: usize,
         reqs: &Requirements,
-        types: &[usize],
+        types: &[u32],
     ) -> Result<(), String> {
         if self.input.options.min_values_policy == MinValuesPolicy::BestEffort {
             return Ok(());
@@ -845,7 +957,7 @@ impl<'a> Solver<'a> {
             let Some(min) = req.min_values else { continue };
             let mut seen = BTreeSet::new();
             for t in types {
-                let view = &self.pools[pool].types[*t];
+                let view = &self.pools[pool].types[*t as usize];
                 if key == INSTANCE_TYPE_LABEL {
                     seen.insert(view.it.name.clone());
                 } else {
@@ -894,8 +1006,9 @@ impl<'a> Solver<'a> {
         let zero = vec![0; self.space.names.len()];
         let (mut compatible, mut fitting) = (0, 0);
         let mut within_limits = Vec::new();
+        let compat = self.compatible_types(pool_index, &narrowed);
         for (t, view) in pool.types.iter().enumerate() {
-            if !view.compatible(&narrowed) {
+            if !compat[t] {
                 continue;
             }
             compatible += 1;
@@ -908,7 +1021,7 @@ impl<'a> Solver<'a> {
                 .iter()
                 .all(|(dim, limit)| pool.used[*dim] + view.capacity[*dim] <= *limit)
             {
-                within_limits.push(t);
+                within_limits.push(t as u32);
             }
         }
         if within_limits.is_empty() {
@@ -930,15 +1043,17 @@ impl<'a> Solver<'a> {
                 format!("limits {} would be exceeded", limits.join(", "))
             });
         }
-        let hostname = format!("hostname-placeholder-{:04}", self.claims.len());
-        if !self.hostname_ok(p, &hostname, constraints) {
+        let slot = self.nodes.len() + self.claims.len();
+        if !self.hostname_ok(p, slot, constraints) {
             return Err(
                 "pod affinity on kubernetes.io/hostname cannot be met by a new node".to_string(),
             );
         }
+        let unpinned = vec![None; self.keys.len()];
         let target = TargetView::Claim {
             pool,
             types: &within_limits,
+            pinned: &unpinned,
         };
         let extra = self
             .target_topology(plan, &target, &narrowed)
@@ -949,9 +1064,10 @@ impl<'a> Solver<'a> {
             within_limits
         } else {
             narrowed.add_all(&extra);
+            let compat = self.compatible_types(pool_index, &narrowed);
             within_limits
                 .into_iter()
-                .filter(|t| pool.types[*t].compatible(&narrowed))
+                .filter(|t| compat[*t as usize])
                 .collect()
         };
         if types.is_empty() {
@@ -968,7 +1084,7 @@ impl<'a> Solver<'a> {
             max_capacity: vec![0; width],
             pods: Vec::new(),
             host_ports: Vec::new(),
-            hostname,
+            pinned: vec![None; self.keys.len()],
         };
         self.refresh_maxima(&mut claim);
         Ok(claim)
@@ -979,7 +1095,7 @@ impl<'a> Solver<'a> {
         claim.max_alloc.iter_mut().for_each(|v| *v = i64::MIN);
         claim.max_capacity.iter_mut().for_each(|v| *v = 0);
         for t in &claim.types {
-            let view = &pool.types[*t];
+            let view = &pool.types[*t as usize];
             for (i, v) in view.alloc.iter().enumerate() {
                 claim.max_alloc[i] = claim.max_alloc[i].max(*v);
             }
@@ -991,14 +1107,14 @@ impl<'a> Solver<'a> {
 
     /// Hostname-keyed checks (each node or claim is its own domain), cheap enough to run before
     /// any requirement work.
-    fn hostname_ok(&self, p: usize, hostname: &str, c: &Constraints) -> bool {
+    fn hostname_ok(&self, p: usize, slot: usize, c: &Constraints) -> bool {
         let pod = &self.input.pods[p];
         for r in &c.spread {
             let g = &self.topology.groups[r.group];
             if let GroupKind::Spread { max_skew, .. } = g.kind
                 && g.is_hostname()
                 && g.counts_pod(&pod.namespace, &pod.labels)
-                && g.count(hostname) as i64 + 1 > max_skew as i64
+                && g.count(slot) as i64 + 1 > max_skew as i64
             {
                 return false;
             }
@@ -1006,7 +1122,7 @@ impl<'a> Solver<'a> {
         for r in &c.affinity {
             let g = &self.topology.groups[r.group];
             if g.is_hostname()
-                && g.count(hostname) == 0
+                && g.count(slot) == 0
                 && (g.total() > 0 || !g.counts_pod(&pod.namespace, &pod.labels))
             {
                 return false;
@@ -1014,7 +1130,7 @@ impl<'a> Solver<'a> {
         }
         for r in &c.anti {
             let g = &self.topology.groups[r.group];
-            if g.is_hostname() && g.count(hostname) > 0 {
+            if g.is_hostname() && g.count(slot) > 0 {
                 return false;
             }
         }
@@ -1022,7 +1138,7 @@ impl<'a> Solver<'a> {
             let g = &self.topology.groups[*g];
             if g.is_hostname()
                 && g.has_owners()
-                && g.owner_count(hostname) > 0
+                && g.owner_count(slot) > 0
                 && g.counts_pod(&pod.namespace, &pod.labels)
             {
                 return false;
@@ -1041,7 +1157,6 @@ impl<'a> Solver<'a> {
         reqs: &Requirements,
     ) -> Result<TopologyPlan, String> {
         let pod = &self.input.pods[p];
-        let empty = BTreeSet::new();
         let mut plan = TopologyPlan::default();
         for r in &c.spread {
             let g = &self.topology.groups[r.group];
@@ -1052,111 +1167,112 @@ impl<'a> Solver<'a> {
             else {
                 continue;
             };
-            if g.is_hostname() {
+            let Some(k) = self.group_key[r.group] else {
                 continue;
-            }
-            let key = &g.topology_key;
-            let universe = self.domains.get(key).unwrap_or(&empty);
+            };
+            let key = &self.keys[k];
+            let universe = &self.universe[k];
             let honor = pod
                 .spread
                 .iter()
                 .find(|s| &s.topology_key == key)
                 .is_some_and(|s| s.honor_node_affinity);
-            let eligible: Vec<&String> = universe
-                .iter()
-                .filter(|d| !honor || reqs.get(key).is_none_or(|q| q.has(d)))
+            let eligible: Vec<usize> = (0..universe.len())
+                .filter(|d| !honor || reqs.get(key).is_none_or(|q| q.has(&universe[*d])))
                 .collect();
-            let mut min = eligible.iter().map(|d| g.count(d)).min().unwrap_or(0) as i64;
+            let mut min = eligible.iter().map(|d| g.count(*d)).min().unwrap_or(0) as i64;
             if min_domains.is_some_and(|m| (eligible.len() as i64) < m as i64) {
                 min = 0;
             }
             let own = i64::from(g.counts_pod(&pod.namespace, &pod.labels));
-            let allowed: BTreeSet<String> = universe
-                .iter()
-                .filter(|d| g.count(d) as i64 + own - min <= max_skew as i64)
-                .cloned()
+            let allowed: Vec<bool> = (0..universe.len())
+                .map(|d| g.count(d) as i64 + own - min <= max_skew as i64)
                 .collect();
-            if allowed.is_empty() {
+            if !allowed.iter().any(|a| *a) {
                 return Err(format!(
                     "topology spread on {key} (maxSkew {max_skew}) cannot be met"
                 ));
             }
-            let kp = plan.key(key);
-            kp.restrict(allowed);
+            let kp = plan.key(k, universe.len());
+            kp.restrict(&allowed);
             kp.order.get_or_insert(Order::Fewest(vec![r.group]));
         }
         for r in &c.affinity {
             let g = &self.topology.groups[r.group];
-            if g.is_hostname() {
+            let Some(k) = self.group_key[r.group] else {
                 continue;
-            }
-            let key = &g.topology_key;
-            let universe = self.domains.get(key).unwrap_or(&empty);
-            let occupied: BTreeSet<String> = g.occupied(universe).map(str::to_string).collect();
-            let kp = plan.key(key);
-            if occupied.is_empty() {
-                if !g.counts_pod(&pod.namespace, &pod.labels) {
+            };
+            let width = self.universe[k].len();
+            let occupied: Vec<bool> = (0..width).map(|d| g.count(d) > 0).collect();
+            let self_match = g.counts_pod(&pod.namespace, &pod.labels);
+            let kp = plan.key(k, width);
+            if !occupied.iter().any(|o| *o) {
+                if !self_match {
                     return Err(format!(
-                        "pod affinity on {key}: no pod matches its selector"
+                        "pod affinity on {}: no pod matches its selector",
+                        self.keys[k]
                     ));
                 }
                 // Self-affinity with no peers yet: any domain, chosen by name.
                 kp.order.get_or_insert(Order::Fewest(Vec::new()));
             } else {
-                kp.restrict(occupied);
+                kp.restrict(&occupied);
                 kp.order.get_or_insert(Order::Most(r.group));
             }
         }
         for r in &c.anti {
             let g = &self.topology.groups[r.group];
-            if g.is_hostname() {
+            let Some(k) = self.group_key[r.group] else {
                 continue;
+            };
+            let width = self.universe[k].len();
+            let kp = plan.key(k, width);
+            for d in 0..width {
+                if g.count(d) > 0 {
+                    kp.blocked[d] = true;
+                }
             }
-            let universe = self.domains.get(&g.topology_key).unwrap_or(&empty);
-            let occupied: Vec<String> = g.occupied(universe).map(str::to_string).collect();
-            plan.key(&g.topology_key).blocked.extend(occupied);
         }
         for gi in &self.topology.anti_groups {
             let g = &self.topology.groups[*gi];
-            if g.is_hostname() || !g.has_owners() || !g.counts_pod(&pod.namespace, &pod.labels) {
+            let Some(k) = self.group_key[*gi] else {
+                continue;
+            };
+            if !g.has_owners() || !g.counts_pod(&pod.namespace, &pod.labels) {
                 continue;
             }
-            let universe = self.domains.get(&g.topology_key).unwrap_or(&empty);
-            let owned: Vec<String> = universe
-                .iter()
-                .filter(|d| g.owner_count(d) > 0)
-                .cloned()
-                .collect();
-            plan.key(&g.topology_key).blocked.extend(owned);
+            let width = self.universe[k].len();
+            let kp = plan.key(k, width);
+            for d in 0..width {
+                if g.owner_count(d) > 0 {
+                    kp.blocked[d] = true;
+                }
+            }
         }
         for g in &self.counted_by[p] {
-            let key = &self.topology.groups[*g].topology_key;
-            if key == HOSTNAME_LABEL {
+            let Some(k) = self.group_key[*g] else {
                 continue;
-            }
-            let kp = plan.key(key);
+            };
+            let kp = plan.key(k, self.universe[k].len());
             match &mut kp.order {
                 Some(Order::Fewest(groups)) if !groups.contains(g) => groups.push(*g),
                 Some(_) => {}
                 None => kp.order = Some(Order::Fewest(vec![*g])),
             }
         }
-        for kp in plan.keys.values() {
-            if kp
-                .allowed
-                .as_ref()
-                .is_some_and(|a| a.iter().all(|d| kp.blocked.contains(d)))
-            {
-                return Err(
-                    "every topology domain the pod may use is excluded by anti-affinity"
-                        .to_string(),
-                );
+        for (k, kp) in &plan.keys {
+            if !(0..self.universe[*k].len()).any(|d| kp.permits(d)) {
+                return Err(format!(
+                    "no {} domain is left: spread, affinity and anti-affinity rule them all out",
+                    self.keys[*k]
+                ));
             }
         }
         Ok(plan)
     }
 
-    /// Pins each planned key to one domain the target can be in, or `None` if it cannot.
+    /// Pins each planned key to one domain the target can be in, or `None` if it cannot. A key
+    /// the target is already pinned to adds nothing.
     fn target_topology(
         &self,
         plan: &TopologyPlan,
@@ -1164,107 +1280,114 @@ impl<'a> Solver<'a> {
         reqs: &Requirements,
     ) -> Option<Requirements> {
         let mut extra = Requirements::new();
-        for (key, kp) in &plan.keys {
-            let possible = self.possible(target, key, reqs, &extra);
-            let candidates = possible.iter().filter(|d| kp.permits(d));
+        for (k, kp) in &plan.keys {
+            if let Some(pinned) = target.pinned(*k) {
+                if !kp.permits(pinned) {
+                    return None;
+                }
+                continue;
+            }
+            let possible = self.possible(target, *k, reqs, &extra);
+            let candidates = possible.into_iter().filter(|d| kp.permits(*d));
             let choice = match &kp.order {
                 Some(Order::Most(g)) => {
                     let g = &self.topology.groups[*g];
-                    candidates.max_by_key(|d| (g.count(d), std::cmp::Reverse((*d).clone())))
+                    candidates.max_by_key(|d| (g.count(*d), std::cmp::Reverse(*d)))
                 }
                 Some(Order::Fewest(groups)) => candidates.min_by_key(|d| {
                     (
                         groups
                             .iter()
-                            .map(|g| self.topology.groups[*g].count(d))
+                            .map(|g| self.topology.groups[*g].count(*d))
                             .sum::<u32>(),
-                        (*d).clone(),
+                        *d,
                     )
                 }),
                 None => candidates.min(),
             }?;
-            extra.add(key, Requirement::single(choice));
+            extra.add(
+                &self.keys[*k],
+                Requirement::single(&self.universe[*k][choice]),
+            );
         }
         Some(extra)
     }
 
-    /// Domains of `key` the target can still be in, given `reqs` and `extra`, in name order.
+    /// Domain ids of key `k` the target can still be in, given `reqs` and `extra`, ascending.
     fn possible(
         &self,
         target: &TargetView,
-        key: &str,
+        k: usize,
         reqs: &Requirements,
         extra: &Requirements,
-    ) -> Vec<String> {
+    ) -> Vec<usize> {
+        let key = &self.keys[k];
         let allowed = |v: &str| {
             reqs.get(key).is_none_or(|r| r.has(v)) && extra.get(key).is_none_or(|r| r.has(v))
         };
         match target {
-            TargetView::Node { labels } => labels
+            TargetView::Node { labels, .. } => labels
                 .get(key)
                 .filter(|v| allowed(v))
-                .cloned()
+                .and_then(|v| self.domain_id(k, v))
                 .into_iter()
                 .collect(),
-            TargetView::Claim { pool, types } => {
-                // Pinned already: the remaining types were filtered to offer it.
-                if let Some(r) = reqs.get(key)
-                    && r.len() == 1
-                {
-                    return r
-                        .values()
-                        .filter(|v| allowed(v))
-                        .map(str::to_string)
-                        .collect();
-                }
-                let mut merged = reqs.clone();
-                merged.add_all(extra);
-                let mut values = BTreeSet::new();
+            TargetView::Claim { pool, types, .. } => {
+                let merged_owned;
+                let merged: &Requirements = if extra.is_empty() {
+                    reqs
+                } else {
+                    let mut m = reqs.clone();
+                    m.add_all(extra);
+                    merged_owned = m;
+                    &merged_owned
+                };
+                let universe = &self.universe[k];
                 let type_key =
                     key == ZONE_LABEL || key == CAPACITY_TYPE_LABEL || is_type_attribute(key);
-                let universe = self.domains.get(key);
+                let mut found = vec![false; universe.len()];
                 if type_key {
+                    let mut left = universe.len();
                     for t in *types {
-                        values.extend(pool.types[*t].values(key, &merged));
-                        if universe.is_some_and(|u| values.len() >= u.len()) {
+                        for v in pool.types[*t as usize].values(key, merged) {
+                            if let Some(d) = self.domain_id(k, &v)
+                                && !found[d]
+                            {
+                                found[d] = true;
+                                left -= 1;
+                            }
+                        }
+                        if left == 0 {
                             break;
                         }
                     }
-                } else if let Some(universe) = universe {
-                    values.extend(universe.iter().cloned());
+                } else {
+                    found.iter_mut().for_each(|f| *f = true);
                 }
-                values.into_iter().filter(|v| allowed(v)).collect()
+                (0..universe.len())
+                    .filter(|d| found[*d] && allowed(&universe[*d]))
+                    .collect()
             }
         }
     }
 
+    /// Counts the pod in every group that selects it, and as an owner of its anti-affinity
+    /// terms, in the domains of the target (`domain_of(group)`).
     fn record(
         &mut self,
         p: usize,
-        hostname: &str,
-        domain_of: &dyn Fn(&str) -> Option<String>,
+        domain_of: &dyn Fn(&Self, usize) -> Option<usize>,
         c: &Constraints,
     ) {
-        for g in self.counted_by[p].clone() {
-            let group = &mut self.topology.groups[g];
-            let domain = if group.is_hostname() {
-                Some(hostname.to_string())
-            } else {
-                domain_of(&group.topology_key)
-            };
-            if let Some(d) = domain {
-                group.record(&d);
+        for i in 0..self.counted_by[p].len() {
+            let g = self.counted_by[p][i];
+            if let Some(d) = domain_of(self, g) {
+                self.topology.groups[g].record(d);
             }
         }
         for r in &c.anti {
-            let group = &mut self.topology.groups[r.group];
-            let domain = if group.is_hostname() {
-                Some(hostname.to_string())
-            } else {
-                domain_of(&group.topology_key)
-            };
-            if let Some(d) = domain {
-                group.record_owner(&d);
+            if let Some(d) = domain_of(self, r.group) {
+                self.topology.groups[r.group].record_owner(d);
             }
         }
     }
@@ -1276,18 +1399,19 @@ impl<'a> Solver<'a> {
         node.host_ports
             .extend(self.input.pods[p].host_ports.iter().cloned());
         node.placed.push(p);
-        let labels = node.node.labels.clone();
-        let hostname = node.hostname.clone();
-        self.record(p, &hostname, &|key| labels.get(key).cloned(), c);
+        self.record(p, &|solver, g| solver.node_domain(n, g), c);
     }
 
     fn commit_claim(&mut self, p: usize, c: usize, attempt: Attempt, constraints: &Constraints) {
         let request = self.requests[p].clone();
         let old_pods = self.claims[c].pods.len();
         let is_new = old_pods == 0;
+        let types_changed = attempt.types.len() != self.claims[c].types.len() || is_new;
         {
             let claim = &mut self.claims[c];
-            claim.requirements = attempt.requirements;
+            if let Some(requirements) = attempt.requirements {
+                claim.requirements = requirements;
+            }
             claim.types = attempt.types;
             add(&mut claim.used, &request);
             claim
@@ -1295,32 +1419,50 @@ impl<'a> Solver<'a> {
                 .extend(self.input.pods[p].host_ports.iter().cloned());
             claim.pods.push(p);
         }
-        // Limits: swap this claim's old worst case for the new one.
-        let old_capacity = self.claims[c].max_capacity.clone();
-        let mut claim = std::mem::replace(&mut self.claims[c], placeholder());
-        self.refresh_maxima(&mut claim);
-        let pool = &mut self.pools[claim.pool];
-        if is_new {
-            pool.node_count += 1;
-        } else {
-            pool.used
-                .iter_mut()
-                .zip(&old_capacity)
-                .for_each(|(u, o)| *u -= o);
+        if types_changed {
+            // Limits: swap this claim's old worst case for the new one.
+            let old_capacity = self.claims[c].max_capacity.clone();
+            let mut claim = std::mem::replace(&mut self.claims[c], placeholder());
+            self.refresh_maxima(&mut claim);
+            let pool = &mut self.pools[claim.pool];
+            if is_new {
+                pool.node_count += 1;
+            } else {
+                pool.used
+                    .iter_mut()
+                    .zip(&old_capacity)
+                    .for_each(|(u, o)| *u -= o);
+            }
+            add(&mut pool.used, &claim.max_capacity);
+            self.claims[c] = claim;
         }
-        add(&mut pool.used, &claim.max_capacity);
-        self.claims[c] = claim;
         self.claim_order.remove(&(old_pods, c));
         self.claim_order.insert((old_pods + 1, c));
-        let hostname = self.claims[c].hostname.clone();
-        let reqs = self.claims[c].requirements.clone();
+        let slot = self.nodes.len() + c;
+        // Keys the claim is now pinned to.
+        for k in 0..self.keys.len() {
+            if self.claims[c].pinned[k].is_some() {
+                continue;
+            }
+            let pin = self.claims[c]
+                .requirements
+                .get(&self.keys[k])
+                .filter(|r| r.len() == 1)
+                .and_then(|r| r.values().next().and_then(|v| self.domain_id(k, v)));
+            self.claims[c].pinned[k] = pin;
+        }
+        for (g, set) in self.free.iter_mut() {
+            let was_free = set.remove(&(old_pods, c)) || is_new;
+            let counted = self.counted_by[p].contains(g);
+            if was_free && !counted {
+                set.insert((old_pods + 1, c));
+            }
+        }
         self.record(
             p,
-            &hostname,
-            &|key| {
-                reqs.get(key)
-                    .filter(|r| r.len() == 1)
-                    .and_then(|r| r.values().next().map(str::to_string))
+            &|solver, g| match solver.group_key[g] {
+                None => Some(slot),
+                Some(k) => solver.claims[c].pinned[k],
             },
             constraints,
         );
@@ -1328,39 +1470,62 @@ impl<'a> Solver<'a> {
 
     fn results(&self, failures: BTreeMap<usize, String>) -> Results {
         let mut results = Results::default();
+        // Many claims end with the same type list: share one copy of each.
+        let mut lists: HashMap<Vec<u32>, Arc<[Arc<str>]>> = HashMap::new();
         for claim in &self.claims {
             let pool = &self.pools[claim.pool];
-            let mut priced: Vec<(f64, &TypeView)> = claim
-                .types
-                .iter()
-                .map(|t| &pool.types[*t])
-                .filter_map(|v| v.cheapest(&claim.requirements).map(|p| (p, v)))
-                .collect();
-            priced.sort_by(|a, b| {
-                a.0.total_cmp(&b.0)
-                    .then_with(|| a.1.it.name.cmp(&b.1.it.name))
-            });
+            let zone = claim.requirements.get(ZONE_LABEL);
+            let capacity_type = claim.requirements.get(CAPACITY_TYPE_LABEL);
+            let mut capacity_types = BTreeSet::new();
+            let mut priced: Vec<(f64, u32)> = Vec::with_capacity(claim.types.len());
+            for &t in &claim.types {
+                let mut cheapest: Option<f64> = None;
+                for o in pool.types[t as usize]
+                    .it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available)
+                {
+                    if zone.is_none_or(|r| r.has(&o.zone))
+                        && capacity_type.is_none_or(|r| r.has(o.capacity_type.label()))
+                    {
+                        capacity_types.insert(o.capacity_type.label());
+                        cheapest = Some(cheapest.map_or(o.price, |c| c.min(o.price)));
+                    }
+                }
+                if let Some(price) = cheapest {
+                    priced.push((price, t));
+                }
+            }
+            // Ties keep the pool's order (its cheapest price, then name).
+            priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             priced.truncate(self.input.options.instance_types_max);
             let mut reqs = claim.requirements.clone();
-            let names: Vec<String> = priced.iter().map(|(_, v)| v.it.name.clone()).collect();
-            reqs.add(INSTANCE_TYPE_LABEL, Requirement::any_of(&names));
-            let capacity_types: BTreeSet<String> = priced
-                .iter()
-                .flat_map(|(_, v)| v.values(CAPACITY_TYPE_LABEL, &claim.requirements))
-                .collect();
-            let capacity_types: Vec<String> = capacity_types.into_iter().collect();
+            let capacity_types: Vec<&str> = capacity_types.into_iter().collect();
             reqs.add(CAPACITY_TYPE_LABEL, Requirement::any_of(&capacity_types));
             let daemon = priced
                 .iter()
-                .map(|(_, v)| v.daemon.clone())
+                .map(|(_, t)| &pool.types[*t as usize].daemon)
                 .min_by_key(|d| (d[0], d[1]))
+                .cloned()
                 .unwrap_or_else(|| vec![0; self.space.names.len()]);
             let mut requests = claim.used.clone();
             add(&mut requests, &daemon);
+            let mut requirements = reqs.to_api();
+            requirements.retain(|r| r.key != INSTANCE_TYPE_LABEL || r.min_values.is_some());
+            let ids: Vec<u32> = priced.iter().map(|(_, t)| *t).collect();
+            let names = lists
+                .entry(ids)
+                .or_insert_with_key(|ids| {
+                    ids.iter()
+                        .map(|t| pool.types[*t as usize].name.clone())
+                        .collect()
+                })
+                .clone();
             results.new_claims.push(PlannedClaim {
                 node_pool: pool.name.clone(),
                 instance_types: names,
-                requirements: reqs.to_api(),
+                requirements,
                 pods: claim
                     .pods
                     .iter()
@@ -1403,7 +1568,7 @@ fn placeholder() -> Claim {
         max_capacity: Vec::new(),
         pods: Vec::new(),
         host_ports: Vec::new(),
-        hostname: String::new(),
+        pinned: Vec::new(),
     }
 }
 
@@ -1416,19 +1581,34 @@ struct Constraints {
 
 /// A successful dry run of adding a pod to a claim.
 struct Attempt {
-    requirements: Requirements,
-    types: Vec<usize>,
+    /// The claim's narrowed requirements; `None` when they do not change.
+    requirements: Option<Requirements>,
+    types: Vec<u32>,
 }
 
 /// What topology evaluation needs to know about a target.
 enum TargetView<'b, 'a> {
     Node {
         labels: &'b BTreeMap<String, String>,
+        solver: &'b Solver<'a>,
     },
     Claim {
         pool: &'b Pool<'a>,
-        types: &'b [usize],
+        types: &'b [u32],
+        pinned: &'b [Option<usize>],
     },
+}
+
+impl TargetView<'_, '_> {
+    /// The domain of key `k` the target is fixed to, if any.
+    fn pinned(&self, k: usize) -> Option<usize> {
+        match self {
+            TargetView::Node { labels, solver } => labels
+                .get(&solver.keys[k])
+                .and_then(|v| solver.domain_id(k, v)),
+            TargetView::Claim { pinned, .. } => pinned.get(k).copied().flatten(),
+        }
+    }
 }
 
 /// How to choose among a key's permitted domains.
@@ -1440,36 +1620,43 @@ enum Order {
     Most(usize),
 }
 
-/// What one topology key allows for a pod.
+/// What one topology key allows for a pod, by domain id.
 #[derive(Clone, Debug, Default)]
 struct KeyPlan {
     /// `None`: any domain.
-    allowed: Option<BTreeSet<String>>,
-    blocked: BTreeSet<String>,
+    allowed: Option<Vec<bool>>,
+    blocked: Vec<bool>,
     order: Option<Order>,
 }
 
 impl KeyPlan {
-    fn restrict(&mut self, to: BTreeSet<String>) {
+    fn restrict(&mut self, to: &[bool]) {
         self.allowed = Some(match self.allowed.take() {
-            Some(current) => current.intersection(&to).cloned().collect(),
-            None => to,
+            Some(current) => current.iter().zip(to).map(|(a, b)| *a && *b).collect(),
+            None => to.to_vec(),
         });
     }
 
-    fn permits(&self, domain: &str) -> bool {
-        self.allowed.as_ref().is_none_or(|a| a.contains(domain)) && !self.blocked.contains(domain)
+    fn permits(&self, domain: usize) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.get(domain).copied().unwrap_or(false))
+            && !self.blocked.get(domain).copied().unwrap_or(false)
     }
 }
 
-/// The target-independent topology decisions for one pod placement.
+/// The target-independent topology decisions for one pod placement, by key id.
 #[derive(Clone, Debug, Default)]
 struct TopologyPlan {
-    keys: BTreeMap<String, KeyPlan>,
+    keys: BTreeMap<usize, KeyPlan>,
 }
 
 impl TopologyPlan {
-    fn key(&mut self, key: &str) -> &mut KeyPlan {
-        self.keys.entry(key.to_string()).or_default()
+    fn key(&mut self, k: usize, width: usize) -> &mut KeyPlan {
+        self.keys.entry(k).or_insert_with(|| KeyPlan {
+            allowed: None,
+            blocked: vec![false; width],
+            order: None,
+        })
     }
 }

@@ -38,17 +38,29 @@ pub struct GroupKey {
 }
 
 /// Pods matching a selector in some namespaces, counted per domain of one topology key.
+///
+/// Domains are dense ids chosen by the solver: a host slot for `kubernetes.io/hostname` (every
+/// node and planned claim has one), the index into the key's sorted domain list otherwise. Counts
+/// are plain vectors: these lookups run for every candidate of every pod.
 #[derive(Clone, Debug)]
 pub struct Group {
     pub kind: GroupKind,
     pub topology_key: String,
     pub namespaces: BTreeSet<String>,
     pub selector: Option<LabelSelector>,
-    /// Matching pods per domain.
-    counts: HashMap<String, u32>,
+    /// Matching pods per domain id.
+    counts: Vec<u32>,
     total: u32,
-    /// For anti-affinity: pods *carrying* this term per domain (for the inverse check).
-    owners: HashMap<String, u32>,
+    /// For anti-affinity: pods *carrying* this term per domain id (for the inverse check).
+    owners: Vec<u32>,
+    owners_total: u32,
+}
+
+fn bump(counts: &mut Vec<u32>, id: usize) {
+    if counts.len() <= id {
+        counts.resize(id + 1, 0);
+    }
+    counts[id] += 1;
 }
 
 impl Group {
@@ -57,12 +69,12 @@ impl Group {
         self.namespaces.contains(namespace) && selector_matches(self.selector.as_ref(), labels)
     }
 
-    pub fn count(&self, domain: &str) -> u32 {
+    pub fn count(&self, domain: usize) -> u32 {
         self.counts.get(domain).copied().unwrap_or(0)
     }
 
-    pub fn record(&mut self, domain: &str) {
-        *self.counts.entry(domain.to_string()).or_insert(0) += 1;
+    pub fn record(&mut self, domain: usize) {
+        bump(&mut self.counts, domain);
         self.total += 1;
     }
 
@@ -71,28 +83,21 @@ impl Group {
         self.total
     }
 
-    pub fn owner_count(&self, domain: &str) -> u32 {
+    pub fn owner_count(&self, domain: usize) -> u32 {
         self.owners.get(domain).copied().unwrap_or(0)
     }
 
-    pub fn record_owner(&mut self, domain: &str) {
-        *self.owners.entry(domain.to_string()).or_insert(0) += 1;
+    pub fn record_owner(&mut self, domain: usize) {
+        bump(&mut self.owners, domain);
+        self.owners_total += 1;
     }
 
     pub fn has_owners(&self) -> bool {
-        !self.owners.is_empty()
+        self.owners_total > 0
     }
 
     pub fn is_hostname(&self) -> bool {
         self.topology_key == HOSTNAME_LABEL
-    }
-
-    /// Domains (of `universe`) where this group has matching pods.
-    pub fn occupied<'a>(&'a self, universe: &'a BTreeSet<String>) -> impl Iterator<Item = &'a str> {
-        universe
-            .iter()
-            .map(String::as_str)
-            .filter(|d| self.count(d) > 0)
     }
 }
 
@@ -166,9 +171,10 @@ impl Topology {
             topology_key: topology_key.to_string(),
             namespaces,
             selector: selector.cloned(),
-            counts: HashMap::new(),
+            counts: Vec::new(),
             total: 0,
-            owners: HashMap::new(),
+            owners: Vec::new(),
+            owners_total: 0,
         });
         let i = self.groups.len() - 1;
         if tag == 2 {

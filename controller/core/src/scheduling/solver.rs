@@ -165,6 +165,9 @@ impl TypeView<'_> {
     }
 }
 
+/// One cached compatibility result: pool, requirement set, per-type verdicts.
+type CompatEntry = (usize, Requirements, Rc<[bool]>);
+
 /// A NodePool prepared for the run.
 struct Pool<'a> {
     name: String,
@@ -231,7 +234,7 @@ struct Solver<'a> {
     free: BTreeMap<usize, BTreeSet<(usize, usize)>>,
     /// Which of a pool's types satisfy a requirement set. Claims narrow to a handful of distinct
     /// sets (a zone pin, a capacity type), so each is evaluated once instead of per attempt.
-    compat_cache: RefCell<HashMap<u64, Vec<(usize, Requirements, Rc<[bool]>)>>>,
+    compat_cache: RefCell<HashMap<u64, Vec<CompatEntry>>>,
     topology: Topology,
     /// Per pod: its references into the topology.
     pod_topology: Vec<PodTopology>,

@@ -1,0 +1,243 @@
+//! The `Ec2` seam served by the fake: each call goes through [`FakeCloud::serve`] (faults,
+//! latency, catching up with the clock, the call log) and then the model in `State`.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use karpenter_core::seams::ec2::{
+    CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
+    LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+};
+
+use crate::calls::list;
+use crate::faults::{Injected, Operation};
+use crate::instances::state_name;
+use crate::{ApiError, FakeCloud};
+
+impl ApiError for Ec2Error {
+    fn injected(kind: Injected) -> Self {
+        match kind {
+            Injected::Throttle => {
+                Ec2Error::Throttled("RequestLimitExceeded: Request limit exceeded.".into())
+            }
+            Injected::InternalError => {
+                Ec2Error::Unavailable("InternalError: An internal error has occurred.".into())
+            }
+            Injected::Unavailable => Ec2Error::Unavailable(
+                "Unavailable: The server is overloaded and can't handle the request.".into(),
+            ),
+        }
+    }
+}
+
+fn filters_text(filters: &[Filter]) -> String {
+    list(
+        filters
+            .iter()
+            .map(|f| format!("{}={}", f.name, f.values.join("|"))),
+    )
+}
+
+fn tags_text(tags: &BTreeMap<String, String>) -> String {
+    list(tags.iter().map(|(k, v)| format!("{k}={v}")))
+}
+
+#[async_trait]
+impl Ec2 for FakeCloud {
+    async fn create_fleet(
+        &self,
+        request: &CreateFleetRequest,
+    ) -> Result<CreateFleetResponse, Ec2Error> {
+        let input = format!(
+            "{} lt={} token={} overrides={}",
+            request.capacity_type.label(),
+            request.launch_template_name,
+            request.client_token,
+            list(
+                request
+                    .overrides
+                    .iter()
+                    .map(|o| format!("{}/{}/{}", o.instance_type, o.zone, o.subnet_id))
+            )
+        );
+        self.serve(
+            Operation::CreateFleet,
+            input,
+            |state| state.create_fleet(request),
+            |response| {
+                format!(
+                    "instances={} errors={}",
+                    list(response.instances.iter().map(|i| format!(
+                        "{}:{}/{}/{}",
+                        i.instance_id,
+                        i.instance_type,
+                        i.zone,
+                        i.capacity_type.label()
+                    ))),
+                    list(response.errors.iter().map(|e| format!(
+                        "{}:{}/{}",
+                        e.code,
+                        e.instance_type.as_deref().unwrap_or("-"),
+                        e.zone.as_deref().unwrap_or("-")
+                    )))
+                )
+            },
+        )
+        .await
+    }
+
+    async fn describe_instances(
+        &self,
+        instance_ids: &[String],
+        filters: &[Filter],
+    ) -> Result<Vec<Instance>, Ec2Error> {
+        let input = format!(
+            "ids={} filters={}",
+            list(instance_ids),
+            filters_text(filters)
+        );
+        self.serve(
+            Operation::DescribeInstances,
+            input,
+            |state| state.describe_instances(instance_ids, filters),
+            |instances| {
+                list(
+                    instances
+                        .iter()
+                        .map(|i| format!("{}:{}", i.instance_id, state_name(i.state))),
+                )
+            },
+        )
+        .await
+    }
+
+    async fn terminate_instances(&self, instance_ids: &[String]) -> Result<Vec<String>, Ec2Error> {
+        self.serve(
+            Operation::TerminateInstances,
+            list(instance_ids),
+            |state| Ok(state.terminate_instances(instance_ids)),
+            |ids| list(ids),
+        )
+        .await
+    }
+
+    async fn create_tags(
+        &self,
+        resource_ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), Ec2Error> {
+        let input = format!("ids={} tags={}", list(resource_ids), tags_text(tags));
+        self.serve(
+            Operation::CreateTags,
+            input,
+            |state| state.create_tags(resource_ids, tags),
+            |_| String::new(),
+        )
+        .await
+    }
+
+    async fn describe_subnets(&self, filters: &[Filter]) -> Result<Vec<Subnet>, Ec2Error> {
+        self.serve(
+            Operation::DescribeSubnets,
+            filters_text(filters),
+            |state| state.network.describe_subnets(filters),
+            |subnets| {
+                list(subnets.iter().map(|s| {
+                    format!(
+                        "{}:{}:{}",
+                        s.subnet_id, s.zone, s.available_ip_address_count
+                    )
+                }))
+            },
+        )
+        .await
+    }
+
+    async fn describe_security_groups(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<SecurityGroup>, Ec2Error> {
+        self.serve(
+            Operation::DescribeSecurityGroups,
+            filters_text(filters),
+            |state| state.network.describe_security_groups(filters),
+            |groups| list(groups.iter().map(|g| g.group_id.as_str())),
+        )
+        .await
+    }
+
+    async fn describe_images(&self, query: &ImageQuery) -> Result<Vec<Image>, Ec2Error> {
+        let input = format!(
+            "ids={} owners={} filters={}",
+            list(&query.image_ids),
+            list(&query.owners),
+            filters_text(&query.filters)
+        );
+        self.serve(
+            Operation::DescribeImages,
+            input,
+            |state| state.amis.describe(query, &state.config.account_id),
+            |images| list(images.iter().map(|i| i.image_id.as_str())),
+        )
+        .await
+    }
+
+    async fn get_parameter(&self, name: &str) -> Result<Option<String>, Ec2Error> {
+        self.serve(
+            Operation::GetParameter,
+            name.to_string(),
+            |state| Ok(state.amis.parameter(name)),
+            |value| value.clone().unwrap_or_else(|| "none".into()),
+        )
+        .await
+    }
+
+    async fn create_launch_template(
+        &self,
+        request: &LaunchTemplateRequest,
+    ) -> Result<LaunchTemplate, Ec2Error> {
+        let input = format!(
+            "name={} image={} sgs={} tags={}",
+            request.name,
+            request.image_id,
+            list(&request.security_group_ids),
+            tags_text(&request.tags)
+        );
+        self.serve(
+            Operation::CreateLaunchTemplate,
+            input,
+            |state| {
+                let state = &mut *state;
+                state.templates.create(request, &mut state.rng.ids)
+            },
+            |template| template.launch_template_id.clone(),
+        )
+        .await
+    }
+
+    async fn describe_launch_templates(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<LaunchTemplate>, Ec2Error> {
+        self.serve(
+            Operation::DescribeLaunchTemplates,
+            filters_text(filters),
+            |state| state.templates.describe(filters),
+            |templates| list(templates.iter().map(|t| t.launch_template_name.as_str())),
+        )
+        .await
+    }
+
+    async fn delete_launch_template(&self, name: &str) -> Result<(), Ec2Error> {
+        self.serve(
+            Operation::DeleteLaunchTemplate,
+            name.to_string(),
+            |state| {
+                state.templates.delete(name);
+                Ok(())
+            },
+            |_| String::new(),
+        )
+        .await
+    }
+}

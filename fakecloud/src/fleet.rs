@@ -1,0 +1,351 @@
+//! `CreateFleet` of type `instant` for one instance: choosing an override the way EC2's allocation
+//! strategies do and reporting each override it could not use, as EC2 does.
+//!
+//! - on-demand (and reserved) use `lowest-price`: overrides are tried cheapest first (the request's
+//!   price hint, else the pool's price); each dry pool tried on the way is reported as
+//!   `InsufficientInstanceCapacity` next to the instance finally launched.
+//! - spot uses `price-capacity-optimized`: among pools with free capacity, only the deepest ones
+//!   (at least `price_capacity_depth_fraction` of the deepest) are considered, and the cheapest of
+//!   those wins, so a cheap but nearly dry pool loses to a slightly dearer deep one.
+//!
+//! When nothing launches for lack of capacity the response also carries a request-level
+//! `UnfulfillableCapacity` error (no instance type or zone).
+
+use std::cmp::{Ordering, Reverse};
+
+use karpenter_core::catalog::CapacityType;
+use karpenter_core::seams::ec2::{
+    CreateFleetRequest, CreateFleetResponse, Ec2Error, FleetError, FleetInstance, FleetOverride,
+    Instance, InstanceState,
+};
+
+use crate::capacity::Pool;
+use crate::events::whole_seconds;
+use crate::instances::InstanceRecord;
+use crate::network::private_dns_name;
+use crate::registration::decode_user_data;
+use crate::rng::resource_id;
+use crate::state::{State, after, after_ms};
+use crate::timeline::Due;
+
+/// An override that passed validation.
+#[derive(Clone, Debug)]
+struct Candidate {
+    pool: Pool,
+    subnet_id: String,
+    subnet_free_ips: u32,
+    price: f64,
+    free: u32,
+}
+
+impl State {
+    /// `CreateFleet`, idempotent by client token.
+    pub fn create_fleet(
+        &mut self,
+        request: &CreateFleetRequest,
+    ) -> Result<CreateFleetResponse, Ec2Error> {
+        let token = &request.client_token;
+        if !token.is_empty()
+            && let Some((previous, response)) = self.fleets.get(token)
+        {
+            if previous == request {
+                return Ok(response.clone());
+            }
+            return Err(Ec2Error::InvalidRequest {
+                code: "IdempotentParameterMismatch".into(),
+                message: format!("Client token {token} was used with different parameters"),
+            });
+        }
+        let response = self.fulfil(request)?;
+        if !token.is_empty() {
+            self.fleets
+                .insert(token.clone(), (request.clone(), response.clone()));
+        }
+        Ok(response)
+    }
+
+    fn fulfil(&mut self, request: &CreateFleetRequest) -> Result<CreateFleetResponse, Ec2Error> {
+        if request.overrides.is_empty() {
+            return Err(Ec2Error::InvalidRequest {
+                code: "MissingParameter".into(),
+                message: "The request must contain at least one launch template override".into(),
+            });
+        }
+        if let Some(key) = request.tags.keys().find(|k| k.starts_with("aws:")) {
+            return Err(Ec2Error::InvalidRequest {
+                code: "InvalidParameterValue".into(),
+                message: format!("Tag keys starting with 'aws:' are reserved: {key}"),
+            });
+        }
+        let mut response = CreateFleetResponse::default();
+        let Some(template) = self
+            .templates
+            .get(&request.launch_template_name)
+            .map(|t| t.request.clone())
+        else {
+            response.errors = every_override(
+                request,
+                "InvalidLaunchTemplateName.NotFoundException",
+                &format!(
+                    "The specified launch template, with template name {}, does not exist.",
+                    request.launch_template_name
+                ),
+            );
+            return Ok(response);
+        };
+        if !self.amis.exists(&template.image_id) {
+            response.errors = every_override(
+                request,
+                "InvalidAMIID.NotFound",
+                &format!("The image id '[{}]' does not exist", template.image_id),
+            );
+            return Ok(response);
+        }
+        let candidates = self.candidates(request, &mut response.errors);
+        let order = match request.capacity_type {
+            CapacityType::Spot => {
+                price_capacity_optimized(candidates, self.config.price_capacity_depth_fraction)
+            }
+            CapacityType::OnDemand | CapacityType::Reserved => lowest_price(candidates),
+        };
+        let mut short_of_capacity = false;
+        for candidate in order {
+            if self.capacity.free(&candidate.pool) == 0 {
+                short_of_capacity = true;
+                response.errors.push(insufficient_capacity(&candidate.pool));
+                continue;
+            }
+            let instance = self.launch(request, &template, &candidate);
+            response.instances.push(instance);
+            break;
+        }
+        if response.instances.is_empty() && short_of_capacity {
+            response.errors.push(FleetError {
+                code: "UnfulfillableCapacity".into(),
+                message: "Unable to fulfill capacity due to your request configuration. Please adjust your request and try again.".into(),
+                instance_type: None,
+                zone: None,
+            });
+        }
+        Ok(response)
+    }
+
+    /// Valid overrides, with an error for each invalid one (in request order).
+    fn candidates(
+        &self,
+        request: &CreateFleetRequest,
+        errors: &mut Vec<FleetError>,
+    ) -> Vec<Candidate> {
+        let mut candidates = Vec::new();
+        for o in &request.overrides {
+            let Some(subnet) = self.network.subnets.get(&o.subnet_id).map(|s| &s.subnet) else {
+                errors.push(override_error(
+                    o,
+                    &o.zone,
+                    "InvalidSubnetID.NotFound",
+                    &format!("The subnet ID '{}' does not exist", o.subnet_id),
+                ));
+                continue;
+            };
+            let pool = Pool::new(&o.instance_type, &subnet.zone, request.capacity_type);
+            let Some(pool_price) = self
+                .capacity
+                .offered(&pool)
+                .then(|| self.prices.at(&pool, self.now))
+                .flatten()
+            else {
+                errors.push(override_error(
+                    o,
+                    &subnet.zone,
+                    "Unsupported",
+                    &format!(
+                        "Your requested instance type ({}) is not supported in your requested Availability Zone ({}).",
+                        o.instance_type, subnet.zone
+                    ),
+                ));
+                continue;
+            };
+            if subnet.available_ip_address_count == 0 {
+                errors.push(override_error(
+                    o,
+                    &subnet.zone,
+                    "InsufficientFreeAddressesInSubnet",
+                    &format!(
+                        "There are not enough free addresses in subnet '{}' to satisfy the requested number of instances.",
+                        subnet.subnet_id
+                    ),
+                ));
+                continue;
+            }
+            let price = match request.capacity_type {
+                CapacityType::Spot => pool_price,
+                _ => o.price.unwrap_or(pool_price),
+            };
+            candidates.push(Candidate {
+                free: self.capacity.free(&pool),
+                pool,
+                subnet_id: subnet.subnet_id.clone(),
+                subnet_free_ips: subnet.available_ip_address_count,
+                price,
+            });
+        }
+        candidates
+    }
+
+    fn launch(
+        &mut self,
+        request: &CreateFleetRequest,
+        template: &karpenter_core::seams::ec2::LaunchTemplateRequest,
+        candidate: &Candidate,
+    ) -> FleetInstance {
+        let now = self.now;
+        let mut instance_id = resource_id(&mut self.rng.ids, "i");
+        while self.instances.contains_key(&instance_id) {
+            instance_id = resource_id(&mut self.rng.ids, "i");
+        }
+        self.capacity.take(&candidate.pool);
+        let ip = self
+            .network
+            .take_ip(&candidate.subnet_id)
+            .unwrap_or_else(|| "10.255.255.254".to_string());
+        let zone_id = self
+            .network
+            .subnets
+            .get(&candidate.subnet_id)
+            .map(|s| s.subnet.zone_id.clone())
+            .unwrap_or_default();
+        let ready_at = self
+            .config
+            .boot
+            .draw(&mut self.rng.boot)
+            .map(|d| after(now, d).max(after_ms(now, self.config.pending_duration_ms)));
+        let pool = candidate.pool.clone();
+        let record = InstanceRecord {
+            instance: Instance {
+                instance_id: instance_id.clone(),
+                instance_type: pool.instance_type.clone(),
+                zone: pool.zone.clone(),
+                subnet_id: candidate.subnet_id.clone(),
+                image_id: template.image_id.clone(),
+                capacity_type: pool.capacity_type,
+                state: InstanceState::Pending,
+                launch_time: whole_seconds(now),
+                private_dns_name: private_dns_name(&ip, &self.config.region),
+                tags: request.tags.clone(),
+            },
+            pool: pool.clone(),
+            zone_id,
+            visible_at: after_ms(now, self.config.eventual_consistency_lag_ms),
+            holds_capacity: true,
+            holds_ip: true,
+            ready_at,
+            user_data: decode_user_data(&template.user_data),
+            warned: false,
+        };
+        self.instances.insert(instance_id.clone(), record);
+        self.timeline.at(
+            after_ms(now, self.config.pending_duration_ms),
+            Due::Running(instance_id.clone()),
+        );
+        if pool.capacity_type == CapacityType::Spot {
+            self.schedule_random_interruption(&instance_id);
+        }
+        FleetInstance {
+            instance_id,
+            instance_type: pool.instance_type,
+            zone: pool.zone,
+            subnet_id: candidate.subnet_id.clone(),
+            capacity_type: pool.capacity_type,
+        }
+    }
+
+    /// Draws when EC2 will reclaim this spot instance (exponential with the configured rate), and
+    /// the rebalance recommendation ahead of it.
+    fn schedule_random_interruption(&mut self, instance_id: &str) {
+        let rate = self.config.spot_interruption_rate_per_hour;
+        if rate <= 0.0 {
+            return;
+        }
+        let uniform: f64 = rand::Rng::r#gen(&mut self.rng.spot);
+        let hours = -(1.0 - uniform).ln() / rate;
+        let ms = (hours * 3_600_000.0).min(u64::MAX as f64 / 2.0) as u64;
+        let warning = after_ms(self.now, ms);
+        self.timeline
+            .at(warning, Due::SpotInterruption(instance_id.to_string()));
+        let lead = self.config.rebalance_recommendation_lead_ms;
+        if lead > 0 {
+            let lead = jiff::SignedDuration::from_millis(lead.min(i64::MAX as u64) as i64);
+            let at = warning.checked_sub(lead).unwrap_or(self.now).max(self.now);
+            self.timeline
+                .at(at, Due::RebalanceRecommendation(instance_id.to_string()));
+        }
+    }
+}
+
+/// Cheapest first; ties by instance type, zone, then the emptiest subnet.
+fn lowest_price(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
+    candidates.sort_by(|a, b| a.price.total_cmp(&b.price).then_with(|| tie_break(a, b)));
+    candidates
+}
+
+/// The cheapest of the deep pools if any pool has capacity, else every candidate (each fails).
+fn price_capacity_optimized(candidates: Vec<Candidate>, depth_fraction: f64) -> Vec<Candidate> {
+    let deepest = candidates.iter().map(|c| c.free).max().unwrap_or(0);
+    if deepest == 0 {
+        return lowest_price(candidates);
+    }
+    let floor = ((f64::from(deepest) * depth_fraction).ceil() as u32).clamp(1, deepest);
+    candidates
+        .into_iter()
+        .filter(|c| c.free >= floor)
+        .min_by(|a, b| {
+            a.price
+                .total_cmp(&b.price)
+                .then_with(|| Reverse(a.free).cmp(&Reverse(b.free)))
+                .then_with(|| tie_break(a, b))
+        })
+        .into_iter()
+        .collect()
+}
+
+fn tie_break(a: &Candidate, b: &Candidate) -> Ordering {
+    (&a.pool.instance_type, &a.pool.zone)
+        .cmp(&(&b.pool.instance_type, &b.pool.zone))
+        .then_with(|| Reverse(a.subnet_free_ips).cmp(&Reverse(b.subnet_free_ips)))
+        .then_with(|| a.subnet_id.cmp(&b.subnet_id))
+}
+
+fn insufficient_capacity(pool: &Pool) -> FleetError {
+    let message = match pool.capacity_type {
+        CapacityType::Spot => {
+            "There is no Spot capacity available that matches your request.".to_string()
+        }
+        _ => format!(
+            "We currently do not have sufficient {} capacity in the Availability Zone you requested ({}). Our system will be working on provisioning additional capacity.",
+            pool.instance_type, pool.zone
+        ),
+    };
+    FleetError {
+        code: "InsufficientInstanceCapacity".into(),
+        message,
+        instance_type: Some(pool.instance_type.clone()),
+        zone: Some(pool.zone.clone()),
+    }
+}
+
+fn override_error(o: &FleetOverride, zone: &str, code: &str, message: &str) -> FleetError {
+    FleetError {
+        code: code.into(),
+        message: message.into(),
+        instance_type: Some(o.instance_type.clone()),
+        zone: Some(zone.to_string()),
+    }
+}
+
+fn every_override(request: &CreateFleetRequest, code: &str, message: &str) -> Vec<FleetError> {
+    request
+        .overrides
+        .iter()
+        .map(|o| override_error(o, &o.zone, code, message))
+        .collect()
+}

@@ -1,0 +1,360 @@
+//! Behaviour knobs and inspection: what tests and the simulation use besides the seams. Every
+//! method first catches up with the clock, so what it changes or shows is as of now.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use karpenter_core::catalog::{CapacityType, Catalog};
+use karpenter_core::seams::ec2::{Image, Instance, InstanceState};
+use rand::Rng;
+
+use crate::FakeCloud;
+use crate::amis::AmiFamily;
+use crate::boot::Boot;
+use crate::calls::CallRecord;
+use crate::capacity::Pool;
+use crate::config::Config;
+use crate::cost::{CostReport, PricePoint};
+use crate::events::MALFORMED_BODIES;
+use crate::faults::{Fault, FaultRates, FaultWindow, Operation};
+use crate::sqs::SentMessage;
+use crate::state::{State, after};
+use crate::timeline::Due;
+
+/// Knobs.
+impl FakeCloud {
+    /// Changes behaviour knobs for the rest of the run (timings, boot model, spot interruption
+    /// rate, SQS delivery, fault rates). World-building fields (seed, region, subnets, security
+    /// groups, AMI releases, `pool_capacity_default`, `subnet_free_ips_default`,
+    /// `call_log_len_max`) only matter at construction and reset.
+    pub fn configure(&self, change: impl FnOnce(&mut Config)) {
+        change(&mut self.current().config);
+    }
+
+    /// Sets a pool's free units now; false if the catalog does not offer the pool.
+    pub fn set_pool_capacity(&self, pool: &Pool, units: u32) -> bool {
+        self.current().capacity.set(pool, units)
+    }
+
+    /// A capacity wave: the pool's free units become `units` at `at`.
+    pub fn schedule_pool_capacity(&self, at: Timestamp, pool: &Pool, units: u32) {
+        self.current()
+            .timeline
+            .at(at, Due::Capacity(pool.clone(), units));
+    }
+
+    /// Changes a pool's price from now on (spot price history); false if the pool is not offered.
+    pub fn set_price(&self, pool: &Pool, price: f64) -> bool {
+        let mut state = self.current();
+        let now = state.now;
+        state.prices.set(pool, now, price)
+    }
+
+    /// Publishes a new release of an AMI family (new images, `latest`/`recommended` parameters
+    /// moved to them); returns the new image ids.
+    pub fn publish_ami(&self, family: AmiFamily, release: &str) -> Vec<String> {
+        let mut state = self.current();
+        let state = &mut *state;
+        let k8s = state.config.kubernetes_version.clone();
+        state
+            .amis
+            .publish(family, release, &k8s, state.now, &mut state.rng.ids)
+    }
+
+    /// Adds an image (a custom AMI selected by id, name or tags).
+    pub fn add_image(&self, image: Image) {
+        self.current().amis.add(image);
+    }
+
+    /// Marks an image deprecated; false if unknown.
+    pub fn deprecate_image(&self, image_id: &str) -> bool {
+        self.current().amis.deprecate(image_id)
+    }
+
+    /// Sets a subnet's free IPs; false if unknown.
+    pub fn set_subnet_free_ips(&self, subnet_id: &str, free_ips: u32) -> bool {
+        match self.current().network.subnets.get_mut(subnet_id) {
+            Some(record) => {
+                record.subnet.available_ip_address_count = free_ips;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sends a spot interruption warning now; EC2 reclaims the instance
+    /// [`SPOT_INTERRUPTION_NOTICE`](crate::SPOT_INTERRUPTION_NOTICE) later. False if `instance_id`
+    /// is not a pending or running spot instance, or was already warned.
+    pub fn interrupt_spot(&self, instance_id: &str) -> bool {
+        let mut state = self.current();
+        let now = state.now;
+        state.interrupt_spot(instance_id, now)
+    }
+
+    /// Interrupts every live spot instance of a pool (EC2 wants the capacity back); returns the
+    /// ids warned.
+    pub fn interrupt_spot_pool(&self, pool: &Pool) -> Vec<String> {
+        let mut state = self.current();
+        let now = state.now;
+        let ids: Vec<String> = state
+            .instances
+            .values()
+            .filter(|r| &r.pool == pool)
+            .map(|r| r.instance.instance_id.clone())
+            .collect();
+        ids.into_iter()
+            .filter(|id| state.interrupt_spot(id, now))
+            .collect()
+    }
+
+    /// Sends a rebalance recommendation now; false if not a live spot instance.
+    pub fn recommend_rebalance(&self, instance_id: &str) -> bool {
+        let mut state = self.current();
+        let now = state.now;
+        state.recommend_rebalance(instance_id, now)
+    }
+
+    /// Sends an AWS Health scheduled-change event now and stops the instance `start_in` later;
+    /// false if the instance is not pending or running.
+    pub fn schedule_maintenance(&self, instance_id: &str, start_in: Duration) -> bool {
+        let mut state = self.current();
+        let start = after(state.now, start_in);
+        state.schedule_maintenance(instance_id, start)
+    }
+
+    /// Stops an instance now (as a user or EC2 might), with `stopping`/`stopped` notifications.
+    /// False if the instance is not pending or running.
+    pub fn stop_instance(&self, instance_id: &str) -> bool {
+        let mut state = self.current();
+        let now = state.now;
+        let live = state.instances.get(instance_id).is_some_and(|r| {
+            matches!(
+                r.instance.state,
+                InstanceState::Pending | InstanceState::Running
+            )
+        });
+        state.begin_stop(instance_id, now);
+        live
+    }
+
+    /// Puts a raw body into the queue now (anything: foreign events, garbage).
+    pub fn inject_message(&self, body: &str) {
+        let mut state = self.current();
+        let state = &mut *state;
+        state
+            .queue
+            .enqueue(body, state.now, &state.config, &mut state.rng);
+    }
+
+    /// Puts one malformed body (chosen by the seed) into the queue now, and returns it.
+    pub fn inject_malformed_message(&self) -> String {
+        let mut state = self.current();
+        let state = &mut *state;
+        let body = MALFORMED_BODIES[state.rng.sqs.gen_range(0..MALFORMED_BODIES.len())];
+        state
+            .queue
+            .enqueue(body, state.now, &state.config, &mut state.rng);
+        body.to_string()
+    }
+
+    /// Deletes (false) or recreates (true, empty) the queue: a missing queue fails receives with
+    /// `QueueDoesNotExist` and drops events.
+    pub fn set_queue_exists(&self, exists: bool) {
+        let mut state = self.current();
+        if !exists || !state.queue.exists {
+            let len_max = state.config.call_log_len_max;
+            let dropped = state.queue.dropped;
+            state.queue = crate::sqs::Queue::new(len_max);
+            state.queue.dropped = dropped;
+        }
+        state.queue.exists = exists;
+    }
+
+    /// Standing fault rates of one operation.
+    pub fn set_fault_rates(&self, operation: Operation, rates: FaultRates) {
+        self.configure(|c| {
+            c.faults.insert(operation, rates);
+        });
+    }
+
+    /// Standing fault rates of every operation.
+    pub fn set_fault_rates_all(&self, rates: FaultRates) {
+        self.configure(|c| {
+            for operation in Operation::ALL {
+                c.faults.insert(operation, rates);
+            }
+        });
+    }
+
+    /// What the next calls of `operation` get, one fault per call, before any rate applies.
+    pub fn script_faults(&self, operation: Operation, faults: impl IntoIterator<Item = Fault>) {
+        self.current()
+            .faults
+            .scripts
+            .entry(operation)
+            .or_default()
+            .extend(faults);
+    }
+
+    /// Rates that apply inside a time window (a throttling storm, an outage).
+    pub fn add_fault_window(&self, window: FaultWindow) {
+        self.current().faults.windows.push(window);
+    }
+
+    /// Removes every fault: rates, scripts and windows.
+    pub fn clear_faults(&self) {
+        let mut state = self.current();
+        state.config.faults.clear();
+        state.faults = Default::default();
+    }
+}
+
+/// Inspection.
+impl FakeCloud {
+    /// The call log, oldest first.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        self.current().calls.records()
+    }
+
+    pub fn calls_of(&self, operation: Operation) -> Vec<CallRecord> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.operation == operation)
+            .collect()
+    }
+
+    /// The call log, one line per call, for printing.
+    pub fn render_calls(&self) -> String {
+        self.calls().iter().map(|c| format!("{c}\n")).collect()
+    }
+
+    pub fn clear_calls(&self) {
+        self.current().calls.clear();
+    }
+
+    /// Every message that entered the queue, in order (events and injected bodies).
+    pub fn sent_messages(&self) -> Vec<SentMessage> {
+        self.current().queue.sent()
+    }
+
+    /// Messages in the queue, visible or in flight.
+    pub fn queue_depth(&self) -> usize {
+        let mut state = self.current();
+        let state = &mut *state;
+        state.queue.depth(state.now, &state.config)
+    }
+
+    /// Messages lost to a full or missing queue.
+    pub fn messages_dropped(&self) -> u64 {
+        self.current().queue.dropped
+    }
+
+    /// Every instance EC2 still knows, ignoring the consistency lag, sorted by id.
+    pub fn instances(&self) -> Vec<Instance> {
+        self.current()
+            .instances
+            .values()
+            .map(|r| r.instance.clone())
+            .collect()
+    }
+
+    pub fn instance(&self, instance_id: &str) -> Option<Instance> {
+        self.current()
+            .instances
+            .get(instance_id)
+            .map(|r| r.instance.clone())
+    }
+
+    pub fn boot(&self, instance_id: &str) -> Option<Boot> {
+        let state = self.current();
+        let record = state.instances.get(instance_id)?;
+        Some(record.boot(&state.config.region, &kubelet_labels(&state, &record.pool)))
+    }
+
+    /// Instances that are running and whose kubelet is ready to register now, sorted by id.
+    pub fn ready_to_join(&self) -> Vec<Boot> {
+        let state = self.current();
+        state
+            .instances
+            .values()
+            .filter(|r| r.instance.state == InstanceState::Running)
+            .filter(|r| r.ready_at.is_some_and(|t| t <= state.now))
+            .map(|r| r.boot(&state.config.region, &kubelet_labels(&state, &r.pool)))
+            .collect()
+    }
+
+    /// Free units of a pool (`None` if not offered).
+    pub fn pool_capacity(&self, pool: &Pool) -> Option<u32> {
+        let state = self.current();
+        state
+            .capacity
+            .offered(pool)
+            .then(|| state.capacity.free(pool))
+    }
+
+    /// Every pool with its free units, sorted.
+    pub fn pools(&self) -> Vec<(Pool, u32)> {
+        self.current().capacity.pools()
+    }
+
+    /// A pool's price changes, oldest first (spot price history for spot pools).
+    pub fn price_history(&self, pool: &Pool) -> Vec<PricePoint> {
+        self.current().prices.history(pool)
+    }
+
+    /// The catalog with every offering at its current price: what `DescribeInstanceTypes`,
+    /// `DescribeInstanceTypeOfferings` and the pricing API would say now.
+    pub fn instance_types(&self) -> Catalog {
+        let state = self.current();
+        let mut catalog = (*state.catalog).clone();
+        for it in &mut catalog.instance_types {
+            for offering in &mut it.offerings {
+                let pool = Pool::new(&it.name, &offering.zone, offering.capacity_type);
+                if let Some(price) = state.prices.at(&pool, state.now) {
+                    offering.price = price;
+                }
+            }
+        }
+        catalog
+    }
+
+    /// Public SSM parameters (AMI aliases) and their image ids.
+    pub fn parameters(&self) -> BTreeMap<String, String> {
+        self.current().amis.parameters()
+    }
+
+    /// What the run cost so far.
+    pub fn cost_report(&self) -> CostReport {
+        let state = self.current();
+        state.ledger.report(&state.prices, state.now)
+    }
+
+    /// How many instances are in each capacity type and state (a quick summary for reports).
+    pub fn instance_counts(&self) -> BTreeMap<(CapacityType, String), usize> {
+        let state = self.current();
+        let mut counts = BTreeMap::new();
+        for r in state.instances.values() {
+            *counts
+                .entry((
+                    r.instance.capacity_type,
+                    crate::instances::state_name(r.instance.state).to_string(),
+                ))
+                .or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+/// `kubernetes.io/arch` and `kubernetes.io/os` of the pool's instance type (os defaults to linux).
+fn kubelet_labels(state: &State, pool: &Pool) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([("kubernetes.io/os".to_string(), "linux".to_string())]);
+    if let Some(it) = state.catalog.get(&pool.instance_type) {
+        for key in ["kubernetes.io/arch", "kubernetes.io/os"] {
+            if let Some(value) = it.labels.get(key) {
+                labels.insert(key.to_string(), value.clone());
+            }
+        }
+    }
+    labels
+}

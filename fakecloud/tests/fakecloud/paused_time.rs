@@ -1,0 +1,102 @@
+//! Long polls and injected latency, which sleep: run on tokio's paused clock, which a test clock
+//! reads, so sleeping moves the fake's time. Only in the normal build: under `--cfg madsim` the
+//! simulation drives time itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fakecloud::{Config, FakeCloud, Fault, FaultRates, Operation};
+use jiff::{SignedDuration, Timestamp};
+use karpenter_core::seams::Clock;
+use karpenter_core::seams::ec2::Ec2;
+use karpenter_core::seams::sqs::Sqs;
+
+use super::support::{catalog, config, start};
+
+/// A clock that reads tokio's (paused, auto-advancing) time, so a long poll moves it.
+struct TokioClock {
+    start: Timestamp,
+    origin: tokio::time::Instant,
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        let elapsed = SignedDuration::try_from(self.origin.elapsed()).expect("elapsed");
+        self.start + elapsed
+    }
+}
+
+fn tokio_cloud(config: Config) -> (Arc<TokioClock>, FakeCloud) {
+    let clock = Arc::new(TokioClock {
+        start: start(),
+        origin: tokio::time::Instant::now(),
+    });
+    let cloud = FakeCloud::new(clock.clone(), catalog(), config);
+    (clock, cloud)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_poll_returns_as_soon_as_a_message_becomes_visible() {
+    let (clock, cloud) = tokio_cloud(Config {
+        visibility_timeout_s: 5,
+        ..config()
+    });
+    cloud.inject_message("m");
+    let first = cloud
+        .receive_messages(10, Duration::from_secs(20))
+        .await
+        .expect("receive");
+    assert_eq!(first.len(), 1);
+    assert_eq!(clock.now(), start(), "no wait when a message is there");
+
+    let again = cloud
+        .receive_messages(10, Duration::from_secs(20))
+        .await
+        .expect("receive");
+    assert_eq!(again.len(), 1, "redelivered within the poll");
+    assert_eq!(
+        clock.now().duration_since(start()),
+        SignedDuration::from_secs(5)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_long_poll_waits_the_whole_wait_and_returns_nothing() {
+    let (clock, cloud) = tokio_cloud(config());
+    let messages = cloud
+        .receive_messages(10, Duration::from_secs(20))
+        .await
+        .expect("receive");
+    assert!(messages.is_empty());
+    assert_eq!(
+        clock.now().duration_since(start()),
+        SignedDuration::from_secs(20)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn injected_latency_delays_the_call_and_the_call_happens_after_it() {
+    let (clock, cloud) = tokio_cloud(config());
+    cloud.script_faults(Operation::DescribeSubnets, [Fault::LatencyMs(1_500)]);
+    cloud.set_fault_rates(
+        Operation::DescribeSecurityGroups,
+        FaultRates {
+            latency_ms_min: 200,
+            latency_ms_max: 400,
+            ..FaultRates::default()
+        },
+    );
+    cloud.describe_subnets(&[]).await.expect("subnets");
+    assert_eq!(
+        clock.now().duration_since(start()),
+        SignedDuration::from_millis(1_500)
+    );
+    cloud.describe_security_groups(&[]).await.expect("groups");
+    let elapsed = clock.now().duration_since(start()) - SignedDuration::from_millis(1_500);
+    assert!(
+        elapsed >= SignedDuration::from_millis(200) && elapsed <= SignedDuration::from_millis(400),
+        "{elapsed:?}"
+    );
+    let log = cloud.calls();
+    assert_eq!(log[0].time, start() + SignedDuration::from_millis(1_500));
+}

@@ -91,7 +91,10 @@ pub fn instance_types(n: usize) -> Catalog {
     Catalog::new(types)
 }
 
-/// The benchmark's NodePool: no requirements beyond the defaults, limits cpu 1e7 and memory 1e7Gi.
+/// The benchmark's NodePool: no requirements, limits cpu 1e9 and memory 1e9Gi. Upstream uses 1e7
+/// and 1e7Gi, which worst-case limit accounting (every planned claim counts its largest type,
+/// 800Gi here) exhausts at 100,000 pods (20,000 anti-affinity nodes); the limits stay huge
+/// relative to the workload at every size, as upstream intends.
 pub fn node_pool() -> NodePool {
     let manifest = serde_json::json!({
         "apiVersion": "karpenter.sh/v1",
@@ -102,7 +105,7 @@ pub fn node_pool() -> NodePool {
                 "requirements": [],
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
             }},
-            "limits": {"cpu": "10000000", "memory": "10000000Gi"}
+            "limits": {"cpu": "1000000000", "memory": "1000000000Gi"}
         }
     });
     serde_json::from_value(manifest).expect("the benchmark NodePool is valid")
@@ -115,105 +118,154 @@ fn selector(key: &str, value: &str) -> LabelSelector {
     }
 }
 
+/// Which of the five pod kinds, with its drawn label values.
+#[derive(Clone, Copy)]
+enum Kind {
+    Generic {
+        label: &'static str,
+    },
+    Spread {
+        key: &'static str,
+        label: &'static str,
+        selects: &'static str,
+    },
+    ZoneAffinity {
+        label: &'static str,
+    },
+    HostnameAntiAffinity,
+}
+
 /// `makeDiversePods(count)`: `count/5` each of generic, zonal spread, hostname spread, zonal
 /// self-affinity and hostname self-anti-affinity pods, the rest generic. CPU from
 /// {100,250,500,1000,1500}m, memory from {100,256,512,1024,2048,4096}Mi, label values a-g.
-pub fn diverse_pods(count: usize) -> Vec<Pod> {
+///
+/// The draws are made up front (a few bytes per pod); the Pod objects are built lazily, so a
+/// caller can convert and drop them one at a time.
+pub fn diverse_pods(count: usize) -> impl Iterator<Item = Pod> {
     let mut seq = Sequence(42);
-    let values = ["a", "b", "c", "d", "e", "f", "g"];
-    let cpus = [100, 250, 500, 1000, 1500];
-    let memories = [100, 256, 512, 1024, 2048, 4096];
+    const VALUES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
+    let cpus = [100u32, 250, 500, 1000, 1500];
+    let memories = [100u32, 256, 512, 1024, 2048, 4096];
     let per_kind = count / 5;
-    let mut pods = Vec::with_capacity(count);
-    let mut make = |seq: &mut Sequence,
-                    labels: BTreeMap<String, String>,
-                    affinity: Option<Affinity>,
-                    spread: Option<TopologySpreadConstraint>| {
-        let i = pods.len();
-        let cpu = format!("{}m", seq.pick(&cpus));
-        let memory = format!("{}Mi", seq.pick(&memories));
-        pods.push(Pod {
-            metadata: ObjectMeta {
-                name: Some(format!("pod-{i:06}")),
-                namespace: Some("default".into()),
-                uid: Some(format!("uid-{i:06}")),
-                labels: Some(labels),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "app".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some(BTreeMap::from([
-                            ("cpu".to_string(), K8sQuantity(cpu)),
-                            ("memory".to_string(), K8sQuantity(memory)),
-                        ])),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                affinity,
-                topology_spread_constraints: spread.map(|s| vec![s]),
-                ..Default::default()
-            }),
-            status: None,
-        });
-    };
-    let label = |seq: &mut Sequence, key: &str| {
-        BTreeMap::from([(key.to_string(), seq.pick(&values).to_string())])
+    let mut draws: Vec<(Kind, u32, u32)> = Vec::with_capacity(count);
+    let mut draw = |seq: &mut Sequence, kind: Kind| {
+        let cpu = *seq.pick(&cpus);
+        let memory = *seq.pick(&memories);
+        draws.push((kind, cpu, memory));
     };
     for _ in 0..per_kind {
-        let labels = label(&mut seq, "my-label");
-        make(&mut seq, labels, None, None);
+        let label = *seq.pick(&VALUES);
+        draw(&mut seq, Kind::Generic { label });
     }
     for key in [ZONE_LABEL, HOSTNAME_LABEL] {
         for _ in 0..per_kind {
-            let labels = label(&mut seq, "my-label");
-            let value = seq.pick(&values).to_string();
-            let spread = TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: key.to_string(),
-                when_unsatisfiable: "DoNotSchedule".into(),
-                label_selector: Some(selector("my-label", &value)),
-                ..Default::default()
-            };
-            make(&mut seq, labels, None, Some(spread));
+            let label = *seq.pick(&VALUES);
+            let selects = *seq.pick(&VALUES);
+            draw(
+                &mut seq,
+                Kind::Spread {
+                    key,
+                    label,
+                    selects,
+                },
+            );
         }
     }
     for _ in 0..per_kind {
-        let labels = label(&mut seq, "my-affininity");
-        let value = labels["my-affininity"].clone();
-        let affinity = Affinity {
-            pod_affinity: Some(PodAffinity {
-                required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                    label_selector: Some(selector("my-affininity", &value)),
-                    topology_key: ZONE_LABEL.into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        make(&mut seq, labels, Some(affinity), None);
+        let label = *seq.pick(&VALUES);
+        draw(&mut seq, Kind::ZoneAffinity { label });
     }
     for _ in 0..per_kind {
-        let labels = BTreeMap::from([("app".to_string(), "nginx".to_string())]);
-        let affinity = Affinity {
-            pod_anti_affinity: Some(PodAntiAffinity {
-                required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                    label_selector: Some(selector("app", "nginx")),
-                    topology_key: HOSTNAME_LABEL.into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        make(&mut seq, labels, Some(affinity), None);
+        draw(&mut seq, Kind::HostnameAntiAffinity);
     }
     for _ in 0..count - 5 * per_kind {
-        let labels = label(&mut seq, "my-label");
-        make(&mut seq, labels, None, None);
+        let label = *seq.pick(&VALUES);
+        draw(&mut seq, Kind::Generic { label });
     }
-    pods
+    draws
+        .into_iter()
+        .enumerate()
+        .map(|(i, (kind, cpu, memory))| build_pod(i, kind, cpu, memory))
+}
+
+fn build_pod(i: usize, kind: Kind, cpu: u32, memory: u32) -> Pod {
+    let one = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
+    let (labels, affinity, spread) = match kind {
+        Kind::Generic { label } => (one("my-label", label), None, None),
+        Kind::Spread {
+            key,
+            label,
+            selects,
+        } => (
+            one("my-label", label),
+            None,
+            Some(TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: key.to_string(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                label_selector: Some(selector("my-label", selects)),
+                ..Default::default()
+            }),
+        ),
+        Kind::ZoneAffinity { label } => (
+            one("my-affininity", label),
+            Some(Affinity {
+                pod_affinity: Some(PodAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![
+                        PodAffinityTerm {
+                            label_selector: Some(selector("my-affininity", label)),
+                            topology_key: ZONE_LABEL.into(),
+                            ..Default::default()
+                        },
+                    ]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            None,
+        ),
+        Kind::HostnameAntiAffinity => (
+            one("app", "nginx"),
+            Some(Affinity {
+                pod_anti_affinity: Some(PodAntiAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![
+                        PodAffinityTerm {
+                            label_selector: Some(selector("app", "nginx")),
+                            topology_key: HOSTNAME_LABEL.into(),
+                            ..Default::default()
+                        },
+                    ]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            None,
+        ),
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("pod-{i:06}")),
+            namespace: Some("default".into()),
+            uid: Some(format!("uid-{i:06}")),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(BTreeMap::from([
+                        ("cpu".to_string(), K8sQuantity(format!("{cpu}m"))),
+                        ("memory".to_string(), K8sQuantity(format!("{memory}Mi"))),
+                    ])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            affinity,
+            topology_spread_constraints: spread.map(|s| vec![s]),
+            ..Default::default()
+        }),
+        status: None,
+    }
 }

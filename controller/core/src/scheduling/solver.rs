@@ -232,6 +232,10 @@ struct Solver<'a> {
     /// spread with maxSkew 1): the planned claims with none yet, in the same order. A pod bound
     /// by such a group only scans these, instead of every claim.
     free: BTreeMap<usize, BTreeSet<(usize, usize)>>,
+    /// Per topology key id and domain id: the claims pinned there, in the same order.
+    by_pin: Vec<Vec<BTreeSet<(usize, usize)>>>,
+    /// Per topology key id: the claims not pinned to any domain of it yet.
+    unpinned: Vec<BTreeSet<(usize, usize)>>,
     /// Which of a pool's types satisfy a requirement set. Claims narrow to a handful of distinct
     /// sets (a zone pin, a capacity type), so each is evaluated once instead of per attempt.
     compat_cache: RefCell<HashMap<u64, Vec<CompatEntry>>>,
@@ -276,6 +280,8 @@ impl<'a> Solver<'a> {
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
             free: BTreeMap::new(),
+            by_pin: Vec::new(),
+            unpinned: Vec::new(),
             compat_cache: RefCell::new(HashMap::new()),
             topology: Topology::default(),
             pod_topology: Vec::new(),
@@ -490,6 +496,12 @@ impl<'a> Solver<'a> {
             self.keys.push(key);
             self.universe.push(values.into_iter().collect());
         }
+        self.by_pin = self
+            .universe
+            .iter()
+            .map(|u| vec![BTreeSet::new(); u.len()])
+            .collect();
+        self.unpinned = vec![BTreeSet::new(); self.keys.len()];
         self.group_key = self
             .topology
             .groups
@@ -738,9 +750,9 @@ impl<'a> Solver<'a> {
                 return Ok(());
             }
         }
-        let candidates = self.candidates(p, &constraints);
         for (reqs, plan) in &plans {
-            let found = candidates.iter().find_map(|&(_, c)| {
+            let sets = self.candidates(p, &constraints, plan);
+            let found = Merge::new(&sets).find_map(|(_, c)| {
                 self.try_claim(p, c, reqs, &constraints, plan)
                     .map(|a| (c, a))
             });
@@ -777,9 +789,20 @@ impl<'a> Solver<'a> {
 
     /// The planned claims a pod may go to, fewest pods first: a free set when one of the pod's
     /// hostname constraints admits only claims without a matching pod, else every claim.
-    fn candidates(&self, p: usize, c: &Constraints) -> &BTreeSet<(usize, usize)> {
+    /// The planned claims a pod may go to, as ordered sets whose union holds every claim it could
+    /// fit (fewest pods first): every claim; or the claims free of a one-per-host group that
+    /// binds the pod; or the claims pinned to (or still open for) the domains its topology
+    /// permits — whichever is smallest. Scanning a superset in the same order keeps first-fit
+    /// exactly as if every claim were tried.
+    fn candidates<'s>(
+        &'s self,
+        p: usize,
+        c: &Constraints,
+        plan: &TopologyPlan,
+    ) -> Vec<&'s BTreeSet<(usize, usize)>> {
         let pod = &self.input.pods[p];
-        let mut best = &self.claim_order;
+        let mut best: Vec<&BTreeSet<(usize, usize)>> = vec![&self.claim_order];
+        let mut best_len = self.claim_order.len();
         let restricting = c.anti.iter().chain(c.spread.iter()).filter(|r| {
             let g = &self.topology.groups[r.group];
             match g.kind {
@@ -792,9 +815,23 @@ impl<'a> Solver<'a> {
         });
         for r in restricting {
             if let Some(set) = self.free.get(&r.group)
-                && set.len() < best.len()
+                && set.len() < best_len
             {
-                best = set;
+                best_len = set.len();
+                best = vec![set];
+            }
+        }
+        for (k, kp) in &plan.keys {
+            let mut sets: Vec<&BTreeSet<(usize, usize)>> = vec![&self.unpinned[*k]];
+            sets.extend(
+                (0..self.universe[*k].len())
+                    .filter(|d| kp.permits(*d))
+                    .map(|d| &self.by_pin[*k][d]),
+            );
+            let len: usize = sets.iter().map(|s| s.len()).sum();
+            if len < best_len {
+                best_len = len;
+                best = sets;
             }
         }
         best
@@ -1442,9 +1479,15 @@ impl<'a> Solver<'a> {
         self.claim_order.remove(&(old_pods, c));
         self.claim_order.insert((old_pods + 1, c));
         let slot = self.nodes.len() + c;
-        // Keys the claim is now pinned to.
+        // Keys the claim is now pinned to; the pin indices follow.
         for k in 0..self.keys.len() {
+            match self.claims[c].pinned[k] {
+                Some(d) => self.by_pin[k][d].remove(&(old_pods, c)),
+                None => self.unpinned[k].remove(&(old_pods, c)),
+            };
             if self.claims[c].pinned[k].is_some() {
+                self.by_pin[k][self.claims[c].pinned[k].unwrap_or_default()]
+                    .insert((old_pods + 1, c));
                 continue;
             }
             let pin = self.claims[c]
@@ -1453,6 +1496,10 @@ impl<'a> Solver<'a> {
                 .filter(|r| r.len() == 1)
                 .and_then(|r| r.values().next().and_then(|v| self.domain_id(k, v)));
             self.claims[c].pinned[k] = pin;
+            match pin {
+                Some(d) => self.by_pin[k][d].insert((old_pods + 1, c)),
+                None => self.unpinned[k].insert((old_pods + 1, c)),
+            };
         }
         for (g, set) in self.free.iter_mut() {
             let was_free = set.remove(&(old_pods, c)) || is_new;
@@ -1587,6 +1634,37 @@ struct Attempt {
     /// The claim's narrowed requirements; `None` when they do not change.
     requirements: Option<Requirements>,
     types: Vec<u32>,
+}
+
+/// Merges ordered sets of `(pod count, claim)` into one ascending sequence.
+struct Merge<'s> {
+    heads: Vec<std::iter::Peekable<std::collections::btree_set::Iter<'s, (usize, usize)>>>,
+}
+
+impl<'s> Merge<'s> {
+    fn new(sets: &[&'s BTreeSet<(usize, usize)>]) -> Self {
+        Self {
+            heads: sets.iter().map(|s| s.iter().peekable()).collect(),
+        }
+    }
+}
+
+impl Iterator for Merge<'_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut best: Option<(usize, (usize, usize))> = None;
+        for (i, head) in self.heads.iter_mut().enumerate() {
+            if let Some(&&item) = head.peek()
+                && best.is_none_or(|(_, b)| item < b)
+            {
+                best = Some((i, item));
+            }
+        }
+        let (i, item) = best?;
+        self.heads[i].next();
+        Some(item)
+    }
 }
 
 /// What topology evaluation needs to know about a target.

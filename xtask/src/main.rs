@@ -23,6 +23,15 @@ enum Task {
     Test,
     /// Regenerate the committed CRD manifests.
     Crds,
+    /// The scheduling benchmark (release build), one process per size.
+    Bench {
+        /// Write `{"results": [...]}` here as well as printing a table.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Pod counts to run (default: 1,100,1000,5000,20000,100000).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<usize>,
+    },
 }
 
 /// Directories that hold generated CRDs.
@@ -33,6 +42,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Task::Test => test(&root),
         Task::Crds => crds(&root),
+        Task::Bench { json, sizes } => bench(&root, json.as_deref(), &sizes),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -164,4 +174,85 @@ fn crds(root: &Path) -> Result<(), String> {
         )?;
     }
     Ok(())
+}
+
+/// Default benchmark sizes (upstream's go up to 20,000; we add 100,000).
+const BENCH_SIZES: [usize; 6] = [1, 100, 1_000, 5_000, 20_000, 100_000];
+
+/// Solves per size; the median is reported. Fewer for the largest sizes to bound wall time.
+fn bench_runs(pods: usize) -> usize {
+    match pods {
+        0..=1_000 => 7,
+        1_001..=20_000 => 5,
+        _ => 3,
+    }
+}
+
+fn bench(root: &Path, json: Option<&Path>, sizes: &[usize]) -> Result<(), String> {
+    run(
+        root,
+        "release build",
+        "cargo",
+        &[
+            "build",
+            "--release",
+            "--quiet",
+            "--package",
+            "karpenter-cli",
+        ],
+    )?;
+    let binary = root.join("target/release/karpenter");
+    let sizes = if sizes.is_empty() {
+        BENCH_SIZES.to_vec()
+    } else {
+        sizes.to_vec()
+    };
+    let mut results = Vec::new();
+    let mut failed = false;
+    println!(
+        "{:>8} {:>12} {:>12} {:>8} {:>10}",
+        "pods", "s/solve", "pods/s", "nodes", "peak RSS"
+    );
+    for pods in sizes {
+        let output = Command::new(&binary)
+            .args([
+                "bench-scheduling",
+                "--pods",
+                &pods.to_string(),
+                "--runs",
+                &bench_runs(pods).to_string(),
+            ])
+            .output()
+            .map_err(|e| format!("benchmark (could not start karpenter: {e})"))?;
+        let line = String::from_utf8_lossy(&output.stdout);
+        let report: serde_json::Value = serde_json::from_str(line.trim()).map_err(|e| {
+            format!(
+                "benchmark ({pods} pods printed no report: {e}; stderr: {})",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })?;
+        println!(
+            "{:>8} {:>12.4} {:>12.0} {:>8} {:>8} MB",
+            pods,
+            report["secondsPerSolve"].as_f64().unwrap_or_default(),
+            report["podsPerSecond"].as_f64().unwrap_or_default(),
+            report["nodes"],
+            report["peakRssBytes"].as_u64().unwrap_or_default() / (1 << 20),
+        );
+        if !output.status.success() {
+            eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+            failed = true;
+        }
+        results.push(report);
+    }
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "results": results }))
+            .map_err(|e| format!("benchmark report ({e})"))?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("write {} ({e})", path.display()))?;
+    }
+    if failed {
+        Err("benchmark (some pods were left unscheduled)".to_string())
+    } else {
+        Ok(())
+    }
 }

@@ -11,6 +11,8 @@ pub mod api;
 pub mod catalog;
 pub mod interruption;
 pub mod manifest;
+pub mod plan;
+pub mod provisioning;
 pub mod resources;
 pub mod scheduling;
 pub mod seams;

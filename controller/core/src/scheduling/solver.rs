@@ -951,7 +951,8 @@ impl<'a> Solver<'a> {
         if types.is_empty() {
             return None;
         }
-        if changed {
+        // Fewer types (by requirements or by fit) may no longer cover a requirement's minValues.
+        if changed || types.len() != claim.types.len() {
             self.check_min_values(claim.pool, final_reqs, &types).ok()?;
         }
         Some(Attempt {

@@ -50,6 +50,8 @@ impl ResourceKind {
         "VolumeAttachment",
         "volumeattachments",
     );
+    pub const NAMESPACE: Self = Self::cluster("", "v1", "Namespace", "namespaces");
+    pub const EVENT: Self = Self::namespaced("", "v1", "Event", "events");
     pub const LEASE: Self = Self::namespaced("coordination.k8s.io", "v1", "Lease", "leases");
 
     const fn cluster(
@@ -253,9 +255,10 @@ pub trait KubeApi: Send + Sync {
         options: &ListOptions,
     ) -> Result<ObjectList, KubeError>;
 
-    /// Creates `object` (its metadata names it); [`KubeError::AlreadyExists`] if the name is taken.
-    /// Not idempotent: callers that may retry use deterministic names and treat AlreadyExists as
-    /// success after checking ownership.
+    /// Creates `object`, named by `metadata.name` or, when that is absent, by the server from
+    /// `metadata.generateName` plus a random suffix (as Kubernetes does); returns the stored object.
+    /// [`KubeError::AlreadyExists`] if the name is taken. Not idempotent: callers that may retry
+    /// re-read state first (the provisioner counts in-flight NodeClaims before planning more).
     async fn create(&self, kind: &ResourceKind, object: Value) -> Result<Value, KubeError>;
 
     /// Patches the object's main resource (metadata and spec; status is ignored).

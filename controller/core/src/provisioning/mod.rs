@@ -1,0 +1,170 @@
+//! Provisioning: pending pods become NodeClaims.
+//!
+//! A pass reads the cluster through the [`KubeApi`] seam (NodePools, Nodes, NodeClaims, Pods,
+//! DaemonSets, Namespaces), runs the scheduling simulation over it, creates one NodeClaim per
+//! planned node and records `Nominated` / `FailedScheduling` events. Passes are batched
+//! ([`batcher`]): a burst of pods is scheduled as a whole once it stops growing.
+//!
+//! The pass keeps no state of its own: NodeClaims already created but not yet nodes are read
+//! back as in-flight capacity, so a crash between passes never duplicates capacity.
+
+pub mod batcher;
+mod eligibility;
+mod nodeclaim;
+mod snapshot;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use batcher::{BatchWindow, Batcher};
+pub use eligibility::is_provisionable;
+pub use nodeclaim::nodeclaim_for;
+pub use snapshot::Snapshot;
+
+use crate::catalog::Catalog;
+use crate::scheduling::{self, Input};
+use crate::seams::kube::{EventRecord, ObjectKey, ResourceKind};
+use crate::seams::{Clock, KubeApi, KubeError};
+
+/// Knobs of the provisioner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    pub window: BatchWindow,
+    pub scheduling: scheduling::Options,
+}
+
+/// Why a pass could not run (reading the cluster failed); the caller retries.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("reading cluster state: {0}")]
+    Read(#[from] KubeError),
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Names of the NodeClaims created.
+    pub created: Vec<String>,
+    /// Pods placed on existing or in-flight capacity.
+    pub nominated: usize,
+    /// Pods nothing can run.
+    pub unschedulable: usize,
+    /// NodeClaims the plan wanted but the API server refused (retried next pass).
+    pub failed_creates: Vec<String>,
+}
+
+/// Turns pending pods into NodeClaims over the seams.
+pub struct Provisioner {
+    kube: Arc<dyn KubeApi>,
+    clock: Arc<dyn Clock>,
+    catalog: Arc<Catalog>,
+    options: Options,
+    batcher: Batcher,
+    /// Pending pods already counted towards the open batch.
+    seen: BTreeSet<String>,
+}
+
+impl Provisioner {
+    pub fn new(kube: Arc<dyn KubeApi>, clock: Arc<dyn Clock>, catalog: Arc<Catalog>, options: Options) -> Self {
+        Self { kube, clock, catalog, options, batcher: Batcher::new(options.window), seen: BTreeSet::new() }
+    }
+
+    /// One tick of the loop: notices new pending pods (opening or extending the batch) and, once
+    /// the batch window closes, runs a pass. Returns the pass's outcome if one ran.
+    pub async fn tick(&mut self) -> Result<Option<Outcome>, ProvisionError> {
+        let pods = self.kube.list(&ResourceKind::POD, &Default::default()).await?;
+        let now = self.clock.now();
+        let mut pending = BTreeSet::new();
+        for pod in &pods.items {
+            let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()) else { continue };
+            if is_provisionable(&pod) {
+                pending.insert(pod.metadata.uid.clone().unwrap_or_default());
+            }
+        }
+        if pending.iter().any(|uid| !self.seen.contains(uid)) {
+            self.batcher.trigger(now);
+        }
+        self.seen = pending;
+        if !self.batcher.is_ready(now) {
+            return Ok(None);
+        }
+        self.batcher.reset();
+        self.provision().await.map(Some)
+    }
+
+    /// How long the loop may sleep before the next tick matters.
+    pub fn next_tick(&self, poll: Duration) -> Duration {
+        self.batcher.remaining(self.clock.now()).map_or(poll, |left| left.min(poll))
+    }
+
+    /// One provisioning pass, now.
+    pub async fn provision(&self) -> Result<Outcome, ProvisionError> {
+        let snapshot = Snapshot::read(self.kube.as_ref(), &self.catalog).await?;
+        let mut outcome = Outcome::default();
+        if snapshot.pending.is_empty() {
+            return Ok(outcome);
+        }
+        let results = scheduling::solve(Input {
+            node_pools: &snapshot.pools,
+            catalog: &self.catalog,
+            nodes: &snapshot.nodes,
+            daemonsets: &snapshot.daemonsets,
+            pods: &snapshot.pending,
+            namespaces: &snapshot.namespaces,
+            options: self.options.scheduling,
+        });
+        for planned in &results.new_claims {
+            let Some(pool) = snapshot.pools.iter().find(|p| p.metadata.name.as_deref() == Some(planned.node_pool.as_str())) else {
+                continue;
+            };
+            let claim = nodeclaim_for(pool, planned);
+            let value = match serde_json::to_value(&claim) {
+                Ok(value) => value,
+                Err(err) => {
+                    outcome.failed_creates.push(format!("{}: {err}", planned.node_pool));
+                    continue;
+                }
+            };
+            match self.kube.create(&ResourceKind::NODE_CLAIM, value).await {
+                Ok(created) => {
+                    let name = created["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                    for pod in &planned.pods {
+                        self.event(pod, "Normal", "Nominated", format!("Pod should schedule on: nodeclaim/{name}")).await;
+                    }
+                    outcome.nominated += planned.pods.len();
+                    outcome.created.push(name);
+                }
+                Err(err) => outcome.failed_creates.push(format!("{}: {err}", planned.node_pool)),
+            }
+        }
+        for placement in &results.existing_nodes {
+            for pod in &placement.pods {
+                self.event(pod, "Normal", "Nominated", format!("Pod should schedule on: node/{}", placement.node)).await;
+            }
+            outcome.nominated += placement.pods.len();
+        }
+        for failure in &results.unschedulable {
+            self.event(&failure.pod, "Warning", "FailedScheduling", format!("Failed to schedule pod, {}", failure.reason))
+                .await;
+        }
+        outcome.unschedulable = results.unschedulable.len();
+        Ok(outcome)
+    }
+
+    /// Records an event on a pod (`namespace/name`); events are best effort.
+    async fn event(&self, pod: &str, type_: &'static str, reason: &str, message: String) {
+        let (namespace, name) = pod.split_once('/').unwrap_or(("default", pod));
+        let record = EventRecord {
+            involved: ResourceKind::POD,
+            key: ObjectKey::namespaced(namespace, name),
+            uid: None,
+            type_,
+            reason: reason.to_string(),
+            message,
+        };
+        if let Err(err) = self.kube.record_event(&record).await {
+            tracing::debug!(%err, pod, reason, "event not recorded");
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The cluster as one provisioning pass sees it, read through the [`KubeApi`] seam.
+//!
+//! Nodes are read before pods (as upstream does) so a pod bound after the node list is seen as
+//! pending at worst, never as running on a node the pass does not know.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use serde_json::Value;
+
+use super::eligibility::is_provisionable;
+use crate::api::labels::{DISRUPTED_TAINT_KEY, INITIALIZED_LABEL};
+use crate::api::{NodeClaim, NodePool, Taint, TaintEffect};
+use crate::catalog::Catalog;
+use crate::resources::Resources;
+use crate::scheduling::{ExistingNode, PodInfo};
+use crate::seams::kube::{ListOptions, ResourceKind};
+use crate::seams::{KubeApi, KubeError};
+use crate::validation::validate_nodepool;
+
+/// Inputs of one scheduling run.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Usable NodePools (not deleting, valid).
+    pub pools: Vec<NodePool>,
+    /// Nodes, and NodeClaims that are not nodes yet (in-flight capacity).
+    pub nodes: Vec<ExistingNode>,
+    pub daemonsets: Vec<PodInfo>,
+    pub pending: Vec<PodInfo>,
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+fn decode_all<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
+    // An object that does not decode is skipped, never a panic: the API server is the judge of
+    // its shape, and one odd object must not stop provisioning for everything else.
+    items.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect()
+}
+
+fn resources(list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Resources {
+    let mut out = Resources::new();
+    for (name, quantity) in list.into_iter().flatten() {
+        if let Ok(amount) = crate::resources::parse_quantity(name, &quantity.0) {
+            out.add_one(name, amount);
+        }
+    }
+    out
+}
+
+fn taint(t: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
+    let effect = match t.effect.as_str() {
+        "NoSchedule" => TaintEffect::NoSchedule,
+        "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+        "NoExecute" => TaintEffect::NoExecute,
+        _ => return None,
+    };
+    Some(Taint { key: t.key.clone(), value: t.value.clone(), effect, time_added: None })
+}
+
+impl Snapshot {
+    /// Reads everything a pass needs. Fails only when a list call fails (retry the pass).
+    pub async fn read(kube: &dyn KubeApi, catalog: &Catalog) -> Result<Self, KubeError> {
+        let all = ListOptions::default();
+        let pools: Vec<NodePool> = decode_all(kube.list(&ResourceKind::NODE_POOL, &all).await?.items);
+        let nodes: Vec<Node> = decode_all(kube.list(&ResourceKind::NODE, &all).await?.items);
+        let claims: Vec<NodeClaim> = decode_all(kube.list(&ResourceKind::NODE_CLAIM, &all).await?.items);
+        let pods: Vec<Pod> = decode_all(kube.list(&ResourceKind::POD, &all).await?.items);
+        let daemonsets: Vec<DaemonSet> = decode_all(kube.list(&ResourceKind::DAEMON_SET, &all).await?.items);
+        let namespaces: Vec<Namespace> = decode_all(kube.list(&ResourceKind::NAMESPACE, &all).await?.items);
+
+        let mut snapshot = Snapshot {
+            pools: pools
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none() && validate_nodepool(p).is_ok())
+                .collect(),
+            ..Default::default()
+        };
+        for ns in namespaces {
+            if let Some(name) = ns.metadata.name {
+                snapshot.namespaces.insert(name, ns.metadata.labels.unwrap_or_default());
+            }
+        }
+        let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
+        for node in &nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let spec = node.spec.clone().unwrap_or_default();
+            let status = node.status.clone().unwrap_or_default();
+            let taints: Vec<Taint> = spec.taints.as_deref().unwrap_or_default().iter().filter_map(taint).collect();
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            let ready = status.conditions.as_deref().unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+            by_name.insert(name.clone(), snapshot.nodes.len());
+            snapshot.nodes.push(ExistingNode {
+                name,
+                initialized: ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true"),
+                deleting: node.metadata.deletion_timestamp.is_some() || taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY),
+                capacity: resources(status.capacity.as_ref()),
+                allocatable: resources(status.allocatable.as_ref()),
+                labels,
+                taints,
+                pods: Vec::new(),
+            });
+        }
+        for claim in &claims {
+            let registered = claim.status.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| by_name.contains_key(n));
+            if registered || claim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            snapshot.nodes.push(in_flight(claim, catalog));
+        }
+        for pod in &pods {
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded" | "Failed")) {
+                continue;
+            }
+            let bound = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            if let Some(n) = bound.and_then(|node| by_name.get(&node).copied()) {
+                if let Ok(info) = PodInfo::from_pod(pod, Vec::new()) {
+                    snapshot.nodes[n].pods.push(info);
+                }
+            } else if is_provisionable(pod)
+                && let Ok(info) = PodInfo::from_pod(pod, Vec::new())
+            {
+                snapshot.pending.push(info);
+            }
+        }
+        for ds in daemonsets {
+            let template = ds.spec.map(|s| s.template).unwrap_or_default();
+            let pod = Pod { metadata: template.metadata.unwrap_or_default(), spec: template.spec, status: None };
+            if let Ok(info) = PodInfo::from_pod(&pod, Vec::new()) {
+                snapshot.daemonsets.push(info);
+            }
+        }
+        snapshot.pending.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(snapshot)
+    }
+}
+
+/// A NodeClaim without a node yet, as capacity the scheduler can place pods on: its labels and
+/// single-valued requirements, its taints, and its allocatable (from status once launched, else
+/// the smallest allocatable among its instance-type options: a safe under-estimate).
+fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
+    let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+    for r in &claim.spec.requirements {
+        if r.operator == crate::api::Operator::In && r.values.len() == 1 {
+            labels.entry(r.key.clone()).or_insert_with(|| r.values[0].clone());
+        }
+    }
+    let status_alloc = claim.status.as_ref().map(|s| Resources::from_list(&s.allocatable).unwrap_or_default());
+    let allocatable = match status_alloc.filter(|a| !a.is_empty()) {
+        Some(a) => a,
+        None => {
+            let options: Vec<&str> = claim
+                .spec
+                .requirements
+                .iter()
+                .find(|r| r.key == crate::api::labels::INSTANCE_TYPE_LABEL && r.operator == crate::api::Operator::In)
+                .map(|r| r.values.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+            options
+                .iter()
+                .filter_map(|name| catalog.get(name))
+                .map(|it| it.allocatable.clone())
+                .reduce(|a, b| {
+                    let mut min = a.clone();
+                    for (name, amount) in a.iter() {
+                        min.set(name, amount.min(b.get(name)));
+                    }
+                    min
+                })
+                .unwrap_or_default()
+        }
+    };
+    ExistingNode {
+        name: claim.metadata.name.clone().unwrap_or_default(),
+        labels,
+        taints: claim.spec.taints.clone(),
+        capacity: allocatable.clone(),
+        allocatable,
+        pods: Vec::new(),
+        initialized: false,
+        deleting: false,
+    }
+}

@@ -1,0 +1,195 @@
+//! The provisioner over the seams: batching, eligibility, NodeClaim creation, events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use karpenter_core::catalog::Catalog;
+use karpenter_core::provisioning::{Batcher, BatchWindow, Options, Provisioner};
+use karpenter_core::seams::kube::ResourceKind;
+use karpenter_core::seams::{KubeApi, ManualClock};
+use serde_json::{Value, json};
+
+use super::fake_kube::FakeKube;
+
+fn start() -> jiff::Timestamp {
+    "2026-01-01T00:00:00Z".parse().expect("timestamp")
+}
+
+fn pool() -> Value {
+    let mut pool = super::validation::nodepool();
+    pool["spec"]["template"]["spec"]["taints"] = json!([{"key": "team", "value": "a", "effect": "NoSchedule"}]);
+    pool["spec"]["template"]["spec"]["expireAfter"] = json!("24h");
+    pool
+}
+
+fn pending_pod(name: &str, cpu: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {
+            "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}],
+            "tolerations": [{"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}]
+        },
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    })
+}
+
+struct World {
+    kube: Arc<FakeKube>,
+    clock: Arc<ManualClock>,
+    provisioner: Provisioner,
+}
+
+fn world() -> World {
+    let kube = Arc::new(FakeKube::default());
+    let clock = Arc::new(ManualClock::new(start()));
+    kube.apply(&ResourceKind::NODE_POOL, pool());
+    let provisioner = Provisioner::new(kube.clone(), clock.clone(), Arc::new(Catalog::builtin()), Options::default());
+    World { kube, clock, provisioner }
+}
+
+fn claims(kube: &FakeKube) -> Vec<Value> {
+    kube.all(&ResourceKind::NODE_CLAIM)
+}
+
+#[test]
+fn the_batch_closes_after_one_idle_second_or_ten_seconds_of_arrivals() {
+    let mut batcher = Batcher::new(BatchWindow::default());
+    let t0 = start();
+    assert!(!batcher.is_ready(t0));
+    batcher.trigger(t0);
+    assert!(!batcher.is_ready(t0 + Duration::from_millis(900)));
+    assert!(batcher.is_ready(t0 + Duration::from_millis(1000)));
+    // Arrivals every 500 ms keep it open until the 10 s maximum.
+    let mut batcher = Batcher::new(BatchWindow::default());
+    for i in 0..30 {
+        let now = t0 + Duration::from_millis(500 * i);
+        batcher.trigger(now);
+        assert_eq!(batcher.is_ready(now), i >= 20, "at {}ms", 500 * i);
+    }
+    assert_eq!(batcher.remaining(t0 + Duration::from_secs(9)), Some(Duration::ZERO));
+}
+
+#[test]
+fn pending_pods_become_one_right_sized_nodeclaim_after_the_batch_window() {
+    let mut w = world();
+    for i in 0..10 {
+        w.kube.apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "500m"));
+    }
+    futures::executor::block_on(async {
+        assert_eq!(w.provisioner.tick().await.expect("tick"), None, "the batch just opened");
+        w.clock.advance(Duration::from_millis(500));
+        assert_eq!(w.provisioner.tick().await.expect("tick"), None, "still inside the idle window");
+        w.clock.advance(Duration::from_millis(600));
+        let outcome = w.provisioner.tick().await.expect("tick").expect("the batch closed");
+        assert_eq!(outcome.nominated, 10);
+        assert_eq!(outcome.created.len(), claims(&w.kube).len());
+    });
+    let claims = claims(&w.kube);
+    assert!(!claims.is_empty());
+    let cpu_millis: i64 = claims
+        .iter()
+        .map(|c| karpenter_core::resources::parse_quantity("cpu", c["spec"]["resources"]["requests"]["cpu"].as_str().unwrap_or("0")).unwrap())
+        .sum();
+    assert!(cpu_millis >= 5000, "requests cover the pods: {cpu_millis}m");
+}
+
+#[test]
+fn a_nodeclaim_carries_its_nodepools_template_and_owner() {
+    let w = world();
+    w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
+    futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    let claim = &claims(&w.kube)[0];
+    assert!(claim["metadata"]["name"].as_str().unwrap().starts_with("default-"));
+    assert_eq!(claim["metadata"]["labels"]["karpenter.sh/nodepool"], json!("default"));
+    assert_eq!(claim["metadata"]["labels"]["team"], json!("a"));
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["kind"], json!("NodePool"));
+    assert_eq!(claim["spec"]["taints"][0]["key"], json!("team"));
+    assert_eq!(claim["spec"]["expireAfter"], json!("24h"));
+    assert_eq!(claim["spec"]["nodeClassRef"]["kind"], json!("EC2NodeClass"));
+    let requirements = claim["spec"]["requirements"].as_array().unwrap();
+    let find = |key: &str| requirements.iter().find(|r| r["key"] == json!(key)).cloned().unwrap_or(Value::Null);
+    assert_eq!(find("karpenter.sh/nodepool")["values"], json!(["default"]));
+    assert!(find("node.kubernetes.io/instance-type")["values"].as_array().is_some_and(|v| !v.is_empty()));
+    assert!(find("kubernetes.io/arch")["values"] == json!(["amd64"]));
+    // The claim is a valid NodeClaim.
+    let typed: karpenter_core::api::NodeClaim = serde_json::from_value(claim.clone()).expect("decodes");
+    karpenter_core::validation::validate_nodeclaim(&typed).expect("valid");
+}
+
+#[test]
+fn a_second_pass_counts_in_flight_nodeclaims_and_creates_nothing_more() {
+    let w = world();
+    for i in 0..4 {
+        w.kube.apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "500m"));
+    }
+    let first = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(!first.created.is_empty());
+    let second = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(second.created.is_empty(), "duplicated capacity: {second:?}");
+    assert_eq!(second.nominated, 4);
+    assert_eq!(claims(&w.kube).len(), first.created.len());
+}
+
+#[test]
+fn pods_that_are_bound_owned_by_a_daemonset_or_not_unschedulable_are_ignored() {
+    let w = world();
+    let mut bound = pending_pod("bound", "1");
+    bound["spec"]["nodeName"] = json!("node-a");
+    let mut daemon = pending_pod("daemon", "1");
+    daemon["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "x"}]);
+    let mut fresh = pending_pod("fresh", "1");
+    fresh["status"] = json!({"phase": "Pending"});
+    let mut done = pending_pod("done", "1");
+    done["status"]["phase"] = json!("Succeeded");
+    for pod in [bound, daemon, fresh, done] {
+        w.kube.apply(&ResourceKind::POD, pod);
+    }
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty() && outcome.nominated == 0, "{outcome:?}");
+    assert!(claims(&w.kube).is_empty());
+}
+
+#[test]
+fn pods_go_to_an_existing_node_with_room_before_any_new_capacity() {
+    let w = world();
+    w.kube.apply(&ResourceKind::NODE, json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-a", "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true", "kubernetes.io/arch": "amd64"}},
+        "spec": {"taints": [{"key": "team", "value": "a", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }));
+    w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "2"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty());
+    assert_eq!(outcome.nominated, 1);
+    assert!(w.kube.events().iter().any(|e| e.reason == "Nominated" && e.message.contains("node/node-a")));
+}
+
+#[test]
+fn a_pod_nothing_can_run_gets_a_failed_scheduling_event_that_says_why() {
+    let w = world();
+    w.kube.apply(&ResourceKind::POD, pending_pod("huge", "1000"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.unschedulable, 1);
+    let event = w.kube.events().into_iter().find(|e| e.reason == "FailedScheduling").expect("event recorded");
+    assert_eq!(event.key.name, "huge");
+    assert!(event.message.contains("NodePool \"default\""), "{}", event.message);
+    assert!(event.message.contains("no instance type has enough resources"), "{}", event.message);
+}
+
+#[test]
+fn a_pod_without_the_pools_toleration_is_not_provisioned_for() {
+    let w = world();
+    let mut pod = pending_pod("intolerant", "1");
+    pod["spec"]["tolerations"] = json!([]);
+    w.kube.apply(&ResourceKind::POD, pod);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty());
+    let event = w.kube.events().into_iter().find(|e| e.reason == "FailedScheduling").expect("event recorded");
+    assert!(event.message.contains("does not tolerate taint team=a:NoSchedule"), "{}", event.message);
+    // And nothing is read that is not there: the API holds one NodePool and one pod.
+    let pods = futures::executor::block_on(w.kube.list(&ResourceKind::POD, &Default::default())).expect("list");
+    assert_eq!(pods.items.len(), 1);
+}

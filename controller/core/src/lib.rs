@@ -10,8 +10,8 @@
 pub mod api;
 pub mod catalog;
 pub mod interruption;
+pub mod lifecycle;
 pub mod manifest;
-pub mod plan;
 pub mod provisioning;
 pub mod resources;
 pub mod scheduling;

@@ -23,6 +23,7 @@ pub use nodeclaim::nodeclaim_for;
 pub use snapshot::Snapshot;
 
 use crate::catalog::Catalog;
+use crate::lifecycle::UnavailableOfferings;
 use crate::scheduling::{self, Input};
 use crate::seams::kube::{EventRecord, ObjectKey, ResourceKind};
 use crate::seams::{Clock, KubeApi, KubeError};
@@ -63,11 +64,29 @@ pub struct Provisioner {
     batcher: Batcher,
     /// Pending pods already counted towards the open batch.
     seen: BTreeSet<String>,
+    /// Offerings that recently failed with insufficient capacity: hidden from planning.
+    unavailable: Option<Arc<UnavailableOfferings>>,
 }
 
 impl Provisioner {
     pub fn new(kube: Arc<dyn KubeApi>, clock: Arc<dyn Clock>, catalog: Arc<Catalog>, options: Options) -> Self {
-        Self { kube, clock, catalog, options, batcher: Batcher::new(options.window), seen: BTreeSet::new() }
+        Self {
+            kube,
+            clock,
+            catalog,
+            options,
+            batcher: Batcher::new(options.window),
+            seen: BTreeSet::new(),
+            unavailable: None,
+        }
+    }
+
+    /// Plans around offerings in `cache` (shared with the launch path, which fills it on
+    /// insufficient-capacity errors), so the next pass falls back to other types, zones or
+    /// capacity types.
+    pub fn with_unavailable_offerings(mut self, cache: Arc<UnavailableOfferings>) -> Self {
+        self.unavailable = Some(cache);
+        self
     }
 
     /// One tick of the loop: notices new pending pods (opening or extending the batch) and, once
@@ -105,9 +124,13 @@ impl Provisioner {
         if snapshot.pending.is_empty() {
             return Ok(outcome);
         }
+        let catalog = match &self.unavailable {
+            Some(cache) => cache.apply(&self.catalog, self.clock.now()),
+            None => (*self.catalog).clone(),
+        };
         let results = scheduling::solve(Input {
             node_pools: &snapshot.pools,
-            catalog: &self.catalog,
+            catalog: &catalog,
             nodes: &snapshot.nodes,
             daemonsets: &snapshot.daemonsets,
             pods: &snapshot.pending,

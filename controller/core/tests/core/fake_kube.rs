@@ -49,6 +49,31 @@ impl FakeKube {
     }
 }
 
+impl FakeKube {
+    /// Merge-patches an object (metadata/spec, or only status); removing the last finalizer of
+    /// an object marked for deletion deletes it, as the API server does.
+    fn merge(&self, kind: &ResourceKind, key: &ObjectKey, patch: &Patch, status: bool) -> Result<Value, KubeError> {
+        let id = (kind.plural, key.namespace.clone(), key.name.clone());
+        let mut objects = self.objects.lock().unwrap();
+        let object = objects.get_mut(&id).ok_or_else(|| KubeError::NotFound(key.name.clone()))?;
+        let Patch::Merge(patch) = patch else { return Err(KubeError::Invalid("only merge patches".into())) };
+        let mut patch = patch.clone();
+        if status {
+            patch = json!({"status": patch["status"].clone()});
+        } else if let Some(map) = patch.as_object_mut() {
+            map.remove("status");
+        }
+        json_patch::merge(object, &patch);
+        let done = object["metadata"]["deletionTimestamp"].is_string()
+            && object["metadata"]["finalizers"].as_array().is_none_or(|f| f.is_empty());
+        let out = object.clone();
+        if done {
+            objects.remove(&id);
+        }
+        Ok(out)
+    }
+}
+
 #[async_trait]
 impl KubeApi for FakeKube {
     async fn get(&self, kind: &ResourceKind, key: &ObjectKey) -> Result<Option<Value>, KubeError> {
@@ -82,17 +107,24 @@ impl KubeApi for FakeKube {
         Ok(self.all(kind).into_iter().find(|o| o["metadata"]["name"] == json!(name)).unwrap_or(object))
     }
 
-    async fn patch(&self, _: &ResourceKind, key: &ObjectKey, _: &Patch) -> Result<Value, KubeError> {
-        Err(KubeError::NotFound(key.name.clone()))
+    async fn patch(&self, kind: &ResourceKind, key: &ObjectKey, patch: &Patch) -> Result<Value, KubeError> {
+        self.merge(kind, key, patch, false)
     }
 
-    async fn patch_status(&self, _: &ResourceKind, key: &ObjectKey, _: &Patch) -> Result<Value, KubeError> {
-        Err(KubeError::NotFound(key.name.clone()))
+    async fn patch_status(&self, kind: &ResourceKind, key: &ObjectKey, patch: &Patch) -> Result<Value, KubeError> {
+        self.merge(kind, key, patch, true)
     }
 
     async fn delete(&self, kind: &ResourceKind, key: &ObjectKey, _: &DeleteOptions) -> Result<DeleteOutcome, KubeError> {
-        let removed = self.objects.lock().unwrap().remove(&(kind.plural, key.namespace.clone(), key.name.clone()));
-        Ok(if removed.is_some() { DeleteOutcome::Deleted } else { DeleteOutcome::NotFound })
+        let id = (kind.plural, key.namespace.clone(), key.name.clone());
+        let mut objects = self.objects.lock().unwrap();
+        let Some(object) = objects.get_mut(&id) else { return Ok(DeleteOutcome::NotFound) };
+        if object["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+            object["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            return Ok(DeleteOutcome::Marked(object.clone()));
+        }
+        objects.remove(&id);
+        Ok(DeleteOutcome::Deleted)
     }
 
     async fn evict(&self, _: &ObjectKey, _: &DeleteOptions) -> Result<(), KubeError> {

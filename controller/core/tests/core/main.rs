@@ -7,6 +7,7 @@ mod crds;
 mod examples;
 mod fake_kube;
 mod interruption;
+mod lifecycle;
 mod properties;
 mod provisioning;
 mod seams;

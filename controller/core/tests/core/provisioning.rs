@@ -193,3 +193,29 @@ fn a_pod_without_the_pools_toleration_is_not_provisioned_for() {
     let pods = futures::executor::block_on(w.kube.list(&ResourceKind::POD, &Default::default())).expect("list");
     assert_eq!(pods.items.len(), 1);
 }
+
+#[test]
+fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
+    use karpenter_core::catalog::CapacityType;
+    use karpenter_core::lifecycle::UnavailableOfferings;
+    use karpenter_core::seams::Clock;
+    let kube = Arc::new(FakeKube::default());
+    let clock = Arc::new(ManualClock::new(start()));
+    let mut pool = pool();
+    pool["spec"]["template"]["spec"]["requirements"] = json!([
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
+    ]);
+    kube.apply(&ResourceKind::NODE_POOL, pool);
+    kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
+    let cache = Arc::new(UnavailableOfferings::new());
+    for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
+        cache.mark("m5.large", zone, CapacityType::Spot, clock.now(), Duration::from_secs(180));
+    }
+    let provisioner = Provisioner::new(kube.clone(), clock.clone(), Arc::new(Catalog::builtin()), Options::default())
+        .with_unavailable_offerings(cache);
+    futures::executor::block_on(provisioner.provision()).expect("pass");
+    let claim = &claims(&kube)[0];
+    let capacity = claim["spec"]["requirements"].as_array().unwrap().iter().find(|r| r["key"] == json!("karpenter.sh/capacity-type")).cloned();
+    assert_eq!(capacity.map(|r| r["values"].clone()), Some(json!(["on-demand"])), "spot is out: fall back to on-demand");
+}

@@ -1,0 +1,65 @@
+//! The unavailable-offerings cache: an insufficient-capacity error marks (instance type, zone,
+//! capacity type) unavailable for a while, so the next scheduling pass falls back to other types,
+//! zones or on-demand instead of asking EC2 for the same empty pool again.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::catalog::{CapacityType, Catalog};
+
+/// How long an offering stays unavailable after a capacity error (upstream: 3 minutes).
+pub const ICE_TTL: Duration = Duration::from_secs(180);
+
+/// (instance type, zone, capacity type) → when it becomes available again.
+#[derive(Debug, Default)]
+pub struct UnavailableOfferings {
+    entries: Mutex<BTreeMap<(String, String, CapacityType), Timestamp>>,
+}
+
+impl UnavailableOfferings {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Marks an offering unavailable until `now + ttl`.
+    pub fn mark(&self, instance_type: &str, zone: &str, capacity_type: CapacityType, now: Timestamp, ttl: Duration) {
+        let until = now.saturating_add(jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX)).unwrap_or(now);
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.insert((instance_type.to_string(), zone.to_string(), capacity_type), until);
+    }
+
+    /// Whether the offering is unavailable at `now`.
+    pub fn is_unavailable(&self, instance_type: &str, zone: &str, capacity_type: CapacityType, now: Timestamp) -> bool {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.get(&(instance_type.to_string(), zone.to_string(), capacity_type)).is_some_and(|until| *until > now)
+    }
+
+    /// `catalog` with every cached offering marked unavailable at `now` (expired entries dropped).
+    pub fn apply(&self, catalog: &Catalog, now: Timestamp) -> Catalog {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.retain(|_, until| *until > now);
+        if entries.is_empty() {
+            return catalog.clone();
+        }
+        let mut out = catalog.clone();
+        for it in &mut out.instance_types {
+            for o in &mut it.offerings {
+                if entries.contains_key(&(it.name.clone(), o.zone.clone(), o.capacity_type)) {
+                    o.available = false;
+                }
+            }
+        }
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

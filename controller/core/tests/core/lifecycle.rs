@@ -1,0 +1,202 @@
+//! The NodeClaim lifecycle against fakecloud: launch, registration, initialization, liveness,
+//! capacity errors, adoption after a restart, deletion and garbage collection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fakecloud::{Config, FakeCloud, Pool};
+use karpenter_core::api::NodeClaim;
+use karpenter_core::catalog::{CapacityType, Catalog};
+use karpenter_core::lifecycle::{Lifecycle, Options, Step, UnavailableOfferings};
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::{Clock, Ec2, KubeApi, ManualClock};
+use serde_json::{Value, json};
+
+use super::fake_kube::FakeKube;
+
+struct World {
+    kube: Arc<FakeKube>,
+    cloud: Arc<FakeCloud>,
+    clock: Arc<ManualClock>,
+    ice: Arc<UnavailableOfferings>,
+    lifecycle: Lifecycle,
+}
+
+fn world() -> World {
+    let clock = Arc::new(ManualClock::new("2026-01-01T00:00:00Z".parse().expect("timestamp")));
+    let catalog = Catalog::builtin();
+    let cloud = Arc::new(FakeCloud::new(clock.clone(), catalog.clone(), Config::default()));
+    let kube = Arc::new(FakeKube::default());
+    let ice = Arc::new(UnavailableOfferings::new());
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}]}
+    }));
+    let options = Options { cluster_name: "sim".into(), ..Options::default() };
+    let lifecycle = Lifecycle::new(kube.clone(), cloud.clone(), clock.clone(), Arc::new(catalog), ice.clone(), options);
+    World { kube, cloud, clock, ice, lifecycle }
+}
+
+fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
+    json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}
+            ],
+            "startupTaints": [{"key": "example.com/agent-not-ready", "effect": "NoSchedule"}],
+            "resources": {"requests": {"cpu": "1"}},
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+        }
+    })
+}
+
+impl World {
+    fn claim(&self, name: &str) -> Option<NodeClaim> {
+        self.kube.all(&ResourceKind::NODE_CLAIM).into_iter().find(|c| c["metadata"]["name"] == json!(name)).map(|c| serde_json::from_value(c).expect("decodes"))
+    }
+
+    fn reconcile(&self) -> Vec<(String, Result<Step, String>)> {
+        futures::executor::block_on(self.lifecycle.reconcile_all()).expect("reconcile")
+    }
+
+    /// What the kubelet does when the instance boots: a Node with the claim's provider id.
+    fn register_node(&self, claim: &NodeClaim, taints: Value) {
+        let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).expect("launched");
+        self.kube.apply(&ResourceKind::NODE, json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-0-1.ec2.internal"},
+            "spec": {"providerID": provider_id, "taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
+        }));
+    }
+}
+
+#[test]
+fn a_claim_launches_registers_and_initializes() {
+    let w = world();
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-a", &["m5.large", "m6i.large"], &["on-demand"]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    let launched = w.claim("default-a").expect("claim");
+    let provider_id = launched.status.as_ref().and_then(|s| s.provider_id.clone()).expect("provider id");
+    assert!(provider_id.starts_with("aws:///us-west-2"), "{provider_id}");
+    assert!(launched.metadata.finalizers.clone().unwrap_or_default().contains(&"karpenter.sh/termination".to_string()));
+    let labels = launched.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
+    assert!(["m5.large", "m6i.large"].contains(&labels["node.kubernetes.io/instance-type"].as_str()));
+    assert_eq!(w.cloud.instances().len(), 1);
+    let instance = &w.cloud.instances()[0];
+    assert_eq!(instance.tags.get("kubernetes.io/cluster/sim").map(String::as_str), Some("owned"));
+    assert_eq!(instance.tags.get("karpenter.sh/nodeclaim").map(String::as_str), Some("default-a"));
+
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting), "no node yet");
+    w.register_node(&launched, json!([
+        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+        {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
+    ]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
+    let node = &w.kube.all(&ResourceKind::NODE)[0];
+    assert!(node["spec"]["taints"].as_array().unwrap().iter().all(|t| t["key"] != json!("karpenter.sh/unregistered")));
+    assert_eq!(node["metadata"]["labels"]["karpenter.sh/registered"], json!("true"));
+    assert_eq!(node["metadata"]["finalizers"], json!(["karpenter.sh/termination"]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting), "startup taint still there");
+    let mut node = node.clone();
+    node["spec"]["taints"] = json!([]);
+    w.kube.apply(&ResourceKind::NODE, node);
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Initialized));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Ready));
+    let ready = w.claim("default-a").expect("claim");
+    assert!(karpenter_core::api::conditions::is_true(&ready.status.unwrap().conditions, "Ready"));
+}
+
+#[test]
+fn an_insufficient_capacity_error_deletes_the_claim_and_marks_the_offerings_unavailable() {
+    let w = world();
+    for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
+        assert!(w.cloud.set_pool_capacity(&Pool::new("m5.large", zone, CapacityType::Spot), 0));
+    }
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-b", &["m5.large"], &["spot"]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedInsufficientCapacity));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Gone), "no instance to terminate: the finalizer goes");
+    assert!(w.claim("default-b").is_none());
+    assert!(w.cloud.instances().is_empty());
+    let now = w.clock.now();
+    assert!(w.ice.is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, now));
+    let view = w.ice.apply(&Catalog::builtin(), now);
+    let m5 = view.get("m5.large").expect("type");
+    assert!(m5.offerings.iter().filter(|o| o.capacity_type == CapacityType::Spot).all(|o| !o.available));
+    assert!(m5.offerings.iter().filter(|o| o.capacity_type == CapacityType::OnDemand).all(|o| o.available));
+    w.clock.advance(Duration::from_secs(181));
+    assert!(!w.ice.is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, w.clock.now()), "the cache entry expires after 3 minutes");
+}
+
+#[test]
+fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
+    let w = world();
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-c", &["m5.large"], &["on-demand"]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.clock.advance(Duration::from_secs(14 * 60));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting));
+    w.clock.advance(Duration::from_secs(61));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedRegistrationTimeout));
+    // Marked (finalizer) then finalized: the instance is terminated and the claim goes away.
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Finalizing));
+    futures::executor::block_on(async {
+        w.clock.advance(Duration::from_secs(120));
+        let ids: Vec<String> = w.cloud.instances().iter().map(|i| i.instance_id.clone()).collect();
+        let instances = w.cloud.describe_instances(&ids, &[]).await.expect("describe");
+        assert!(instances.iter().all(|i| matches!(i.state, karpenter_core::seams::ec2::InstanceState::ShuttingDown | karpenter_core::seams::ec2::InstanceState::Terminated)));
+    });
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Gone));
+    assert!(w.claim("default-c").is_none());
+}
+
+#[test]
+fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_again() {
+    let w = world();
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-d", &["m5.large"], &["on-demand"]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    // The status write is lost (a crash right after CreateFleet): the claim looks unlaunched.
+    let mut lost = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
+    lost["status"] = json!({});
+    w.kube.apply(&ResourceKind::NODE_CLAIM, lost);
+    w.clock.advance(Duration::from_secs(5));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    assert_eq!(w.cloud.instances().len(), 1, "no second instance");
+    let id = &w.cloud.instances()[0].instance_id;
+    let provider_id = w.claim("default-d").and_then(|c| c.status.and_then(|s| s.provider_id)).expect("provider id");
+    assert!(provider_id.ends_with(id.as_str()));
+}
+
+#[test]
+fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_period() {
+    let w = world();
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-e", &["m5.large"], &["on-demand"]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    // The claim disappears without its finalizer running (someone force-removed it).
+    futures::executor::block_on(async {
+        let mut orphan = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
+        orphan["metadata"]["finalizers"] = json!([]);
+        w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
+        w.kube.delete(&ResourceKind::NODE_CLAIM, &ObjectKey::cluster("default-e"), &DeleteOptions::default()).await.expect("delete");
+        w.clock.advance(Duration::from_secs(10));
+        assert_eq!(w.lifecycle.garbage_collect().await.expect("gc"), (0, 0), "inside the grace period");
+        w.clock.advance(Duration::from_secs(30));
+        assert_eq!(w.lifecycle.garbage_collect().await.expect("gc"), (1, 0));
+    });
+}
+
+#[test]
+fn a_claim_for_a_missing_node_class_is_deleted_with_an_event() {
+    let w = world();
+    let mut orphan = claim("default-f", &["m5.large"], &["on-demand"]);
+    orphan["spec"]["nodeClassRef"]["name"] = json!("missing");
+    w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
+    assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedNodeClassNotFound));
+    assert!(w.kube.events().iter().any(|e| e.reason == "NodeClassNotReady" && e.message.contains("missing")));
+    assert!(w.cloud.instances().is_empty());
+}

@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod interruption;
 pub mod lifecycle;
 pub mod manifest;
+pub mod operator;
 pub mod provisioning;
 pub mod resources;
 pub mod scheduling;

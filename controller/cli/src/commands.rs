@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod plan;
 mod validate;
 
 /// karpenter-rs: a Kubernetes node autoscaler for EKS, drop-in compatible with Karpenter's v1 APIs.
@@ -34,6 +35,20 @@ pub enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<String>,
     },
+    /// Dry-run provisioning: the NodeClaims Karpenter would create for the pending pods of the
+    /// given manifests, the pods existing nodes would take, and the pods nothing can run. Exit 0
+    /// with a plan, 2 when input cannot be read.
+    Plan {
+        /// A YAML/JSON file (multi-document allowed), or `-` for stdin. Repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<String>,
+        /// Instance-type catalog file (YAML/JSON); the built-in us-west-2 catalog by default.
+        #[arg(long)]
+        catalog: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: plan::Format,
+    },
     /// Write the CRD manifests (NodePool, NodeClaim, EC2NodeClass) generated from the API types.
     Crds {
         /// Directory to write into; prints to stdout when omitted.
@@ -49,6 +64,11 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Crds { out, check } => crds(out, check),
         Command::Validate { files } => validate::run(&files),
+        Command::Plan {
+            files,
+            catalog,
+            output,
+        } => plan::run(&files, catalog.as_deref(), output),
         Command::BenchScheduling { pods, runs } => bench::run(pods, runs),
     }
 }

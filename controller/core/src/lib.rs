@@ -13,6 +13,7 @@ pub mod interruption;
 pub mod lifecycle;
 pub mod manifest;
 pub mod operator;
+pub mod plan;
 pub mod provisioning;
 pub mod resources;
 pub mod scheduling;

@@ -101,8 +101,10 @@ pub const RESTRICTED_LABEL_DOMAINS: [&str; 2] = [GROUP, AWS_GROUP];
 /// Labels no NodePool may set or require: the scheduler derives them itself.
 pub const RESTRICTED_LABELS: [&str; 1] = [HOSTNAME_LABEL];
 
-/// Deprecated label keys and the key they mean today.
-pub const NORMALIZED_LABELS: [(&str, &str); 5] = [
+/// Deprecated (or provider-specific) label keys and the well-known key they mean. The EBS CSI
+/// driver's zone key is the AWS provider's addition: PV node affinity uses it.
+pub const NORMALIZED_LABELS: [(&str, &str); 6] = [
+    ("topology.ebs.csi.aws.com/zone", ZONE_LABEL),
     ("failure-domain.beta.kubernetes.io/zone", ZONE_LABEL),
     ("failure-domain.beta.kubernetes.io/region", REGION_LABEL),
     ("beta.kubernetes.io/arch", ARCH_LABEL),

@@ -1,0 +1,278 @@
+//! Volume topology: where a pending pod's persistent volumes let it run, as alternatives of node
+//! requirements (the pod must land on a node satisfying one of them).
+//!
+//! - A claim bound to a PersistentVolume (`spec.volumeName`): the PV's
+//!   `spec.nodeAffinity.required` terms, ORed. Local and hostPath volumes lose their hostname term:
+//!   a new node can never be the volume's old host, and upstream Karpenter drops it for the same
+//!   reason.
+//! - An unbound claim: its StorageClass's `allowedTopologies` terms, ORed; the provisioner will
+//!   create the volume inside them. Upstream Karpenter applies them whatever the binding mode
+//!   (with `Immediate` the volume lands in one of them before the pod is placed), and so does
+//!   this. A claim without `storageClassName` gets the cluster's default class, as the API server
+//!   would assign it.
+//! - Several volumes: the cross product of their alternatives, each combination intersected;
+//!   combinations that contradict themselves (zone a and zone b) are dropped.
+//!
+//! A claim, volume or class that the input does not hold makes the pod unschedulable with the
+//! reason: upstream Karpenter ignores such a pod (and the pod gets a FailedScheduling event) until
+//! the object exists.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use crate::api::Operator;
+use crate::api::labels::{HOSTNAME_LABEL, ZONE_LABEL, normalize_label};
+use crate::scheduling::requirements::{Requirement, Requirements};
+
+/// The EBS CSI driver's zone key on the PVs it provisions. The AWS provider of upstream Karpenter
+/// normalizes it to `topology.kubernetes.io/zone` (which nodes carry); without that, every EBS
+/// volume would look impossible to satisfy.
+const EBS_CSI_ZONE_LABEL: &str = "topology.ebs.csi.aws.com/zone";
+
+/// Annotations that mark the default StorageClass (GA and the older beta spelling).
+const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+];
+
+/// The pre-`storageClassName` way of naming a claim's class, still honoured by Kubernetes.
+const CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+
+/// PVCs, PVs and StorageClasses of the input.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Volumes {
+    /// By `(namespace, name)`.
+    pub claims: BTreeMap<(String, String), PersistentVolumeClaim>,
+    pub volumes: BTreeMap<String, PersistentVolume>,
+    pub classes: BTreeMap<String, StorageClass>,
+}
+
+/// A claim's spec with the class the API server would have given it.
+struct Claim<'a> {
+    name: String,
+    /// `None` for a claim written without a spec.
+    spec: Option<&'a PersistentVolumeClaimSpec>,
+    annotated_class: Option<&'a str>,
+}
+
+impl Volumes {
+    /// The pod's volume alternatives (empty: unconstrained), or why it cannot be scheduled.
+    /// `claim_templates` are claims its controller creates with it, used when the input does not
+    /// hold them yet.
+    pub fn terms(
+        &self,
+        pod: &Pod,
+        claim_templates: &BTreeMap<String, PersistentVolumeClaimSpec>,
+    ) -> Result<Vec<Requirements>, String> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let mut alternatives: Vec<Requirements> = vec![Requirements::new()];
+        let mut constrained_by: Vec<String> = Vec::new();
+        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            // An ephemeral volume's claim is `<pod>-<volume>`, created with the pod.
+            let ephemeral_template = volume
+                .ephemeral
+                .as_ref()
+                .and_then(|e| e.volume_claim_template.as_ref())
+                .map(|t| &t.spec);
+            let claim_name = match (&volume.persistent_volume_claim, ephemeral_template) {
+                (Some(source), _) => source.claim_name.clone(),
+                (None, Some(_)) => format!("{pod_name}-{}", volume.name),
+                (None, None) => continue,
+            };
+            let key = (namespace.to_string(), claim_name.clone());
+            let claim = match self.claims.get(&key) {
+                Some(found) => Claim {
+                    name: claim_name,
+                    spec: found.spec.as_ref(),
+                    annotated_class: found
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(CLASS_ANNOTATION))
+                        .map(String::as_str),
+                },
+                None => match claim_templates.get(&claim_name).or(ephemeral_template) {
+                    Some(spec) => Claim {
+                        name: claim_name,
+                        spec: Some(spec),
+                        annotated_class: None,
+                    },
+                    None => {
+                        return Err(format!(
+                            "persistentvolumeclaim \"{claim_name}\" not found in namespace \
+                             {namespace}: Karpenter ignores the pod until the claim exists"
+                        ));
+                    }
+                },
+            };
+            let terms = self.claim_terms(&claim)?;
+            if terms.is_empty() {
+                continue;
+            }
+            constrained_by.push(claim.name);
+            alternatives = cross(&alternatives, &terms);
+            if alternatives.is_empty() {
+                return Err(format!(
+                    "volumes of claims {} allow no common topology",
+                    constrained_by
+                        .iter()
+                        .map(|c| format!("\"{c}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        alternatives.retain(|a| !a.is_empty());
+        Ok(alternatives)
+    }
+
+    /// One claim's alternatives; empty when it does not constrain the node.
+    fn claim_terms(&self, claim: &Claim<'_>) -> Result<Vec<Requirements>, String> {
+        let bound_to = claim.spec.and_then(|s| s.volume_name.as_deref());
+        if let Some(volume_name) = bound_to.filter(|v| !v.is_empty()) {
+            let volume = self.volumes.get(volume_name).ok_or_else(|| {
+                format!(
+                    "persistentvolume \"{volume_name}\" bound to claim \"{}\" not found",
+                    claim.name
+                )
+            })?;
+            return Ok(volume_terms(volume));
+        }
+        let class = claim.spec.and_then(|s| s.storage_class_name.as_deref());
+        let class_name = match class.or(claim.annotated_class) {
+            // An explicit empty class: bind only to pre-provisioned volumes without a class.
+            Some("") => return Ok(Vec::new()),
+            Some(name) => name.to_string(),
+            None => match self.default_class() {
+                Some(name) => name,
+                None => return Ok(Vec::new()),
+            },
+        };
+        let class = self.classes.get(&class_name).ok_or_else(|| {
+            format!(
+                "storageclass \"{class_name}\" of claim \"{}\" not found",
+                claim.name
+            )
+        })?;
+        Ok(class
+            .allowed_topologies
+            .iter()
+            .flatten()
+            .map(|term| {
+                let mut reqs = Requirements::new();
+                for expr in term.match_label_expressions.iter().flatten() {
+                    reqs.add(node_label(&expr.key), Requirement::any_of(&expr.values));
+                }
+                reqs
+            })
+            .collect())
+    }
+
+    /// The default StorageClass, if one is marked; with several, the first by name (Kubernetes
+    /// picks the newest, which a manifest rarely records).
+    fn default_class(&self) -> Option<String> {
+        self.classes
+            .iter()
+            .find(|(_, class)| {
+                let annotations = class.metadata.annotations.as_ref();
+                DEFAULT_CLASS_ANNOTATIONS.iter().any(|key| {
+                    annotations
+                        .and_then(|a| a.get(*key))
+                        .is_some_and(|v| v == "true")
+                })
+            })
+            .map(|(name, _)| name.clone())
+    }
+}
+
+/// A PV's required node affinity as alternatives (empty: anywhere).
+fn volume_terms(volume: &PersistentVolume) -> Vec<Requirements> {
+    let Some(spec) = &volume.spec else {
+        return Vec::new();
+    };
+    let node_bound = spec.local.is_some() || spec.host_path.is_some();
+    let terms: Vec<Requirements> = spec
+        .node_affinity
+        .as_ref()
+        .and_then(|a| a.required.as_ref())
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|term| term_requirements(term, node_bound))
+        .collect();
+    // One unconstrained alternative makes the whole volume unconstrained.
+    if terms.iter().any(Requirements::is_empty) {
+        return Vec::new();
+    }
+    terms
+}
+
+fn term_requirements(term: &NodeSelectorTerm, skip_hostname: bool) -> Requirements {
+    let mut reqs = Requirements::new();
+    for expr in term.match_expressions.iter().flatten() {
+        let key = node_label(&expr.key);
+        if skip_hostname && key == HOSTNAME_LABEL {
+            continue;
+        }
+        let operator = match expr.operator.as_str() {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            "Gt" => Operator::Gt,
+            "Lt" => Operator::Lt,
+            // The API server admits no other operator; if one got through, match no node.
+            _ => Operator::DoesNotExist,
+        };
+        reqs.add(
+            key,
+            Requirement::new(operator, expr.values.as_deref().unwrap_or_default()),
+        );
+    }
+    reqs
+}
+
+/// The node label a volume topology key stands for.
+fn node_label(key: &str) -> &str {
+    if key == EBS_CSI_ZONE_LABEL {
+        ZONE_LABEL
+    } else {
+        normalize_label(key)
+    }
+}
+
+/// Every combination of one alternative from each side, intersected; contradictory ones dropped.
+fn cross(left: &[Requirements], right: &[Requirements]) -> Vec<Requirements> {
+    let mut out: Vec<Requirements> = Vec::new();
+    for a in left {
+        for b in right {
+            if let Some(both) = intersect(a, b)
+                && !out.contains(&both)
+            {
+                out.push(both);
+            }
+        }
+    }
+    out
+}
+
+/// `a` and `b` together, unless some key both constrain has no common value.
+fn intersect(a: &Requirements, b: &Requirements) -> Option<Requirements> {
+    for (key, theirs) in b.iter() {
+        if let Some(ours) = a.get(key)
+            && !ours.is_empty()
+            && !theirs.is_empty()
+            && !ours.intersects(theirs)
+        {
+            return None;
+        }
+    }
+    let mut out = a.clone();
+    out.add_all(b);
+    Some(out)
+}

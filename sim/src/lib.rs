@@ -5,7 +5,13 @@
 //! - [`scheduler`]: a kube-scheduler stand-in, written independently of the controller's
 //!   scheduling code (it is the check on that code).
 //! - [`kubelet`]: a kubelet stand-in that registers nodes for booted instances and runs pods.
+//! - [`world`]: everything above plus fakecloud and the controller, on one clock and one seed;
+//!   [`scenario`] describes a run, [`invariants`] are checked every step, [`report`] is the result.
 
 pub mod apiserver;
+pub mod invariants;
 pub mod kubelet;
+pub mod report;
+pub mod scenario;
 pub mod scheduler;
+pub mod world;

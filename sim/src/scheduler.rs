@@ -1,1 +1,551 @@
-//! See the crate docs.
+//! A kube-scheduler stand-in for the simulation.
+//!
+//! It binds pending pods to nodes where kube-scheduler's default filters would let them run, so
+//! the simulation can check that the nodes the controller launches really host the pods they were
+//! launched for. It is written from the Kubernetes documentation and API reference, independently
+//! of the controller's `scheduling` module: it is the check on that code, not a copy of it.
+//!
+//! The simulation drives it with [`Scheduler::step`] (no background task): each step lists pods
+//! and nodes through the `KubeApi` seam, walks pending pods in queue order (priority, then
+//! creation time, then namespace/name) and either binds each to the best feasible node or records
+//! why it fits nowhere in its `PodScheduled` condition. Nodes are visited in name order and every
+//! tie is broken by name, so a step is a pure function of the cluster state and the clock.
+//!
+//! Filters, in upstream's order: node `Ready` and not cordoned, `NoSchedule`/`NoExecute` taints
+//! tolerated, `nodeSelector` and required node affinity, host ports, resources (`pods` count
+//! included), node affinity of bound persistent volumes, topology spread (`DoNotSchedule`), then
+//! required inter-pod affinity and anti-affinity (both the pod's and the placed pods'). Among the
+//! feasible nodes it takes the most allocated one (kube-scheduler's `MostAllocated` scoring, which
+//! is what clusters that pack nodes tightly, as Karpenter's do, configure).
+
+mod filters;
+mod interpod;
+mod matching;
+pub(crate) mod objects;
+mod requests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelector, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use karpenter_core::resources::{CPU, MEMORY, Resources};
+use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind};
+use karpenter_core::seams::{Clock, KubeApi, KubeError};
+use serde_json::{Value, json};
+
+use filters::{Candidate, NodeView};
+use interpod::{Cluster, InterPod, PlacedPod};
+use matching::Labels;
+use objects::{
+    NewCondition, condition, condition_matches, condition_true, conditions_with, decode, guarded,
+    object_key, resources_of,
+};
+use requests::pod_requests;
+
+/// The `schedulerName` of pods nobody asked a particular scheduler for.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// The condition the scheduler owns on every pod it considers.
+const POD_SCHEDULED: &str = "PodScheduled";
+
+/// What the scheduler stand-in is configured with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Pods naming another `spec.schedulerName` are left alone, as a second scheduler's would be.
+    pub scheduler_name: String,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            scheduler_name: DEFAULT_SCHEDULER_NAME.to_string(),
+        }
+    }
+}
+
+/// A pod bound during a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    pub pod: ObjectKey,
+    pub node: String,
+}
+
+/// A pod that fits no node, with the message its `PodScheduled` condition carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub pod: ObjectKey,
+    pub message: String,
+}
+
+/// What one step did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// Pods bound, in the order they were bound.
+    pub bound: Vec<Binding>,
+    /// Pods that fit nowhere this step (whether or not their condition had to be rewritten).
+    pub unschedulable: Vec<Unschedulable>,
+    /// Pods with `spec.schedulingGates`, not considered until the gates are removed.
+    pub gated: Vec<ObjectKey>,
+    /// `PodScheduled` writes (status patches) made; unchanged conditions are not rewritten.
+    pub status_writes: usize,
+    /// Writes that lost a race (the pod changed or went away since the list): retried next step.
+    pub conflicts: usize,
+}
+
+impl StepReport {
+    pub fn bound_count(&self) -> usize {
+        self.bound.len()
+    }
+
+    pub fn unschedulable_count(&self) -> usize {
+        self.unschedulable.len()
+    }
+}
+
+/// The kube-scheduler stand-in. Holds no state between steps: everything it knows it reads from
+/// the API server at the start of each step.
+pub struct Scheduler {
+    kube: Arc<dyn KubeApi>,
+    clock: Arc<dyn Clock>,
+    config: SchedulerConfig,
+}
+
+/// A pod waiting for a node.
+struct Pending {
+    key: ObjectKey,
+    object: Value,
+    pod: Pod,
+    priority: i32,
+    created: Option<Timestamp>,
+}
+
+/// Why a pod cannot be considered at all (before any node is looked at).
+enum PreFilter {
+    /// Schedulable on the nodes whose labels match these (bound volumes' node affinity).
+    Volumes(Vec<NodeSelector>),
+    /// Unschedulable everywhere, with upstream's message.
+    Rejected(String),
+}
+
+impl Scheduler {
+    pub fn new(kube: Arc<dyn KubeApi>, clock: Arc<dyn Clock>, config: SchedulerConfig) -> Self {
+        Self {
+            kube,
+            clock,
+            config,
+        }
+    }
+
+    /// One scheduling pass over every pending pod.
+    ///
+    /// Errors of the seam other than a lost race (`Conflict`, `NotFound` on a write) end the step
+    /// early and are returned; what was already bound stays bound, and the next step carries on.
+    pub async fn step(&self) -> Result<StepReport, KubeError> {
+        let now = self.clock.now();
+        let mut report = StepReport::default();
+        let node_objects = self
+            .kube
+            .list(&ResourceKind::NODE, &ListOptions::default())
+            .await?
+            .items;
+        let pod_objects = self
+            .kube
+            .list(&ResourceKind::POD, &ListOptions::default())
+            .await?
+            .items;
+
+        let mut nodes: Vec<NodeView> = node_objects
+            .into_iter()
+            .map(node_view)
+            .collect::<Result<_, _>>()?;
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let index: BTreeMap<String, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+
+        let mut placed: Vec<PlacedPod> = Vec::new();
+        let mut pending: Vec<Pending> = Vec::new();
+        for object in pod_objects {
+            let key = object_key(&object);
+            let what = format!(
+                "pod {}/{}",
+                key.namespace.as_deref().unwrap_or(""),
+                key.name
+            );
+            let pod: Pod = decode(object.clone(), &what)?;
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded" | "Failed")) {
+                continue;
+            }
+            let spec = pod.spec.as_ref();
+            match spec
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty())
+            {
+                Some(node_name) => {
+                    // Pods bound to a node that no longer exists take nothing from anyone.
+                    if let Some(&i) = index.get(node_name) {
+                        let requests = pod_requests(&pod, &what)?;
+                        nodes[i].add(&requests, &filters::host_ports(&pod));
+                        placed.push(PlacedPod::new(&pod, i));
+                    }
+                }
+                None => {
+                    let scheduler = spec
+                        .and_then(|s| s.scheduler_name.as_deref())
+                        .unwrap_or(DEFAULT_SCHEDULER_NAME);
+                    if pod.metadata.deletion_timestamp.is_some()
+                        || scheduler != self.config.scheduler_name
+                    {
+                        continue;
+                    }
+                    pending.push(Pending {
+                        key,
+                        priority: spec.and_then(|s| s.priority).unwrap_or(0),
+                        created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                        object,
+                        pod,
+                    });
+                }
+            }
+        }
+        pending.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.created.cmp(&b.created))
+                .then_with(|| a.key.cmp(&b.key))
+        });
+
+        let namespaces = self.namespace_labels(&pending, &placed).await?;
+        for entry in pending {
+            self.schedule(
+                entry,
+                now,
+                &mut nodes,
+                &mut placed,
+                &namespaces,
+                &mut report,
+            )
+            .await?;
+        }
+        Ok(report)
+    }
+
+    /// Tries one pod against every node and binds it or records why not.
+    async fn schedule(
+        &self,
+        entry: Pending,
+        now: Timestamp,
+        nodes: &mut [NodeView],
+        placed: &mut Vec<PlacedPod>,
+        namespaces: &BTreeMap<String, Labels>,
+        report: &mut StepReport,
+    ) -> Result<(), KubeError> {
+        let gated = entry
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| !g.is_empty());
+        if gated {
+            let update = NewCondition {
+                type_: POD_SCHEDULED,
+                status: "False",
+                reason: Some("SchedulingGated"),
+                message: Some("Scheduling is blocked due to non-empty scheduling gates"),
+            };
+            self.write_condition(&entry.key, &entry.object, &update, now, report)
+                .await?;
+            report.gated.push(entry.key);
+            return Ok(());
+        }
+        let what = format!(
+            "pod {}/{}",
+            entry.key.namespace.as_deref().unwrap_or(""),
+            entry.key.name
+        );
+        let requests = pod_requests(&entry.pod, &what)?;
+        let volume_affinity = match self.pre_filter_volumes(&entry.pod).await? {
+            PreFilter::Volumes(selectors) => selectors,
+            PreFilter::Rejected(message) => {
+                return self.unschedulable(entry, message, now, report).await;
+            }
+        };
+        let candidate = Candidate::new(&entry.pod, requests, volume_affinity);
+        let inter_pod = InterPod::new(
+            &entry.pod,
+            &candidate,
+            &Cluster {
+                nodes,
+                placed,
+                namespaces,
+            },
+        );
+
+        let mut best: Option<(i64, usize)> = None;
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let verdict = candidate.check(node).and_then(|()| inter_pod.check(node));
+            match verdict {
+                Ok(()) => {
+                    let score = most_allocated(node, &candidate.requests);
+                    // Nodes come in name order: a tie keeps the earlier name.
+                    if best.is_none_or(|(top, _)| score > top) {
+                        best = Some((score, i));
+                    }
+                }
+                Err(node_reasons) => {
+                    let unique: BTreeSet<String> = node_reasons.into_iter().collect();
+                    for reason in unique {
+                        *reasons.entry(reason).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+
+        let Some((_, chosen)) = best else {
+            let message = fit_error(nodes.len(), &reasons);
+            return self.unschedulable(entry, message, now, report).await;
+        };
+        let node_name = nodes[chosen].name.clone();
+        let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
+        let bound = match self
+            .kube
+            .patch(&ResourceKind::POD, &entry.key, &Patch::Merge(bind))
+            .await
+        {
+            Ok(bound) => bound,
+            Err(KubeError::Conflict(_) | KubeError::NotFound(_)) => {
+                report.conflicts += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        nodes[chosen].add(&candidate.requests, &candidate.host_ports);
+        placed.push(PlacedPod::new(&entry.pod, chosen));
+        let scheduled = NewCondition {
+            type_: POD_SCHEDULED,
+            status: "True",
+            reason: None,
+            message: None,
+        };
+        self.write_condition(&entry.key, &bound, &scheduled, now, report)
+            .await?;
+        report.bound.push(Binding {
+            pod: entry.key,
+            node: node_name,
+        });
+        Ok(())
+    }
+
+    /// Records `PodScheduled=False` / `Unschedulable` with `message`.
+    async fn unschedulable(
+        &self,
+        entry: Pending,
+        message: String,
+        now: Timestamp,
+        report: &mut StepReport,
+    ) -> Result<(), KubeError> {
+        let update = NewCondition {
+            type_: POD_SCHEDULED,
+            status: "False",
+            reason: Some("Unschedulable"),
+            message: Some(&message),
+        };
+        self.write_condition(&entry.key, &entry.object, &update, now, report)
+            .await?;
+        report.unschedulable.push(Unschedulable {
+            pod: entry.key,
+            message,
+        });
+        Ok(())
+    }
+
+    /// Writes a `PodScheduled` condition unless the pod already says exactly that: a pod that
+    /// stays unschedulable step after step costs no writes (and no watch events).
+    async fn write_condition(
+        &self,
+        key: &ObjectKey,
+        object: &Value,
+        update: &NewCondition<'_>,
+        now: Timestamp,
+        report: &mut StepReport,
+    ) -> Result<(), KubeError> {
+        if condition_matches(condition(object, POD_SCHEDULED), update) {
+            return Ok(());
+        }
+        let conditions = conditions_with(object, std::slice::from_ref(update), now);
+        let patch = guarded(object, json!({ "status": { "conditions": conditions } }));
+        match self
+            .kube
+            .patch_status(&ResourceKind::POD, key, &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {
+                report.status_writes += 1;
+                Ok(())
+            }
+            Err(KubeError::Conflict(_) | KubeError::NotFound(_)) => {
+                report.conflicts += 1;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Upstream's `VolumeBinding` for claims that exist: a missing claim makes the pod
+    /// unschedulable; a claim bound to a volume restricts the pod to the volume's node affinity;
+    /// an unbound claim is assumed to be provisioned wherever the pod lands.
+    async fn pre_filter_volumes(&self, pod: &Pod) -> Result<PreFilter, KubeError> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let mut selectors = Vec::new();
+        let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+        for volume in volumes.into_iter().flatten() {
+            let claim = match (&volume.persistent_volume_claim, &volume.ephemeral) {
+                (Some(source), _) => source.claim_name.clone(),
+                (None, Some(_)) => format!("{pod_name}-{}", volume.name),
+                (None, None) => continue,
+            };
+            let key = ObjectKey::namespaced(&namespace, &claim);
+            let Some(object) = self
+                .kube
+                .get(&ResourceKind::PERSISTENT_VOLUME_CLAIM, &key)
+                .await?
+            else {
+                return Ok(PreFilter::Rejected(format!(
+                    "persistentvolumeclaim \"{claim}\" not found"
+                )));
+            };
+            let pvc: PersistentVolumeClaim = decode(
+                object,
+                &format!("persistentvolumeclaim {namespace}/{claim}"),
+            )?;
+            let Some(volume_name) = pvc
+                .spec
+                .and_then(|s| s.volume_name)
+                .filter(|n| !n.is_empty())
+            else {
+                continue;
+            };
+            let pv_key = ObjectKey::cluster(&volume_name);
+            let Some(object) = self
+                .kube
+                .get(&ResourceKind::PERSISTENT_VOLUME, &pv_key)
+                .await?
+            else {
+                return Ok(PreFilter::Rejected(format!(
+                    "persistentvolume \"{volume_name}\" not found"
+                )));
+            };
+            let pv: PersistentVolume = decode(object, &format!("persistentvolume {volume_name}"))?;
+            if let Some(required) = pv
+                .spec
+                .and_then(|s| s.node_affinity)
+                .and_then(|a| a.required)
+            {
+                selectors.push(required);
+            }
+        }
+        Ok(PreFilter::Volumes(selectors))
+    }
+
+    /// Namespace labels, listed only when some affinity term selects namespaces by label.
+    async fn namespace_labels(
+        &self,
+        pending: &[Pending],
+        placed: &[PlacedPod],
+    ) -> Result<BTreeMap<String, Labels>, KubeError> {
+        let pending_terms: Vec<_> = pending
+            .iter()
+            .flat_map(|p| {
+                interpod::required_affinity(&p.pod)
+                    .into_iter()
+                    .chain(interpod::required_anti_affinity(&p.pod))
+            })
+            .collect();
+        let needed = interpod::needs_namespace_labels(&pending_terms)
+            || interpod::needs_namespace_labels(placed.iter().flat_map(|p| &p.anti_affinity));
+        if !needed {
+            return Ok(BTreeMap::new());
+        }
+        let list = self
+            .kube
+            .list(&ResourceKind::NAMESPACE, &ListOptions::default())
+            .await?;
+        Ok(list
+            .items
+            .iter()
+            .map(|ns| {
+                let name = ns["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let labels: Labels =
+                    serde_json::from_value(ns["metadata"]["labels"].clone()).unwrap_or_default();
+                (name, labels)
+            })
+            .collect())
+    }
+}
+
+/// A node as the filters see it, before pods are added.
+fn node_view(object: Value) -> Result<NodeView, KubeError> {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ready = condition_true(&object, "Ready");
+    let node: Node = decode(object, &format!("node {name}"))?;
+    let spec = node.spec.unwrap_or_default();
+    let allocatable = resources_of(
+        node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+        &format!("node {name} allocatable"),
+    )?;
+    Ok(NodeView {
+        name,
+        labels: node.metadata.labels.unwrap_or_default(),
+        taints: spec.taints.unwrap_or_default(),
+        ready,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        allocatable,
+        requested: Resources::new(),
+        pods: 0,
+        host_ports: Vec::new(),
+    })
+}
+
+/// `MostAllocated`: the mean of the cpu and memory fractions the node would have requested with
+/// the pod on it, in thousandths (integers, so the choice cannot depend on float rounding).
+fn most_allocated(node: &NodeView, requests: &Resources) -> i64 {
+    let mut score = 0i64;
+    for name in [CPU, MEMORY] {
+        let allocatable = i128::from(node.allocatable.get(name));
+        if allocatable <= 0 {
+            continue;
+        }
+        let used = i128::from(node.requested.get(name)) + i128::from(requests.get(name));
+        let fraction = (used * 1000 / allocatable).clamp(0, 1000);
+        score += fraction as i64;
+    }
+    score / 2
+}
+
+/// kube-scheduler's `FitError` message: `0/N nodes are available: <count> <reason>, ....` with
+/// the "count reason" strings sorted.
+fn fit_error(node_count: usize, reasons: &BTreeMap<String, usize>) -> String {
+    if node_count == 0 {
+        return "no nodes available to schedule pods".to_string();
+    }
+    let mut parts: Vec<String> = reasons
+        .iter()
+        .map(|(reason, count)| format!("{count} {reason}"))
+        .collect();
+    parts.sort();
+    format!("0/{node_count} nodes are available: {}.", parts.join(", "))
+}

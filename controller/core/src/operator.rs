@@ -49,8 +49,13 @@ impl Operator {
         options: Options,
     ) -> Self {
         let ice = Arc::new(UnavailableOfferings::new());
-        let provisioner = Provisioner::new(kube.clone(), clock.clone(), catalog.clone(), options.provisioning)
-            .with_unavailable_offerings(ice.clone());
+        let provisioner = Provisioner::new(
+            kube.clone(),
+            clock.clone(),
+            catalog.clone(),
+            options.provisioning,
+        )
+        .with_unavailable_offerings(ice.clone());
         let lifecycle = Lifecycle::new(kube, ec2, clock.clone(), catalog, ice, options.lifecycle);
         Self {
             clock,
@@ -72,11 +77,15 @@ impl Operator {
         }
         report.lifecycle = self.lifecycle.reconcile_all().await?;
         let now = self.clock.now();
-        let due = self.last_gc.is_none_or(|t| now.duration_since(t).unsigned_abs() >= self.gc_interval);
+        let due = self
+            .last_gc
+            .is_none_or(|t| now.duration_since(t).unsigned_abs() >= self.gc_interval);
         if due {
             match self.lifecycle.garbage_collect().await {
                 Ok(counts) => report.collected = Some(counts),
-                Err(err) => tracing::warn!(%err, "garbage collection failed; retrying next interval"),
+                Err(err) => {
+                    tracing::warn!(%err, "garbage collection failed; retrying next interval")
+                }
             }
             self.last_gc = Some(now);
         }

@@ -25,16 +25,38 @@ impl UnavailableOfferings {
     }
 
     /// Marks an offering unavailable until `now + ttl`.
-    pub fn mark(&self, instance_type: &str, zone: &str, capacity_type: CapacityType, now: Timestamp, ttl: Duration) {
-        let until = now.saturating_add(jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX)).unwrap_or(now);
+    pub fn mark(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        now: Timestamp,
+        ttl: Duration,
+    ) {
+        let until = now
+            .saturating_add(
+                jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX),
+            )
+            .unwrap_or(now);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.insert((instance_type.to_string(), zone.to_string(), capacity_type), until);
+        entries.insert(
+            (instance_type.to_string(), zone.to_string(), capacity_type),
+            until,
+        );
     }
 
     /// Whether the offering is unavailable at `now`.
-    pub fn is_unavailable(&self, instance_type: &str, zone: &str, capacity_type: CapacityType, now: Timestamp) -> bool {
+    pub fn is_unavailable(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        now: Timestamp,
+    ) -> bool {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get(&(instance_type.to_string(), zone.to_string(), capacity_type)).is_some_and(|until| *until > now)
+        entries
+            .get(&(instance_type.to_string(), zone.to_string(), capacity_type))
+            .is_some_and(|until| *until > now)
     }
 
     /// `catalog` with every cached offering marked unavailable at `now` (expired entries dropped).

@@ -7,13 +7,17 @@ use jiff::Timestamp;
 
 use super::ice::{ICE_TTL, UnavailableOfferings};
 use crate::api::ec2nodeclass::{AmiFamily, AmiSelectorTerm};
-use crate::api::labels::{ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL};
+use crate::api::labels::{
+    ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL,
+};
 use crate::api::{EC2NodeClass, NodeClaim, Operator};
 use crate::catalog::{CapacityType, Catalog, InstanceType};
 use crate::resources::Resources;
 use crate::scheduling::Requirements;
 use crate::seams::Ec2;
-use crate::seams::ec2::{CreateFleetRequest, Ec2Error, Filter, FleetOverride, LaunchTemplateRequest};
+use crate::seams::ec2::{
+    CreateFleetRequest, Ec2Error, Filter, FleetOverride, LaunchTemplateRequest,
+};
 
 /// Most instance types offered to one CreateFleet (upstream's `maxInstanceTypes`).
 pub const FLEET_INSTANCE_TYPES_MAX: usize = 60;
@@ -71,7 +75,11 @@ pub struct LaunchContext<'a> {
     pub kubernetes_version: &'a str,
 }
 
-fn term_filters(tags: Option<&BTreeMap<String, String>>, id: Option<&String>, id_filter: &str) -> Vec<Filter> {
+fn term_filters(
+    tags: Option<&BTreeMap<String, String>>,
+    id: Option<&String>,
+    id_filter: &str,
+) -> Vec<Filter> {
     let mut filters = Vec::new();
     if let Some(id) = id {
         filters.push(Filter::new(id_filter, &[id.as_str()]));
@@ -93,44 +101,72 @@ fn candidates<'c>(claim: &NodeClaim, catalog: &'c Catalog) -> Vec<&'c InstanceTy
         .as_ref()
         .map(|r| Resources::from_list(&r.requests).unwrap_or_default())
         .unwrap_or_default();
-    let listed: Vec<&InstanceType> = match reqs.get(INSTANCE_TYPE_LABEL).filter(|r| r.operator() == Operator::In) {
+    let listed: Vec<&InstanceType> = match reqs
+        .get(INSTANCE_TYPE_LABEL)
+        .filter(|r| r.operator() == Operator::In)
+    {
         Some(r) => r.values().filter_map(|name| catalog.get(name)).collect(),
         None => catalog.instance_types.iter().collect(),
     };
     listed
         .into_iter()
         .filter(|it| {
-            reqs.iter().all(|(key, req)| key == ZONE_LABEL || key == CAPACITY_TYPE_LABEL || it.labels.get(key).is_none_or(|v| req.has(v)))
+            reqs.iter().all(|(key, req)| {
+                key == ZONE_LABEL
+                    || key == CAPACITY_TYPE_LABEL
+                    || it.labels.get(key).is_none_or(|v| req.has(v))
+            })
         })
         .filter(|it| requests.fits_in(&it.allocatable))
         .collect()
 }
 
 /// Resolves the EC2NodeClass and launches one instance for `claim`.
-pub async fn launch(ctx: &LaunchContext<'_>, claim: &NodeClaim, class: &EC2NodeClass) -> Result<Launched, LaunchError> {
+pub async fn launch(
+    ctx: &LaunchContext<'_>,
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+) -> Result<Launched, LaunchError> {
     let reqs = Requirements::from_api(&claim.spec.requirements);
     let zone_ok = |z: &str| reqs.get(ZONE_LABEL).is_none_or(|r| r.has(z));
-    let ct_ok = |c: CapacityType| reqs.get(CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(c.label()));
+    let ct_ok = |c: CapacityType| {
+        reqs.get(CAPACITY_TYPE_LABEL)
+            .is_none_or(|r| r.has(c.label()))
+    };
     let types = candidates(claim, ctx.catalog);
     if types.is_empty() {
-        return Err(LaunchError::InsufficientCapacity("no instance type of the claim fits its requests".into()));
+        return Err(LaunchError::InsufficientCapacity(
+            "no instance type of the claim fits its requests".into(),
+        ));
     }
 
     // Subnets: the one with the most free addresses per allowed zone.
     let mut subnets = BTreeMap::new();
     for term in &class.spec.subnet_selector_terms {
-        for subnet in ctx.ec2.describe_subnets(&term_filters(term.tags.as_ref(), term.id.as_ref(), "subnet-id")).await? {
+        for subnet in ctx
+            .ec2
+            .describe_subnets(&term_filters(
+                term.tags.as_ref(),
+                term.id.as_ref(),
+                "subnet-id",
+            ))
+            .await?
+        {
             if !zone_ok(&subnet.zone) {
                 continue;
             }
-            let best = subnets.entry(subnet.zone.clone()).or_insert_with(|| subnet.clone());
+            let best = subnets
+                .entry(subnet.zone.clone())
+                .or_insert_with(|| subnet.clone());
             if subnet.available_ip_address_count > best.available_ip_address_count {
                 *best = subnet;
             }
         }
     }
     if subnets.is_empty() {
-        return Err(LaunchError::NodeClass("no subnet matches subnetSelectorTerms in an allowed zone".into()));
+        return Err(LaunchError::NodeClass(
+            "no subnet matches subnetSelectorTerms in an allowed zone".into(),
+        ));
     }
     let mut security_groups = BTreeSet::new();
     for term in &class.spec.security_group_selector_terms {
@@ -138,25 +174,45 @@ pub async fn launch(ctx: &LaunchContext<'_>, claim: &NodeClaim, class: &EC2NodeC
         if let Some(name) = &term.name {
             filters.push(Filter::new("group-name", &[name.as_str()]));
         }
-        security_groups.extend(ctx.ec2.describe_security_groups(&filters).await?.into_iter().map(|g| g.group_id));
+        security_groups.extend(
+            ctx.ec2
+                .describe_security_groups(&filters)
+                .await?
+                .into_iter()
+                .map(|g| g.group_id),
+        );
     }
     if security_groups.is_empty() {
-        return Err(LaunchError::NodeClass("no security group matches securityGroupSelectorTerms".into()));
+        return Err(LaunchError::NodeClass(
+            "no security group matches securityGroupSelectorTerms".into(),
+        ));
     }
 
     // Capacity type: spot when allowed and some spot offering is left, else on-demand.
     let available = |it: &InstanceType, zone: &str, ct: CapacityType| {
-        it.offerings.iter().any(|o| o.zone == zone && o.capacity_type == ct && o.available)
+        it.offerings
+            .iter()
+            .any(|o| o.zone == zone && o.capacity_type == ct && o.available)
             && !ctx.ice.is_unavailable(&it.name, zone, ct, ctx.now)
     };
     let capacity_type = [CapacityType::Spot, CapacityType::OnDemand]
         .into_iter()
         .filter(|ct| ct_ok(*ct))
-        .find(|ct| types.iter().any(|it| subnets.keys().any(|z| available(it, z, *ct))))
-        .ok_or_else(|| LaunchError::InsufficientCapacity("every offering of the claim is unavailable".into()))?;
+        .find(|ct| {
+            types
+                .iter()
+                .any(|it| subnets.keys().any(|z| available(it, z, *ct)))
+        })
+        .ok_or_else(|| {
+            LaunchError::InsufficientCapacity("every offering of the claim is unavailable".into())
+        })?;
 
     // One architecture per launch (its AMI is in the launch template): the cheapest type's.
-    let arch = types[0].labels.get(ARCH_LABEL).cloned().unwrap_or_else(|| "amd64".into());
+    let arch = types[0]
+        .labels
+        .get(ARCH_LABEL)
+        .cloned()
+        .unwrap_or_else(|| "amd64".into());
     let types: Vec<&InstanceType> = types
         .into_iter()
         .filter(|it| it.labels.get(ARCH_LABEL).is_none_or(|a| *a == arch))
@@ -168,20 +224,40 @@ pub async fn launch(ctx: &LaunchContext<'_>, claim: &NodeClaim, class: &EC2NodeC
     for it in &types {
         for (zone, subnet) in &subnets {
             if available(it, zone, capacity_type) {
-                let price = it.offerings.iter().find(|o| &o.zone == zone && o.capacity_type == capacity_type).map(|o| o.price);
-                overrides.push(FleetOverride { instance_type: it.name.clone(), subnet_id: subnet.subnet_id.clone(), zone: zone.clone(), price });
+                let price = it
+                    .offerings
+                    .iter()
+                    .find(|o| &o.zone == zone && o.capacity_type == capacity_type)
+                    .map(|o| o.price);
+                overrides.push(FleetOverride {
+                    instance_type: it.name.clone(),
+                    subnet_id: subnet.subnet_id.clone(),
+                    zone: zone.clone(),
+                    price,
+                });
             }
         }
     }
     if overrides.is_empty() {
-        return Err(LaunchError::InsufficientCapacity("no available offering in the selected subnets".into()));
+        return Err(LaunchError::InsufficientCapacity(
+            "no available offering in the selected subnets".into(),
+        ));
     }
 
     let claim_name = claim.metadata.name.clone().unwrap_or_default();
-    let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(NODEPOOL_LABEL)).cloned().unwrap_or_default();
+    let pool = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NODEPOOL_LABEL))
+        .cloned()
+        .unwrap_or_default();
     let class_name = class.metadata.name.clone().unwrap_or_default();
     let mut tags = class.spec.tags.clone();
-    tags.insert(format!("kubernetes.io/cluster/{}", ctx.cluster_name), "owned".into());
+    tags.insert(
+        format!("kubernetes.io/cluster/{}", ctx.cluster_name),
+        "owned".into(),
+    );
     tags.insert("eks:eks-cluster-name".into(), ctx.cluster_name.to_string());
     tags.insert(NODEPOOL_LABEL.into(), pool);
     tags.insert("karpenter.k8s.aws/ec2nodeclass".into(), class_name.clone());
@@ -190,13 +266,29 @@ pub async fn launch(ctx: &LaunchContext<'_>, claim: &NodeClaim, class: &EC2NodeC
     tags.insert("karpenter.sh/nodeclaim".into(), claim_name.clone());
 
     let user_data = user_data(claim, ctx.cluster_name, class);
-    let template_name = format!("karpenter.k8s.aws/{}", fingerprint(&[&image_id, &user_data, &security_groups.iter().cloned().collect::<Vec<_>>().join(",")]));
+    let template_name = format!(
+        "karpenter.k8s.aws/{}",
+        fingerprint(&[
+            &image_id,
+            &user_data,
+            &security_groups
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(",")
+        ])
+    );
     let template = LaunchTemplateRequest {
         name: template_name.clone(),
         image_id: image_id.clone(),
         user_data,
         security_group_ids: security_groups.into_iter().collect(),
-        instance_profile: class.spec.instance_profile.clone().or_else(|| class.spec.role.clone()).unwrap_or_default(),
+        instance_profile: class
+            .spec
+            .instance_profile
+            .clone()
+            .or_else(|| class.spec.role.clone())
+            .unwrap_or_default(),
         tags: tags.clone(),
         extra: BTreeMap::new(),
     };
@@ -243,7 +335,11 @@ pub async fn launch(ctx: &LaunchContext<'_>, claim: &NodeClaim, class: &EC2NodeC
 
 /// The AMI for `arch` (`amd64`/`arm64`): an alias through its public SSM parameter, an id as is,
 /// other terms through DescribeImages (newest non-deprecated wins).
-async fn resolve_ami(ctx: &LaunchContext<'_>, class: &EC2NodeClass, arch: &str) -> Result<String, LaunchError> {
+async fn resolve_ami(
+    ctx: &LaunchContext<'_>,
+    class: &EC2NodeClass,
+    arch: &str,
+) -> Result<String, LaunchError> {
     let ec2_arch = if arch == "arm64" { "arm64" } else { "x86_64" };
     for term in &class.spec.ami_selector_terms {
         if let Some(alias) = &term.alias {
@@ -256,23 +352,47 @@ async fn resolve_ami(ctx: &LaunchContext<'_>, class: &EC2NodeClass, arch: &str) 
                     } else {
                         format!("amazon-eks-node-al2023-{ec2_arch}-standard-{k8s}-{version}")
                     };
-                    format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{ec2_arch}/standard/{leaf}/image_id")
+                    format!(
+                        "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{ec2_arch}/standard/{leaf}/image_id"
+                    )
                 }
                 Some(AmiFamily::AL2) => {
-                    let path = if arch == "arm64" { "amazon-linux-2-arm64" } else { "amazon-linux-2" };
-                    let prefix = if arch == "arm64" { "amazon-eks-arm64-node" } else { "amazon-eks-node" };
-                    let leaf = if version == "latest" { "recommended".to_string() } else { format!("{prefix}-{k8s}-{version}") };
+                    let path = if arch == "arm64" {
+                        "amazon-linux-2-arm64"
+                    } else {
+                        "amazon-linux-2"
+                    };
+                    let prefix = if arch == "arm64" {
+                        "amazon-eks-arm64-node"
+                    } else {
+                        "amazon-eks-node"
+                    };
+                    let leaf = if version == "latest" {
+                        "recommended".to_string()
+                    } else {
+                        format!("{prefix}-{k8s}-{version}")
+                    };
                     format!("/aws/service/eks/optimized-ami/{k8s}/{path}/{leaf}/image_id")
                 }
                 Some(AmiFamily::Bottlerocket) => {
-                    let version = if version == "latest" { "latest".to_string() } else { version.trim_start_matches('v').to_string() };
+                    let version = if version == "latest" {
+                        "latest".to_string()
+                    } else {
+                        version.trim_start_matches('v').to_string()
+                    };
                     format!("/aws/service/bottlerocket/aws-k8s-{k8s}/{ec2_arch}/{version}/image_id")
                 }
-                _ => return Err(LaunchError::NodeClass(format!("alias {alias} is not supported for launches"))),
+                _ => {
+                    return Err(LaunchError::NodeClass(format!(
+                        "alias {alias} is not supported for launches"
+                    )));
+                }
             };
             return match ctx.ec2.get_parameter(&parameter).await? {
                 Some(id) => Ok(id),
-                None => Err(LaunchError::NodeClass(format!("alias {alias}: no AMI published at {parameter}"))),
+                None => Err(LaunchError::NodeClass(format!(
+                    "alias {alias}: no AMI published at {parameter}"
+                ))),
             };
         }
         if let Some(id) = &term.id {
@@ -285,22 +405,33 @@ async fn resolve_ami(ctx: &LaunchContext<'_>, class: &EC2NodeClass, arch: &str) 
             if image.deprecated || image.architecture != ec2_arch {
                 continue;
             }
-            if newest.as_ref().is_none_or(|n| image.creation_date > n.creation_date) {
+            if newest
+                .as_ref()
+                .is_none_or(|n| image.creation_date > n.creation_date)
+            {
                 newest = Some(image);
             }
         }
     }
-    newest.map(|i| i.image_id).ok_or_else(|| LaunchError::NodeClass("no AMI matches amiSelectorTerms".into()))
+    newest
+        .map(|i| i.image_id)
+        .ok_or_else(|| LaunchError::NodeClass("no AMI matches amiSelectorTerms".into()))
 }
 
 fn image_query(term: &AmiSelectorTerm) -> crate::seams::ec2::ImageQuery {
     let mut query = crate::seams::ec2::ImageQuery::default();
     if let Some(name) = &term.name {
         query.filters.push(Filter::new("name", &[name.as_str()]));
-        query.owners = term.owner.clone().map(|o| o.split(',').map(str::to_string).collect()).unwrap_or_else(|| vec!["self".into(), "amazon".into()]);
+        query.owners = term
+            .owner
+            .clone()
+            .map(|o| o.split(',').map(str::to_string).collect())
+            .unwrap_or_else(|| vec!["self".into(), "amazon".into()]);
     }
     for (key, value) in term.tags.iter().flatten() {
-        query.filters.push(Filter::new(format!("tag:{key}"), &[value.as_str()]));
+        query
+            .filters
+            .push(Filter::new(format!("tag:{key}"), &[value.as_str()]));
     }
     query
 }
@@ -309,15 +440,31 @@ fn image_query(term: &AmiSelectorTerm) -> crate::seams::ec2::ImageQuery {
 /// `karpenter.sh/unregistered` taint, and its startup taints (nodeadm-style flags; the user's
 /// own user data is appended).
 fn user_data(claim: &NodeClaim, cluster: &str, class: &EC2NodeClass) -> String {
-    let labels: Vec<String> = claim.metadata.labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
+    let labels: Vec<String> = claim
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     let mut taints: Vec<String> = claim
         .spec
         .taints
         .iter()
         .chain(&claim.spec.startup_taints)
-        .map(|t| format!("{}={}:{}", t.key, t.value.clone().unwrap_or_default(), crate::scheduling::pod::effect_name(t.effect)))
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t.key,
+                t.value.clone().unwrap_or_default(),
+                crate::scheduling::pod::effect_name(t.effect)
+            )
+        })
         .collect();
-    taints.push(format!("{}=:NoExecute", crate::api::labels::UNREGISTERED_TAINT_KEY));
+    taints.push(format!(
+        "{}=:NoExecute",
+        crate::api::labels::UNREGISTERED_TAINT_KEY
+    ));
     let mut out = format!(
         "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: {cluster}\n  kubelet:\n    flags:\n      - --node-labels={}\n      - --register-with-taints={}\n",
         labels.join(","),

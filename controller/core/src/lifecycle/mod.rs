@@ -21,8 +21,8 @@ pub use launch::{LaunchContext, LaunchError, Launched};
 
 use crate::api::conditions::{self, nodeclaim as cond};
 use crate::api::labels::{
-    CAPACITY_TYPE_LABEL, INITIALIZED_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL,
-    REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY, ZONE_LABEL,
+    CAPACITY_TYPE_LABEL, INITIALIZED_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, REGISTERED_LABEL,
+    TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY, ZONE_LABEL,
 };
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool};
 use crate::catalog::Catalog;
@@ -94,7 +94,10 @@ pub struct Lifecycle {
 }
 
 fn condition_true(claim: &NodeClaim, type_: &str) -> bool {
-    claim.status.as_ref().is_some_and(|s| conditions::is_true(&s.conditions, type_))
+    claim
+        .status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, type_))
 }
 
 fn key(claim: &NodeClaim) -> ObjectKey {
@@ -110,24 +113,48 @@ impl Lifecycle {
         ice: Arc<UnavailableOfferings>,
         options: Options,
     ) -> Self {
-        Self { kube, ec2, clock, catalog, ice, options }
+        Self {
+            kube,
+            ec2,
+            clock,
+            catalog,
+            ice,
+            options,
+        }
     }
 
     /// Reconciles every NodeClaim once, in name order. One claim's error does not stop the rest.
     pub async fn reconcile_all(&self) -> Result<Vec<(String, Result<Step, String>)>, KubeError> {
-        let claims: Vec<NodeClaim> = decode(self.kube.list(&ResourceKind::NODE_CLAIM, &Default::default()).await?.items);
-        let nodes: Vec<Node> = decode(self.kube.list(&ResourceKind::NODE, &Default::default()).await?.items);
+        let claims: Vec<NodeClaim> = decode(
+            self.kube
+                .list(&ResourceKind::NODE_CLAIM, &Default::default())
+                .await?
+                .items,
+        );
+        let nodes: Vec<Node> = decode(
+            self.kube
+                .list(&ResourceKind::NODE, &Default::default())
+                .await?
+                .items,
+        );
         let mut out = Vec::new();
         for claim in claims {
             let name = claim.metadata.name.clone().unwrap_or_default();
-            let step = self.reconcile(claim, &nodes).await.map_err(|e| e.to_string());
+            let step = self
+                .reconcile(claim, &nodes)
+                .await
+                .map_err(|e| e.to_string());
             out.push((name, step));
         }
         Ok(out)
     }
 
     /// One reconcile of one claim: finalizer, launch, registration, initialization, liveness.
-    pub async fn reconcile(&self, claim: NodeClaim, nodes: &[Node]) -> Result<Step, LifecycleError> {
+    pub async fn reconcile(
+        &self,
+        claim: NodeClaim,
+        nodes: &[Node],
+    ) -> Result<Step, LifecycleError> {
         if claim.metadata.deletion_timestamp.is_some() {
             return self.finalize(&claim, nodes).await;
         }
@@ -135,13 +162,25 @@ impl Lifecycle {
         if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
             let mut with = finalizers;
             with.push(TERMINATION_FINALIZER.to_string());
-            self.kube.patch(&ResourceKind::NODE_CLAIM, &key(&claim), &Patch::Merge(json!({"metadata": {"finalizers": with}}))).await?;
+            self.kube
+                .patch(
+                    &ResourceKind::NODE_CLAIM,
+                    &key(&claim),
+                    &Patch::Merge(json!({"metadata": {"finalizers": with}})),
+                )
+                .await?;
         }
         if !condition_true(&claim, cond::LAUNCHED) {
             return self.launch(&claim).await;
         }
-        let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
-        let node = nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str()));
+        let provider_id = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default();
+        let node = nodes.iter().find(|n| {
+            n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str())
+        });
         if !condition_true(&claim, cond::REGISTERED) {
             return match node {
                 Some(node) => self.register(&claim, node).await,
@@ -164,10 +203,18 @@ impl Lifecycle {
         // restart) is adopted, never launched twice.
         let tagged = self
             .ec2
-            .describe_instances(&[], &[Filter::new("tag:karpenter.sh/nodeclaim", &[name.as_str()])])
+            .describe_instances(
+                &[],
+                &[Filter::new("tag:karpenter.sh/nodeclaim", &[name.as_str()])],
+            )
             .await?
             .into_iter()
-            .find(|i| !matches!(i.state, InstanceState::ShuttingDown | InstanceState::Terminated));
+            .find(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::ShuttingDown | InstanceState::Terminated
+                )
+            });
         let launched = if let Some(instance) = tagged {
             Launched {
                 instance_id: instance.instance_id,
@@ -180,11 +227,20 @@ impl Lifecycle {
             let class_name = &claim.spec.node_class_ref.name;
             let Some(class) = self
                 .kube
-                .get(&ResourceKind::EC2_NODE_CLASS, &ObjectKey::cluster(class_name.clone()))
+                .get(
+                    &ResourceKind::EC2_NODE_CLASS,
+                    &ObjectKey::cluster(class_name.clone()),
+                )
                 .await?
                 .and_then(|v| serde_json::from_value::<EC2NodeClass>(v).ok())
             else {
-                self.event(claim, "Warning", "NodeClassNotReady", format!("EC2NodeClass {class_name} not found")).await;
+                self.event(
+                    claim,
+                    "Warning",
+                    "NodeClassNotReady",
+                    format!("EC2NodeClass {class_name} not found"),
+                )
+                .await;
                 self.delete(claim).await?;
                 return Ok(Step::DeletedNodeClassNotFound);
             };
@@ -199,17 +255,39 @@ impl Lifecycle {
             match launch::launch(&ctx, claim, &class).await {
                 Ok(launched) => launched,
                 Err(LaunchError::InsufficientCapacity(message)) => {
-                    self.event(claim, "Warning", "InsufficientCapacityError", format!("NodeClaim {name} event: {message}")).await;
+                    self.event(
+                        claim,
+                        "Warning",
+                        "InsufficientCapacityError",
+                        format!("NodeClaim {name} event: {message}"),
+                    )
+                    .await;
                     self.delete(claim).await?;
                     return Ok(Step::DeletedInsufficientCapacity);
                 }
                 Err(err) => {
                     let mut conditions = claim.status.clone().unwrap_or_default().conditions;
-                    let status = if matches!(err, LaunchError::NodeClass(_)) { ConditionStatus::False } else { ConditionStatus::Unknown };
-                    conditions::set(&mut conditions, cond::LAUNCHED, status, "LaunchFailed", &err.to_string(), None, now);
+                    let status = if matches!(err, LaunchError::NodeClass(_)) {
+                        ConditionStatus::False
+                    } else {
+                        ConditionStatus::Unknown
+                    };
+                    conditions::set(
+                        &mut conditions,
+                        cond::LAUNCHED,
+                        status,
+                        "LaunchFailed",
+                        &err.to_string(),
+                        None,
+                        now,
+                    );
                     conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
                     self.kube
-                        .patch_status(&ResourceKind::NODE_CLAIM, &key(claim), &Patch::Merge(json!({"status": {"conditions": conditions}})))
+                        .patch_status(
+                            &ResourceKind::NODE_CLAIM,
+                            &key(claim),
+                            &Patch::Merge(json!({"status": {"conditions": conditions}})),
+                        )
                         .await?;
                     return Ok(Step::LaunchFailed(err.to_string()));
                 }
@@ -219,18 +297,38 @@ impl Lifecycle {
         let capacity = it.map(|it| it.capacity.to_list()).unwrap_or_default();
         let allocatable = it.map(|it| it.allocatable.to_list()).unwrap_or_default();
         let mut labels = BTreeMap::from([
-            (INSTANCE_TYPE_LABEL.to_string(), launched.instance_type.clone()),
+            (
+                INSTANCE_TYPE_LABEL.to_string(),
+                launched.instance_type.clone(),
+            ),
             (ZONE_LABEL.to_string(), launched.zone.clone()),
-            (CAPACITY_TYPE_LABEL.to_string(), launched.capacity_type.label().to_string()),
+            (
+                CAPACITY_TYPE_LABEL.to_string(),
+                launched.capacity_type.label().to_string(),
+            ),
         ]);
         if let Some(it) = it {
             for (k, v) in &it.labels {
                 labels.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
-        self.kube.patch(&ResourceKind::NODE_CLAIM, &key(claim), &Patch::Merge(json!({"metadata": {"labels": labels}}))).await?;
+        self.kube
+            .patch(
+                &ResourceKind::NODE_CLAIM,
+                &key(claim),
+                &Patch::Merge(json!({"metadata": {"labels": labels}})),
+            )
+            .await?;
         let mut conditions = claim.status.clone().unwrap_or_default().conditions;
-        conditions::set(&mut conditions, cond::LAUNCHED, ConditionStatus::True, "Launched", "", None, now);
+        conditions::set(
+            &mut conditions,
+            cond::LAUNCHED,
+            ConditionStatus::True,
+            "Launched",
+            "",
+            None,
+            now,
+        );
         conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
         self.kube
             .patch_status(
@@ -266,7 +364,10 @@ impl Lifecycle {
             .collect();
         for taint in &claim.spec.taints {
             let value = serde_json::to_value(taint).unwrap_or_default();
-            if !taints.iter().any(|t| t["key"] == value["key"] && t["effect"] == value["effect"]) {
+            if !taints
+                .iter()
+                .any(|t| t["key"] == value["key"] && t["effect"] == value["effect"])
+            {
                 taints.push(value);
             }
         }
@@ -286,10 +387,22 @@ impl Lifecycle {
             )
             .await?;
         let mut conditions = claim.status.clone().unwrap_or_default().conditions;
-        conditions::set(&mut conditions, cond::REGISTERED, ConditionStatus::True, "Registered", "", None, now);
+        conditions::set(
+            &mut conditions,
+            cond::REGISTERED,
+            ConditionStatus::True,
+            "Registered",
+            "",
+            None,
+            now,
+        );
         conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
         self.kube
-            .patch_status(&ResourceKind::NODE_CLAIM, &key(claim), &Patch::Merge(json!({"status": {"nodeName": node_name, "conditions": conditions}})))
+            .patch_status(
+                &ResourceKind::NODE_CLAIM,
+                &key(claim),
+                &Patch::Merge(json!({"status": {"nodeName": node_name, "conditions": conditions}})),
+            )
             .await?;
         Ok(Step::Registered)
     }
@@ -299,14 +412,34 @@ impl Lifecycle {
     async fn initialize(&self, claim: &NodeClaim, node: &Node) -> Result<Step, LifecycleError> {
         let now = self.clock.now();
         let status = node.status.clone().unwrap_or_default();
-        let ready = status.conditions.as_deref().unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
-        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-        let startup_left = claim.spec.startup_taints.iter().any(|s| taints.iter().any(|t| t.key == s.key && t.effect == crate::scheduling::pod::effect_name(s.effect)));
-        let allocatable: BTreeSet<String> = status.allocatable.unwrap_or_default().into_keys().collect();
+        let ready = status
+            .conditions
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        let startup_left = claim.spec.startup_taints.iter().any(|s| {
+            taints.iter().any(|t| {
+                t.key == s.key && t.effect == crate::scheduling::pod::effect_name(s.effect)
+            })
+        });
+        let allocatable: BTreeSet<String> =
+            status.allocatable.unwrap_or_default().into_keys().collect();
         let expected: Vec<String> = claim
             .status
             .as_ref()
-            .map(|s| s.capacity.keys().filter(|k| k.contains('/')).cloned().collect())
+            .map(|s| {
+                s.capacity
+                    .keys()
+                    .filter(|k| k.contains('/'))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default();
         let resources_ready = expected.iter().all(|r| allocatable.contains(r));
         if !ready || startup_left || !resources_ready {
@@ -314,21 +447,53 @@ impl Lifecycle {
         }
         let node_name = node.metadata.name.clone().unwrap_or_default();
         self.kube
-            .patch(&ResourceKind::NODE, &ObjectKey::cluster(node_name), &Patch::Merge(json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}})))
+            .patch(
+                &ResourceKind::NODE,
+                &ObjectKey::cluster(node_name),
+                &Patch::Merge(json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}})),
+            )
             .await?;
         let mut conditions = claim.status.clone().unwrap_or_default().conditions;
-        conditions::set(&mut conditions, cond::INITIALIZED, ConditionStatus::True, "Initialized", "", None, now);
+        conditions::set(
+            &mut conditions,
+            cond::INITIALIZED,
+            ConditionStatus::True,
+            "Initialized",
+            "",
+            None,
+            now,
+        );
         conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
-        self.kube.patch_status(&ResourceKind::NODE_CLAIM, &key(claim), &Patch::Merge(json!({"status": {"conditions": conditions}}))).await?;
+        self.kube
+            .patch_status(
+                &ResourceKind::NODE_CLAIM,
+                &key(claim),
+                &Patch::Merge(json!({"status": {"conditions": conditions}})),
+            )
+            .await?;
         Ok(Step::Initialized)
     }
 
     /// A launched claim whose node has not registered within the timeout is deleted.
     async fn check_liveness(&self, claim: &NodeClaim) -> Result<Step, LifecycleError> {
-        let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or_else(|| self.clock.now());
+        let created = claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_else(|| self.clock.now());
         let age = self.clock.now().duration_since(created).unsigned_abs();
         if age >= self.options.registration_timeout {
-            self.event(claim, "Warning", "FailedLaunch", format!("node did not register within {:?}", self.options.registration_timeout)).await;
+            self.event(
+                claim,
+                "Warning",
+                "FailedLaunch",
+                format!(
+                    "node did not register within {:?}",
+                    self.options.registration_timeout
+                ),
+            )
+            .await;
             self.delete(claim).await?;
             return Ok(Step::DeletedRegistrationTimeout);
         }
@@ -339,28 +504,58 @@ impl Lifecycle {
     /// the finalizer. (Draining the node is the termination controller's job.)
     async fn finalize(&self, claim: &NodeClaim, nodes: &[Node]) -> Result<Step, LifecycleError> {
         let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
-        if let Some(node) = provider_id
-            .as_deref()
-            .and_then(|p| nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p)))
-        {
+        if let Some(node) = provider_id.as_deref().and_then(|p| {
+            nodes
+                .iter()
+                .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p))
+        }) {
             let name = node.metadata.name.clone().unwrap_or_default();
             if node.metadata.deletion_timestamp.is_none() {
-                self.kube.delete(&ResourceKind::NODE, &ObjectKey::cluster(name), &DeleteOptions::default()).await?;
+                self.kube
+                    .delete(
+                        &ResourceKind::NODE,
+                        &ObjectKey::cluster(name),
+                        &DeleteOptions::default(),
+                    )
+                    .await?;
             }
             return Ok(Step::Finalizing);
         }
-        if let Some(instance_id) = provider_id.as_deref().and_then(|p| p.rsplit('/').next()).filter(|id| !id.is_empty()) {
+        if let Some(instance_id) = provider_id
+            .as_deref()
+            .and_then(|p| p.rsplit('/').next())
+            .filter(|id| !id.is_empty())
+        {
             let ids = vec![instance_id.to_string()];
             let instances = self.ec2.describe_instances(&ids, &[]).await?;
-            let alive = instances.iter().any(|i| !matches!(i.state, InstanceState::ShuttingDown | InstanceState::Terminated));
+            let alive = instances.iter().any(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::ShuttingDown | InstanceState::Terminated
+                )
+            });
             if alive {
                 self.ec2.terminate_instances(&ids).await?;
                 return Ok(Step::Finalizing);
             }
         }
-        let finalizers: Vec<String> =
-            claim.metadata.finalizers.clone().unwrap_or_default().into_iter().filter(|f| f != TERMINATION_FINALIZER).collect();
-        match self.kube.patch(&ResourceKind::NODE_CLAIM, &key(claim), &Patch::Merge(json!({"metadata": {"finalizers": finalizers}}))).await {
+        let finalizers: Vec<String> = claim
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f != TERMINATION_FINALIZER)
+            .collect();
+        match self
+            .kube
+            .patch(
+                &ResourceKind::NODE_CLAIM,
+                &key(claim),
+                &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+            )
+            .await
+        {
             Ok(_) | Err(KubeError::NotFound(_)) => Ok(Step::Gone),
             Err(err) => Err(err.into()),
         }
@@ -371,35 +566,84 @@ impl Lifecycle {
     /// deleted).
     pub async fn garbage_collect(&self) -> Result<(usize, usize), LifecycleError> {
         let now = self.clock.now();
-        let claims: Vec<NodeClaim> = decode(self.kube.list(&ResourceKind::NODE_CLAIM, &Default::default()).await?.items);
+        let claims: Vec<NodeClaim> = decode(
+            self.kube
+                .list(&ResourceKind::NODE_CLAIM, &Default::default())
+                .await?
+                .items,
+        );
         let known: BTreeSet<String> = claims
             .iter()
-            .filter_map(|c| c.status.as_ref()?.provider_id.as_ref()?.rsplit('/').next().map(str::to_string))
+            .filter_map(|c| {
+                c.status
+                    .as_ref()?
+                    .provider_id
+                    .as_ref()?
+                    .rsplit('/')
+                    .next()
+                    .map(str::to_string)
+            })
             .collect();
-        let names: BTreeSet<String> = claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        let names: BTreeSet<String> = claims
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
         let instances = self
             .ec2
-            .describe_instances(&[], &[Filter::new(format!("tag:kubernetes.io/cluster/{}", self.options.cluster_name), &["owned"])])
+            .describe_instances(
+                &[],
+                &[Filter::new(
+                    format!("tag:kubernetes.io/cluster/{}", self.options.cluster_name),
+                    &["owned"],
+                )],
+            )
             .await?;
         let leaked: Vec<String> = instances
             .iter()
-            .filter(|i| !matches!(i.state, InstanceState::ShuttingDown | InstanceState::Terminated))
+            .filter(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::ShuttingDown | InstanceState::Terminated
+                )
+            })
             .filter(|i| !known.contains(&i.instance_id))
             // A claim that just launched this instance may not have written its status yet.
-            .filter(|i| i.tags.get("karpenter.sh/nodeclaim").is_none_or(|n| !names.contains(n)))
+            .filter(|i| {
+                i.tags
+                    .get("karpenter.sh/nodeclaim")
+                    .is_none_or(|n| !names.contains(n))
+            })
             .filter(|i| now.duration_since(i.launch_time).unsigned_abs() >= self.options.gc_grace)
             .map(|i| i.instance_id.clone())
             .collect();
         if !leaked.is_empty() {
             self.ec2.terminate_instances(&leaked).await?;
         }
-        let by_id: BTreeMap<&str, InstanceState> = instances.iter().map(|i| (i.instance_id.as_str(), i.state)).collect();
+        let by_id: BTreeMap<&str, InstanceState> = instances
+            .iter()
+            .map(|i| (i.instance_id.as_str(), i.state))
+            .collect();
         let mut deleted = 0;
         for claim in &claims {
-            let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.as_ref()).and_then(|p| p.rsplit('/').next()) else { continue };
-            let launched_at = conditions::get(&claim.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default(), cond::LAUNCHED)
-                .map(|c| c.last_transition_time.0);
-            let settled = launched_at.is_some_and(|t| now.duration_since(t).unsigned_abs() >= self.options.gc_grace);
+            let Some(id) = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_ref())
+                .and_then(|p| p.rsplit('/').next())
+            else {
+                continue;
+            };
+            let launched_at = conditions::get(
+                &claim
+                    .status
+                    .as_ref()
+                    .map(|s| s.conditions.clone())
+                    .unwrap_or_default(),
+                cond::LAUNCHED,
+            )
+            .map(|c| c.last_transition_time.0);
+            let settled = launched_at
+                .is_some_and(|t| now.duration_since(t).unsigned_abs() >= self.options.gc_grace);
             let gone = matches!(by_id.get(id), None | Some(InstanceState::Terminated));
             if settled && gone && claim.metadata.deletion_timestamp.is_none() {
                 self.delete(claim).await?;
@@ -411,13 +655,29 @@ impl Lifecycle {
 
     /// Writes each NodePool's `status.nodes` and `status.resources` (summed claim capacity).
     pub async fn count_nodepools(&self) -> Result<(), KubeError> {
-        let pools: Vec<NodePool> = decode(self.kube.list(&ResourceKind::NODE_POOL, &Default::default()).await?.items);
-        let claims: Vec<NodeClaim> = decode(self.kube.list(&ResourceKind::NODE_CLAIM, &Default::default()).await?.items);
+        let pools: Vec<NodePool> = decode(
+            self.kube
+                .list(&ResourceKind::NODE_POOL, &Default::default())
+                .await?
+                .items,
+        );
+        let claims: Vec<NodeClaim> = decode(
+            self.kube
+                .list(&ResourceKind::NODE_CLAIM, &Default::default())
+                .await?
+                .items,
+        );
         for pool in pools {
             let name = pool.metadata.name.clone().unwrap_or_default();
             let mine: Vec<&NodeClaim> = claims
                 .iter()
-                .filter(|c| c.metadata.labels.as_ref().and_then(|l| l.get(NODEPOOL_LABEL)) == Some(&name))
+                .filter(|c| {
+                    c.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(NODEPOOL_LABEL))
+                        == Some(&name)
+                })
                 .collect();
             let mut total = Resources::new();
             for claim in &mine {
@@ -425,14 +685,33 @@ impl Lifecycle {
                     total = total.plus(&Resources::from_list(&status.capacity).unwrap_or_default());
                 }
             }
-            let status = json!({"status": {"nodes": mine.len(), "resources": total.to_list()}});
-            self.kube.patch_status(&ResourceKind::NODE_POOL, &ObjectKey::cluster(name), &Patch::Merge(status)).await?;
+            let current = pool.status.clone().unwrap_or_default();
+            let resources = total.to_list();
+            if current.nodes == mine.len() as i64 && current.resources == resources {
+                continue; // unchanged: no write, no watch event
+            }
+            let status = json!({"status": {"nodes": mine.len(), "resources": resources}});
+            self.kube
+                .patch_status(
+                    &ResourceKind::NODE_POOL,
+                    &ObjectKey::cluster(name),
+                    &Patch::Merge(status),
+                )
+                .await?;
         }
         Ok(())
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<(), KubeError> {
-        match self.kube.delete(&ResourceKind::NODE_CLAIM, &key(claim), &DeleteOptions::default()).await {
+        match self
+            .kube
+            .delete(
+                &ResourceKind::NODE_CLAIM,
+                &key(claim),
+                &DeleteOptions::default(),
+            )
+            .await
+        {
             Ok(_) | Err(KubeError::NotFound(_)) => Ok(()),
             Err(err) => Err(err),
         }
@@ -454,5 +733,8 @@ impl Lifecycle {
 }
 
 fn decode<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
-    items.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect()
+    items
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect()
 }

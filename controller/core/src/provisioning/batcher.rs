@@ -14,7 +14,10 @@ pub struct BatchWindow {
 
 impl Default for BatchWindow {
     fn default() -> Self {
-        Self { idle: Duration::from_secs(1), max: Duration::from_secs(10) }
+        Self {
+            idle: Duration::from_secs(1),
+            max: Duration::from_secs(10),
+        }
     }
 }
 
@@ -28,7 +31,11 @@ pub struct Batcher {
 
 impl Batcher {
     pub fn new(window: BatchWindow) -> Self {
-        Self { window, first: None, last: None }
+        Self {
+            window,
+            first: None,
+            last: None,
+        }
     }
 
     /// Something worth provisioning for happened at `now` (a new pending pod).
@@ -45,7 +52,9 @@ impl Batcher {
     /// Whether the open batch is complete at `now`: idle for `idle` since the last trigger, or
     /// open for `max` since the first.
     pub fn is_ready(&self, now: Timestamp) -> bool {
-        let (Some(first), Some(last)) = (self.first, self.last) else { return false };
+        let (Some(first), Some(last)) = (self.first, self.last) else {
+            return false;
+        };
         let since = |t: Timestamp| now.duration_since(t).unsigned_abs();
         since(last) >= self.window.idle || since(first) >= self.window.max
     }

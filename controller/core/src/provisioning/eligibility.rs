@@ -11,22 +11,47 @@ const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 pub fn is_provisionable(pod: &Pod) -> bool {
     let meta = &pod.metadata;
     if meta.deletion_timestamp.is_some()
-        || meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
-        || meta.owner_references.as_deref().unwrap_or_default().iter().any(|o| o.kind == "DaemonSet")
+        || meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+        || meta
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.kind == "DaemonSet")
     {
         return false;
     }
-    if pod.spec.as_ref().is_none_or(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty())) {
+    if pod
+        .spec
+        .as_ref()
+        .is_none_or(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty()))
+    {
         return false;
     }
-    let Some(status) = &pod.status else { return false };
+    let Some(status) = &pod.status else {
+        return false;
+    };
     if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
         return false;
     }
-    if status.nominated_node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+    if status
+        .nominated_node_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty())
+    {
         return false;
     }
-    status.conditions.as_deref().unwrap_or_default().iter().any(|c| {
-        c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
-    })
+    status
+        .conditions
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
 }

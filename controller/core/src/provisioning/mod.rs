@@ -69,7 +69,12 @@ pub struct Provisioner {
 }
 
 impl Provisioner {
-    pub fn new(kube: Arc<dyn KubeApi>, clock: Arc<dyn Clock>, catalog: Arc<Catalog>, options: Options) -> Self {
+    pub fn new(
+        kube: Arc<dyn KubeApi>,
+        clock: Arc<dyn Clock>,
+        catalog: Arc<Catalog>,
+        options: Options,
+    ) -> Self {
         Self {
             kube,
             clock,
@@ -92,11 +97,17 @@ impl Provisioner {
     /// One tick of the loop: notices new pending pods (opening or extending the batch) and, once
     /// the batch window closes, runs a pass. Returns the pass's outcome if one ran.
     pub async fn tick(&mut self) -> Result<Option<Outcome>, ProvisionError> {
-        let pods = self.kube.list(&ResourceKind::POD, &Default::default()).await?;
+        let pods = self
+            .kube
+            .list(&ResourceKind::POD, &Default::default())
+            .await?;
         let now = self.clock.now();
         let mut pending = BTreeSet::new();
         for pod in &pods.items {
-            let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()) else { continue };
+            let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone())
+            else {
+                continue;
+            };
             if is_provisionable(&pod) {
                 pending.insert(pod.metadata.uid.clone().unwrap_or_default());
             }
@@ -114,7 +125,9 @@ impl Provisioner {
 
     /// How long the loop may sleep before the next tick matters.
     pub fn next_tick(&self, poll: Duration) -> Duration {
-        self.batcher.remaining(self.clock.now()).map_or(poll, |left| left.min(poll))
+        self.batcher
+            .remaining(self.clock.now())
+            .map_or(poll, |left| left.min(poll))
     }
 
     /// One provisioning pass, now.
@@ -138,38 +151,66 @@ impl Provisioner {
             options: self.options.scheduling,
         });
         for planned in &results.new_claims {
-            let Some(pool) = snapshot.pools.iter().find(|p| p.metadata.name.as_deref() == Some(planned.node_pool.as_str())) else {
+            let Some(pool) = snapshot
+                .pools
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(planned.node_pool.as_str()))
+            else {
                 continue;
             };
             let claim = nodeclaim_for(pool, planned);
             let value = match serde_json::to_value(&claim) {
                 Ok(value) => value,
                 Err(err) => {
-                    outcome.failed_creates.push(format!("{}: {err}", planned.node_pool));
+                    outcome
+                        .failed_creates
+                        .push(format!("{}: {err}", planned.node_pool));
                     continue;
                 }
             };
             match self.kube.create(&ResourceKind::NODE_CLAIM, value).await {
                 Ok(created) => {
-                    let name = created["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                    let name = created["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
                     for pod in &planned.pods {
-                        self.event(pod, "Normal", "Nominated", format!("Pod should schedule on: nodeclaim/{name}")).await;
+                        self.event(
+                            pod,
+                            "Normal",
+                            "Nominated",
+                            format!("Pod should schedule on: nodeclaim/{name}"),
+                        )
+                        .await;
                     }
                     outcome.nominated += planned.pods.len();
                     outcome.created.push(name);
                 }
-                Err(err) => outcome.failed_creates.push(format!("{}: {err}", planned.node_pool)),
+                Err(err) => outcome
+                    .failed_creates
+                    .push(format!("{}: {err}", planned.node_pool)),
             }
         }
         for placement in &results.existing_nodes {
             for pod in &placement.pods {
-                self.event(pod, "Normal", "Nominated", format!("Pod should schedule on: node/{}", placement.node)).await;
+                self.event(
+                    pod,
+                    "Normal",
+                    "Nominated",
+                    format!("Pod should schedule on: node/{}", placement.node),
+                )
+                .await;
             }
             outcome.nominated += placement.pods.len();
         }
         for failure in &results.unschedulable {
-            self.event(&failure.pod, "Warning", "FailedScheduling", format!("Failed to schedule pod, {}", failure.reason))
-                .await;
+            self.event(
+                &failure.pod,
+                "Warning",
+                "FailedScheduling",
+                format!("Failed to schedule pod, {}", failure.reason),
+            )
+            .await;
         }
         outcome.unschedulable = results.unschedulable.len();
         Ok(outcome)

@@ -17,15 +17,22 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
     let template = &pool.spec.template;
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let requirements = planned.nodeclaim_requirements();
-    let mut labels: BTreeMap<String, String> =
-        template.metadata.as_ref().map(|m| m.labels.clone()).unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = template
+        .metadata
+        .as_ref()
+        .map(|m| m.labels.clone())
+        .unwrap_or_default();
     for r in &requirements {
         if r.operator == Operator::In && r.values.len() == 1 {
             labels.insert(r.key.clone(), r.values[0].clone());
         }
     }
     labels.insert(NODEPOOL_LABEL.to_string(), pool_name.clone());
-    let annotations = template.metadata.as_ref().map(|m| m.annotations.clone()).unwrap_or_default();
+    let annotations = template
+        .metadata
+        .as_ref()
+        .map(|m| m.annotations.clone())
+        .unwrap_or_default();
     let owner = OwnerReference {
         api_version: "karpenter.sh/v1".into(),
         kind: "NodePool".into(),
@@ -38,7 +45,9 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
         taints: template.spec.taints.clone(),
         startup_taints: template.spec.startup_taints.clone(),
         requirements,
-        resources: Some(ResourceRequirements { requests: planned.requests.to_list() }),
+        resources: Some(ResourceRequirements {
+            requests: planned.requests.to_list(),
+        }),
         node_class_ref: template.spec.node_class_ref.clone(),
         expire_after: template.spec.expire_after.clone(),
         termination_grace_period: template.spec.termination_grace_period.clone(),

@@ -34,10 +34,15 @@ pub struct Snapshot {
 fn decode_all<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
     // An object that does not decode is skipped, never a panic: the API server is the judge of
     // its shape, and one odd object must not stop provisioning for everything else.
-    items.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect()
+    items
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect()
 }
 
-fn resources(list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Resources {
+fn resources(
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> Resources {
     let mut out = Resources::new();
     for (name, quantity) in list.into_iter().flatten() {
         if let Ok(amount) = crate::resources::parse_quantity(name, &quantity.0) {
@@ -54,19 +59,28 @@ fn taint(t: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
         "NoExecute" => TaintEffect::NoExecute,
         _ => return None,
     };
-    Some(Taint { key: t.key.clone(), value: t.value.clone(), effect, time_added: None })
+    Some(Taint {
+        key: t.key.clone(),
+        value: t.value.clone(),
+        effect,
+        time_added: None,
+    })
 }
 
 impl Snapshot {
     /// Reads everything a pass needs. Fails only when a list call fails (retry the pass).
     pub async fn read(kube: &dyn KubeApi, catalog: &Catalog) -> Result<Self, KubeError> {
         let all = ListOptions::default();
-        let pools: Vec<NodePool> = decode_all(kube.list(&ResourceKind::NODE_POOL, &all).await?.items);
+        let pools: Vec<NodePool> =
+            decode_all(kube.list(&ResourceKind::NODE_POOL, &all).await?.items);
         let nodes: Vec<Node> = decode_all(kube.list(&ResourceKind::NODE, &all).await?.items);
-        let claims: Vec<NodeClaim> = decode_all(kube.list(&ResourceKind::NODE_CLAIM, &all).await?.items);
+        let claims: Vec<NodeClaim> =
+            decode_all(kube.list(&ResourceKind::NODE_CLAIM, &all).await?.items);
         let pods: Vec<Pod> = decode_all(kube.list(&ResourceKind::POD, &all).await?.items);
-        let daemonsets: Vec<DaemonSet> = decode_all(kube.list(&ResourceKind::DAEMON_SET, &all).await?.items);
-        let namespaces: Vec<Namespace> = decode_all(kube.list(&ResourceKind::NAMESPACE, &all).await?.items);
+        let daemonsets: Vec<DaemonSet> =
+            decode_all(kube.list(&ResourceKind::DAEMON_SET, &all).await?.items);
+        let namespaces: Vec<Namespace> =
+            decode_all(kube.list(&ResourceKind::NAMESPACE, &all).await?.items);
 
         let mut snapshot = Snapshot {
             pools: pools
@@ -77,7 +91,9 @@ impl Snapshot {
         };
         for ns in namespaces {
             if let Some(name) = ns.metadata.name {
-                snapshot.namespaces.insert(name, ns.metadata.labels.unwrap_or_default());
+                snapshot
+                    .namespaces
+                    .insert(name, ns.metadata.labels.unwrap_or_default());
             }
         }
         let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
@@ -85,14 +101,26 @@ impl Snapshot {
             let name = node.metadata.name.clone().unwrap_or_default();
             let spec = node.spec.clone().unwrap_or_default();
             let status = node.status.clone().unwrap_or_default();
-            let taints: Vec<Taint> = spec.taints.as_deref().unwrap_or_default().iter().filter_map(taint).collect();
+            let taints: Vec<Taint> = spec
+                .taints
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(taint)
+                .collect();
             let labels = node.metadata.labels.clone().unwrap_or_default();
-            let ready = status.conditions.as_deref().unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+            let ready = status
+                .conditions
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
             by_name.insert(name.clone(), snapshot.nodes.len());
             snapshot.nodes.push(ExistingNode {
                 name,
                 initialized: ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true"),
-                deleting: node.metadata.deletion_timestamp.is_some() || taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY),
+                deleting: node.metadata.deletion_timestamp.is_some()
+                    || taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY),
                 capacity: resources(status.capacity.as_ref()),
                 allocatable: resources(status.allocatable.as_ref()),
                 labels,
@@ -101,7 +129,11 @@ impl Snapshot {
             });
         }
         for claim in &claims {
-            let registered = claim.status.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| by_name.contains_key(n));
+            let registered = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some_and(|n| by_name.contains_key(n));
             if registered || claim.metadata.deletion_timestamp.is_some() {
                 continue;
             }
@@ -125,7 +157,11 @@ impl Snapshot {
         }
         for ds in daemonsets {
             let template = ds.spec.map(|s| s.template).unwrap_or_default();
-            let pod = Pod { metadata: template.metadata.unwrap_or_default(), spec: template.spec, status: None };
+            let pod = Pod {
+                metadata: template.metadata.unwrap_or_default(),
+                spec: template.spec,
+                status: None,
+            };
             if let Ok(info) = PodInfo::from_pod(&pod, Vec::new()) {
                 snapshot.daemonsets.push(info);
             }
@@ -142,10 +178,15 @@ fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
     let mut labels = claim.metadata.labels.clone().unwrap_or_default();
     for r in &claim.spec.requirements {
         if r.operator == crate::api::Operator::In && r.values.len() == 1 {
-            labels.entry(r.key.clone()).or_insert_with(|| r.values[0].clone());
+            labels
+                .entry(r.key.clone())
+                .or_insert_with(|| r.values[0].clone());
         }
     }
-    let status_alloc = claim.status.as_ref().map(|s| Resources::from_list(&s.allocatable).unwrap_or_default());
+    let status_alloc = claim
+        .status
+        .as_ref()
+        .map(|s| Resources::from_list(&s.allocatable).unwrap_or_default());
     let allocatable = match status_alloc.filter(|a| !a.is_empty()) {
         Some(a) => a,
         None => {
@@ -153,7 +194,10 @@ fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
                 .spec
                 .requirements
                 .iter()
-                .find(|r| r.key == crate::api::labels::INSTANCE_TYPE_LABEL && r.operator == crate::api::Operator::In)
+                .find(|r| {
+                    r.key == crate::api::labels::INSTANCE_TYPE_LABEL
+                        && r.operator == crate::api::Operator::In
+                })
                 .map(|r| r.values.iter().map(String::as_str).collect())
                 .unwrap_or_default();
             options

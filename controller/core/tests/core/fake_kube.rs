@@ -25,9 +25,19 @@ pub struct FakeKube {
 impl FakeKube {
     /// Stores `object` as is (for test setup), filling uid and resourceVersion.
     pub fn apply(&self, kind: &ResourceKind, mut object: Value) {
-        let namespace = object["metadata"]["namespace"].as_str().map(str::to_string).filter(|_| kind.namespaced);
-        let namespace = if kind.namespaced { namespace.or(Some("default".into())) } else { None };
-        let name = object["metadata"]["name"].as_str().expect("test objects are named").to_string();
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .map(str::to_string)
+            .filter(|_| kind.namespaced);
+        let namespace = if kind.namespaced {
+            namespace.or(Some("default".into()))
+        } else {
+            None
+        };
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("test objects are named")
+            .to_string();
         let mut counter = self.counter.lock().unwrap();
         *counter += 1;
         object["metadata"]["resourceVersion"] = json!(counter.to_string());
@@ -37,11 +47,20 @@ impl FakeKube {
         if let Some(ns) = &namespace {
             object["metadata"]["namespace"] = json!(ns);
         }
-        self.objects.lock().unwrap().insert((kind.plural, namespace, name), object);
+        self.objects
+            .lock()
+            .unwrap()
+            .insert((kind.plural, namespace, name), object);
     }
 
     pub fn all(&self, kind: &ResourceKind) -> Vec<Value> {
-        self.objects.lock().unwrap().iter().filter(|((k, _, _), _)| *k == kind.plural).map(|(_, v)| v.clone()).collect()
+        self.objects
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|((k, _, _), _)| *k == kind.plural)
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     pub fn events(&self) -> Vec<EventRecord> {
@@ -52,11 +71,21 @@ impl FakeKube {
 impl FakeKube {
     /// Merge-patches an object (metadata/spec, or only status); removing the last finalizer of
     /// an object marked for deletion deletes it, as the API server does.
-    fn merge(&self, kind: &ResourceKind, key: &ObjectKey, patch: &Patch, status: bool) -> Result<Value, KubeError> {
+    fn merge(
+        &self,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+        patch: &Patch,
+        status: bool,
+    ) -> Result<Value, KubeError> {
         let id = (kind.plural, key.namespace.clone(), key.name.clone());
         let mut objects = self.objects.lock().unwrap();
-        let object = objects.get_mut(&id).ok_or_else(|| KubeError::NotFound(key.name.clone()))?;
-        let Patch::Merge(patch) = patch else { return Err(KubeError::Invalid("only merge patches".into())) };
+        let object = objects
+            .get_mut(&id)
+            .ok_or_else(|| KubeError::NotFound(key.name.clone()))?;
+        let Patch::Merge(patch) = patch else {
+            return Err(KubeError::Invalid("only merge patches".into()));
+        };
         let mut patch = patch.clone();
         if status {
             patch = json!({"status": patch["status"].clone()});
@@ -65,7 +94,9 @@ impl FakeKube {
         }
         json_patch::merge(object, &patch);
         let done = object["metadata"]["deletionTimestamp"].is_string()
-            && object["metadata"]["finalizers"].as_array().is_none_or(|f| f.is_empty());
+            && object["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty());
         let out = object.clone();
         if done {
             objects.remove(&id);
@@ -77,49 +108,107 @@ impl FakeKube {
 #[async_trait]
 impl KubeApi for FakeKube {
     async fn get(&self, kind: &ResourceKind, key: &ObjectKey) -> Result<Option<Value>, KubeError> {
-        Ok(self.objects.lock().unwrap().get(&(kind.plural, key.namespace.clone(), key.name.clone())).cloned())
+        Ok(self
+            .objects
+            .lock()
+            .unwrap()
+            .get(&(kind.plural, key.namespace.clone(), key.name.clone()))
+            .cloned())
     }
 
-    async fn list(&self, kind: &ResourceKind, options: &ListOptions) -> Result<ObjectList, KubeError> {
+    async fn list(
+        &self,
+        kind: &ResourceKind,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
         let items = self
             .objects
             .lock()
             .unwrap()
             .iter()
-            .filter(|((k, ns, _), _)| *k == kind.plural && (options.namespace.is_none() || *ns == options.namespace))
+            .filter(|((k, ns, _), _)| {
+                *k == kind.plural && (options.namespace.is_none() || *ns == options.namespace)
+            })
             .map(|(_, v)| v.clone())
             .collect();
-        Ok(ObjectList { items, resource_version: self.counter.lock().unwrap().to_string() })
+        Ok(ObjectList {
+            items,
+            resource_version: self.counter.lock().unwrap().to_string(),
+        })
     }
 
     async fn create(&self, kind: &ResourceKind, mut object: Value) -> Result<Value, KubeError> {
         if object["metadata"]["name"].is_null() {
-            let prefix = object["metadata"]["generateName"].as_str().unwrap_or("obj-").to_string();
+            let prefix = object["metadata"]["generateName"]
+                .as_str()
+                .unwrap_or("obj-")
+                .to_string();
             let n = *self.counter.lock().unwrap() + 1;
             object["metadata"]["name"] = json!(format!("{prefix}{n:05}"));
         }
-        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let namespace = if kind.namespaced { Some(object["metadata"]["namespace"].as_str().unwrap_or("default").to_string()) } else { None };
-        if self.objects.lock().unwrap().contains_key(&(kind.plural, namespace, name.clone())) {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let namespace = if kind.namespaced {
+            Some(
+                object["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default")
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        if self
+            .objects
+            .lock()
+            .unwrap()
+            .contains_key(&(kind.plural, namespace, name.clone()))
+        {
             return Err(KubeError::AlreadyExists(name));
         }
         self.apply(kind, object.clone());
-        Ok(self.all(kind).into_iter().find(|o| o["metadata"]["name"] == json!(name)).unwrap_or(object))
+        Ok(self
+            .all(kind)
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == json!(name))
+            .unwrap_or(object))
     }
 
-    async fn patch(&self, kind: &ResourceKind, key: &ObjectKey, patch: &Patch) -> Result<Value, KubeError> {
+    async fn patch(
+        &self,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
         self.merge(kind, key, patch, false)
     }
 
-    async fn patch_status(&self, kind: &ResourceKind, key: &ObjectKey, patch: &Patch) -> Result<Value, KubeError> {
+    async fn patch_status(
+        &self,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
         self.merge(kind, key, patch, true)
     }
 
-    async fn delete(&self, kind: &ResourceKind, key: &ObjectKey, _: &DeleteOptions) -> Result<DeleteOutcome, KubeError> {
+    async fn delete(
+        &self,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+        _: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
         let id = (kind.plural, key.namespace.clone(), key.name.clone());
         let mut objects = self.objects.lock().unwrap();
-        let Some(object) = objects.get_mut(&id) else { return Ok(DeleteOutcome::NotFound) };
-        if object["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+        let Some(object) = objects.get_mut(&id) else {
+            return Ok(DeleteOutcome::NotFound);
+        };
+        if object["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+        {
             object["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
             return Ok(DeleteOutcome::Marked(object.clone()));
         }
@@ -131,7 +220,12 @@ impl KubeApi for FakeKube {
         Ok(())
     }
 
-    async fn watch(&self, _: &ResourceKind, _: &ListOptions, rv: &str) -> Result<WatchStream, KubeError> {
+    async fn watch(
+        &self,
+        _: &ResourceKind,
+        _: &ListOptions,
+        rv: &str,
+    ) -> Result<WatchStream, KubeError> {
         Err(KubeError::Gone(rv.to_string()))
     }
 

@@ -23,9 +23,15 @@ struct World {
 }
 
 fn world() -> World {
-    let clock = Arc::new(ManualClock::new("2026-01-01T00:00:00Z".parse().expect("timestamp")));
+    let clock = Arc::new(ManualClock::new(
+        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
+    ));
     let catalog = Catalog::builtin();
-    let cloud = Arc::new(FakeCloud::new(clock.clone(), catalog.clone(), Config::default()));
+    let cloud = Arc::new(FakeCloud::new(
+        clock.clone(),
+        catalog.clone(),
+        Config::default(),
+    ));
     let kube = Arc::new(FakeKube::default());
     let ice = Arc::new(UnavailableOfferings::new());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
@@ -34,9 +40,25 @@ fn world() -> World {
                  "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}],
                  "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}]}
     }));
-    let options = Options { cluster_name: "sim".into(), ..Options::default() };
-    let lifecycle = Lifecycle::new(kube.clone(), cloud.clone(), clock.clone(), Arc::new(catalog), ice.clone(), options);
-    World { kube, cloud, clock, ice, lifecycle }
+    let options = Options {
+        cluster_name: "sim".into(),
+        ..Options::default()
+    };
+    let lifecycle = Lifecycle::new(
+        kube.clone(),
+        cloud.clone(),
+        clock.clone(),
+        Arc::new(catalog),
+        ice.clone(),
+        options,
+    );
+    World {
+        kube,
+        cloud,
+        clock,
+        ice,
+        lifecycle,
+    }
 }
 
 fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
@@ -58,7 +80,11 @@ fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
 
 impl World {
     fn claim(&self, name: &str) -> Option<NodeClaim> {
-        self.kube.all(&ResourceKind::NODE_CLAIM).into_iter().find(|c| c["metadata"]["name"] == json!(name)).map(|c| serde_json::from_value(c).expect("decodes"))
+        self.kube
+            .all(&ResourceKind::NODE_CLAIM)
+            .into_iter()
+            .find(|c| c["metadata"]["name"] == json!(name))
+            .map(|c| serde_json::from_value(c).expect("decodes"))
     }
 
     fn reconcile(&self) -> Vec<(String, Result<Step, String>)> {
@@ -67,7 +93,11 @@ impl World {
 
     /// What the kubelet does when the instance boots: a Node with the claim's provider id.
     fn register_node(&self, claim: &NodeClaim, taints: Value) {
-        let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).expect("launched");
+        let provider_id = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .expect("launched");
         self.kube.apply(&ResourceKind::NODE, json!({
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-0-1.ec2.internal"},
             "spec": {"providerID": provider_id, "taints": taints},
@@ -79,65 +109,145 @@ impl World {
 #[test]
 fn a_claim_launches_registers_and_initializes() {
     let w = world();
-    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-a", &["m5.large", "m6i.large"], &["on-demand"]));
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-a", &["m5.large", "m6i.large"], &["on-demand"]),
+    );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     let launched = w.claim("default-a").expect("claim");
-    let provider_id = launched.status.as_ref().and_then(|s| s.provider_id.clone()).expect("provider id");
+    let provider_id = launched
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .expect("provider id");
     assert!(provider_id.starts_with("aws:///us-west-2"), "{provider_id}");
-    assert!(launched.metadata.finalizers.clone().unwrap_or_default().contains(&"karpenter.sh/termination".to_string()));
+    assert!(
+        launched
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .contains(&"karpenter.sh/termination".to_string())
+    );
     let labels = launched.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
-    assert!(["m5.large", "m6i.large"].contains(&labels["node.kubernetes.io/instance-type"].as_str()));
+    assert!(
+        ["m5.large", "m6i.large"].contains(&labels["node.kubernetes.io/instance-type"].as_str())
+    );
     assert_eq!(w.cloud.instances().len(), 1);
     let instance = &w.cloud.instances()[0];
-    assert_eq!(instance.tags.get("kubernetes.io/cluster/sim").map(String::as_str), Some("owned"));
-    assert_eq!(instance.tags.get("karpenter.sh/nodeclaim").map(String::as_str), Some("default-a"));
+    assert_eq!(
+        instance
+            .tags
+            .get("kubernetes.io/cluster/sim")
+            .map(String::as_str),
+        Some("owned")
+    );
+    assert_eq!(
+        instance
+            .tags
+            .get("karpenter.sh/nodeclaim")
+            .map(String::as_str),
+        Some("default-a")
+    );
 
     assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting), "no node yet");
-    w.register_node(&launched, json!([
-        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
-        {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
-    ]));
+    w.register_node(
+        &launched,
+        json!([
+            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+            {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
+        ]),
+    );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
     let node = &w.kube.all(&ResourceKind::NODE)[0];
-    assert!(node["spec"]["taints"].as_array().unwrap().iter().all(|t| t["key"] != json!("karpenter.sh/unregistered")));
-    assert_eq!(node["metadata"]["labels"]["karpenter.sh/registered"], json!("true"));
-    assert_eq!(node["metadata"]["finalizers"], json!(["karpenter.sh/termination"]));
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting), "startup taint still there");
+    assert!(
+        node["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["key"] != json!("karpenter.sh/unregistered"))
+    );
+    assert_eq!(
+        node["metadata"]["labels"]["karpenter.sh/registered"],
+        json!("true")
+    );
+    assert_eq!(
+        node["metadata"]["finalizers"],
+        json!(["karpenter.sh/termination"])
+    );
+    assert_eq!(
+        w.reconcile()[0].1,
+        Ok(Step::Waiting),
+        "startup taint still there"
+    );
     let mut node = node.clone();
     node["spec"]["taints"] = json!([]);
     w.kube.apply(&ResourceKind::NODE, node);
     assert_eq!(w.reconcile()[0].1, Ok(Step::Initialized));
     assert_eq!(w.reconcile()[0].1, Ok(Step::Ready));
     let ready = w.claim("default-a").expect("claim");
-    assert!(karpenter_core::api::conditions::is_true(&ready.status.unwrap().conditions, "Ready"));
+    assert!(karpenter_core::api::conditions::is_true(
+        &ready.status.unwrap().conditions,
+        "Ready"
+    ));
 }
 
 #[test]
 fn an_insufficient_capacity_error_deletes_the_claim_and_marks_the_offerings_unavailable() {
     let w = world();
     for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
-        assert!(w.cloud.set_pool_capacity(&Pool::new("m5.large", zone, CapacityType::Spot), 0));
+        assert!(
+            w.cloud
+                .set_pool_capacity(&Pool::new("m5.large", zone, CapacityType::Spot), 0)
+        );
     }
-    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-b", &["m5.large"], &["spot"]));
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-b", &["m5.large"], &["spot"]),
+    );
     assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedInsufficientCapacity));
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Gone), "no instance to terminate: the finalizer goes");
+    assert_eq!(
+        w.reconcile()[0].1,
+        Ok(Step::Gone),
+        "no instance to terminate: the finalizer goes"
+    );
     assert!(w.claim("default-b").is_none());
     assert!(w.cloud.instances().is_empty());
     let now = w.clock.now();
-    assert!(w.ice.is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, now));
+    assert!(
+        w.ice
+            .is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, now)
+    );
     let view = w.ice.apply(&Catalog::builtin(), now);
     let m5 = view.get("m5.large").expect("type");
-    assert!(m5.offerings.iter().filter(|o| o.capacity_type == CapacityType::Spot).all(|o| !o.available));
-    assert!(m5.offerings.iter().filter(|o| o.capacity_type == CapacityType::OnDemand).all(|o| o.available));
+    assert!(
+        m5.offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::Spot)
+            .all(|o| !o.available)
+    );
+    assert!(
+        m5.offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::OnDemand)
+            .all(|o| o.available)
+    );
     w.clock.advance(Duration::from_secs(181));
-    assert!(!w.ice.is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, w.clock.now()), "the cache entry expires after 3 minutes");
+    assert!(
+        !w.ice
+            .is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, w.clock.now()),
+        "the cache entry expires after 3 minutes"
+    );
 }
 
 #[test]
 fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
     let w = world();
-    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-c", &["m5.large"], &["on-demand"]));
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-c", &["m5.large"], &["on-demand"]),
+    );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     w.clock.advance(Duration::from_secs(14 * 60));
     assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting));
@@ -147,9 +257,22 @@ fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
     assert_eq!(w.reconcile()[0].1, Ok(Step::Finalizing));
     futures::executor::block_on(async {
         w.clock.advance(Duration::from_secs(120));
-        let ids: Vec<String> = w.cloud.instances().iter().map(|i| i.instance_id.clone()).collect();
-        let instances = w.cloud.describe_instances(&ids, &[]).await.expect("describe");
-        assert!(instances.iter().all(|i| matches!(i.state, karpenter_core::seams::ec2::InstanceState::ShuttingDown | karpenter_core::seams::ec2::InstanceState::Terminated)));
+        let ids: Vec<String> = w
+            .cloud
+            .instances()
+            .iter()
+            .map(|i| i.instance_id.clone())
+            .collect();
+        let instances = w
+            .cloud
+            .describe_instances(&ids, &[])
+            .await
+            .expect("describe");
+        assert!(instances.iter().all(|i| matches!(
+            i.state,
+            karpenter_core::seams::ec2::InstanceState::ShuttingDown
+                | karpenter_core::seams::ec2::InstanceState::Terminated
+        )));
     });
     assert_eq!(w.reconcile()[0].1, Ok(Step::Gone));
     assert!(w.claim("default-c").is_none());
@@ -158,7 +281,10 @@ fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
 #[test]
 fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_again() {
     let w = world();
-    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-d", &["m5.large"], &["on-demand"]));
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-d", &["m5.large"], &["on-demand"]),
+    );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     // The status write is lost (a crash right after CreateFleet): the claim looks unlaunched.
     let mut lost = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
@@ -168,23 +294,40 @@ fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_a
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     assert_eq!(w.cloud.instances().len(), 1, "no second instance");
     let id = &w.cloud.instances()[0].instance_id;
-    let provider_id = w.claim("default-d").and_then(|c| c.status.and_then(|s| s.provider_id)).expect("provider id");
+    let provider_id = w
+        .claim("default-d")
+        .and_then(|c| c.status.and_then(|s| s.provider_id))
+        .expect("provider id");
     assert!(provider_id.ends_with(id.as_str()));
 }
 
 #[test]
 fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_period() {
     let w = world();
-    w.kube.apply(&ResourceKind::NODE_CLAIM, claim("default-e", &["m5.large"], &["on-demand"]));
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-e", &["m5.large"], &["on-demand"]),
+    );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     // The claim disappears without its finalizer running (someone force-removed it).
     futures::executor::block_on(async {
         let mut orphan = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
         orphan["metadata"]["finalizers"] = json!([]);
         w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
-        w.kube.delete(&ResourceKind::NODE_CLAIM, &ObjectKey::cluster("default-e"), &DeleteOptions::default()).await.expect("delete");
+        w.kube
+            .delete(
+                &ResourceKind::NODE_CLAIM,
+                &ObjectKey::cluster("default-e"),
+                &DeleteOptions::default(),
+            )
+            .await
+            .expect("delete");
         w.clock.advance(Duration::from_secs(10));
-        assert_eq!(w.lifecycle.garbage_collect().await.expect("gc"), (0, 0), "inside the grace period");
+        assert_eq!(
+            w.lifecycle.garbage_collect().await.expect("gc"),
+            (0, 0),
+            "inside the grace period"
+        );
         w.clock.advance(Duration::from_secs(30));
         assert_eq!(w.lifecycle.garbage_collect().await.expect("gc"), (1, 0));
     });
@@ -197,6 +340,11 @@ fn a_claim_for_a_missing_node_class_is_deleted_with_an_event() {
     orphan["spec"]["nodeClassRef"]["name"] = json!("missing");
     w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
     assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedNodeClassNotFound));
-    assert!(w.kube.events().iter().any(|e| e.reason == "NodeClassNotReady" && e.message.contains("missing")));
+    assert!(
+        w.kube
+            .events()
+            .iter()
+            .any(|e| e.reason == "NodeClassNotReady" && e.message.contains("missing"))
+    );
     assert!(w.cloud.instances().is_empty());
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karpenter_core::catalog::Catalog;
-use karpenter_core::provisioning::{Batcher, BatchWindow, Options, Provisioner};
+use karpenter_core::provisioning::{BatchWindow, Batcher, Options, Provisioner};
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{KubeApi, ManualClock};
 use serde_json::{Value, json};
@@ -17,7 +17,8 @@ fn start() -> jiff::Timestamp {
 
 fn pool() -> Value {
     let mut pool = super::validation::nodepool();
-    pool["spec"]["template"]["spec"]["taints"] = json!([{"key": "team", "value": "a", "effect": "NoSchedule"}]);
+    pool["spec"]["template"]["spec"]["taints"] =
+        json!([{"key": "team", "value": "a", "effect": "NoSchedule"}]);
     pool["spec"]["template"]["spec"]["expireAfter"] = json!("24h");
     pool
 }
@@ -44,8 +45,17 @@ fn world() -> World {
     let kube = Arc::new(FakeKube::default());
     let clock = Arc::new(ManualClock::new(start()));
     kube.apply(&ResourceKind::NODE_POOL, pool());
-    let provisioner = Provisioner::new(kube.clone(), clock.clone(), Arc::new(Catalog::builtin()), Options::default());
-    World { kube, clock, provisioner }
+    let provisioner = Provisioner::new(
+        kube.clone(),
+        clock.clone(),
+        Arc::new(Catalog::builtin()),
+        Options::default(),
+    );
+    World {
+        kube,
+        clock,
+        provisioner,
+    }
 }
 
 fn claims(kube: &FakeKube) -> Vec<Value> {
@@ -67,21 +77,38 @@ fn the_batch_closes_after_one_idle_second_or_ten_seconds_of_arrivals() {
         batcher.trigger(now);
         assert_eq!(batcher.is_ready(now), i >= 20, "at {}ms", 500 * i);
     }
-    assert_eq!(batcher.remaining(t0 + Duration::from_secs(9)), Some(Duration::ZERO));
+    assert_eq!(
+        batcher.remaining(t0 + Duration::from_secs(9)),
+        Some(Duration::ZERO)
+    );
 }
 
 #[test]
 fn pending_pods_become_one_right_sized_nodeclaim_after_the_batch_window() {
     let mut w = world();
     for i in 0..10 {
-        w.kube.apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "500m"));
+        w.kube
+            .apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "500m"));
     }
     futures::executor::block_on(async {
-        assert_eq!(w.provisioner.tick().await.expect("tick"), None, "the batch just opened");
+        assert_eq!(
+            w.provisioner.tick().await.expect("tick"),
+            None,
+            "the batch just opened"
+        );
         w.clock.advance(Duration::from_millis(500));
-        assert_eq!(w.provisioner.tick().await.expect("tick"), None, "still inside the idle window");
+        assert_eq!(
+            w.provisioner.tick().await.expect("tick"),
+            None,
+            "still inside the idle window"
+        );
         w.clock.advance(Duration::from_millis(600));
-        let outcome = w.provisioner.tick().await.expect("tick").expect("the batch closed");
+        let outcome = w
+            .provisioner
+            .tick()
+            .await
+            .expect("tick")
+            .expect("the batch closed");
         assert_eq!(outcome.nominated, 10);
         assert_eq!(outcome.created.len(), claims(&w.kube).len());
     });
@@ -89,7 +116,15 @@ fn pending_pods_become_one_right_sized_nodeclaim_after_the_batch_window() {
     assert!(!claims.is_empty());
     let cpu_millis: i64 = claims
         .iter()
-        .map(|c| karpenter_core::resources::parse_quantity("cpu", c["spec"]["resources"]["requests"]["cpu"].as_str().unwrap_or("0")).unwrap())
+        .map(|c| {
+            karpenter_core::resources::parse_quantity(
+                "cpu",
+                c["spec"]["resources"]["requests"]["cpu"]
+                    .as_str()
+                    .unwrap_or("0"),
+            )
+            .unwrap()
+        })
         .sum();
     assert!(cpu_millis >= 5000, "requests cover the pods: {cpu_millis}m");
 }
@@ -100,20 +135,42 @@ fn a_nodeclaim_carries_its_nodepools_template_and_owner() {
     w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
     futures::executor::block_on(w.provisioner.provision()).expect("pass");
     let claim = &claims(&w.kube)[0];
-    assert!(claim["metadata"]["name"].as_str().unwrap().starts_with("default-"));
-    assert_eq!(claim["metadata"]["labels"]["karpenter.sh/nodepool"], json!("default"));
+    assert!(
+        claim["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("default-")
+    );
+    assert_eq!(
+        claim["metadata"]["labels"]["karpenter.sh/nodepool"],
+        json!("default")
+    );
     assert_eq!(claim["metadata"]["labels"]["team"], json!("a"));
-    assert_eq!(claim["metadata"]["ownerReferences"][0]["kind"], json!("NodePool"));
+    assert_eq!(
+        claim["metadata"]["ownerReferences"][0]["kind"],
+        json!("NodePool")
+    );
     assert_eq!(claim["spec"]["taints"][0]["key"], json!("team"));
     assert_eq!(claim["spec"]["expireAfter"], json!("24h"));
     assert_eq!(claim["spec"]["nodeClassRef"]["kind"], json!("EC2NodeClass"));
     let requirements = claim["spec"]["requirements"].as_array().unwrap();
-    let find = |key: &str| requirements.iter().find(|r| r["key"] == json!(key)).cloned().unwrap_or(Value::Null);
+    let find = |key: &str| {
+        requirements
+            .iter()
+            .find(|r| r["key"] == json!(key))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
     assert_eq!(find("karpenter.sh/nodepool")["values"], json!(["default"]));
-    assert!(find("node.kubernetes.io/instance-type")["values"].as_array().is_some_and(|v| !v.is_empty()));
+    assert!(
+        find("node.kubernetes.io/instance-type")["values"]
+            .as_array()
+            .is_some_and(|v| !v.is_empty())
+    );
     assert!(find("kubernetes.io/arch")["values"] == json!(["amd64"]));
     // The claim is a valid NodeClaim.
-    let typed: karpenter_core::api::NodeClaim = serde_json::from_value(claim.clone()).expect("decodes");
+    let typed: karpenter_core::api::NodeClaim =
+        serde_json::from_value(claim.clone()).expect("decodes");
     karpenter_core::validation::validate_nodeclaim(&typed).expect("valid");
 }
 
@@ -121,7 +178,8 @@ fn a_nodeclaim_carries_its_nodepools_template_and_owner() {
 fn a_second_pass_counts_in_flight_nodeclaims_and_creates_nothing_more() {
     let w = world();
     for i in 0..4 {
-        w.kube.apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "500m"));
+        w.kube
+            .apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "500m"));
     }
     let first = futures::executor::block_on(w.provisioner.provision()).expect("pass");
     assert!(!first.created.is_empty());
@@ -137,7 +195,8 @@ fn pods_that_are_bound_owned_by_a_daemonset_or_not_unschedulable_are_ignored() {
     let mut bound = pending_pod("bound", "1");
     bound["spec"]["nodeName"] = json!("node-a");
     let mut daemon = pending_pod("daemon", "1");
-    daemon["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "x"}]);
+    daemon["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "x"}]);
     let mut fresh = pending_pod("fresh", "1");
     fresh["status"] = json!({"phase": "Pending"});
     let mut done = pending_pod("done", "1");
@@ -146,7 +205,10 @@ fn pods_that_are_bound_owned_by_a_daemonset_or_not_unschedulable_are_ignored() {
         w.kube.apply(&ResourceKind::POD, pod);
     }
     let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
-    assert!(outcome.created.is_empty() && outcome.nominated == 0, "{outcome:?}");
+    assert!(
+        outcome.created.is_empty() && outcome.nominated == 0,
+        "{outcome:?}"
+    );
     assert!(claims(&w.kube).is_empty());
 }
 
@@ -164,19 +226,40 @@ fn pods_go_to_an_existing_node_with_room_before_any_new_capacity() {
     let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
     assert!(outcome.created.is_empty());
     assert_eq!(outcome.nominated, 1);
-    assert!(w.kube.events().iter().any(|e| e.reason == "Nominated" && e.message.contains("node/node-a")));
+    assert!(
+        w.kube
+            .events()
+            .iter()
+            .any(|e| e.reason == "Nominated" && e.message.contains("node/node-a"))
+    );
 }
 
 #[test]
 fn a_pod_nothing_can_run_gets_a_failed_scheduling_event_that_says_why() {
     let w = world();
-    w.kube.apply(&ResourceKind::POD, pending_pod("huge", "1000"));
+    w.kube
+        .apply(&ResourceKind::POD, pending_pod("huge", "1000"));
     let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
     assert_eq!(outcome.unschedulable, 1);
-    let event = w.kube.events().into_iter().find(|e| e.reason == "FailedScheduling").expect("event recorded");
+    let event = w
+        .kube
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "FailedScheduling")
+        .expect("event recorded");
     assert_eq!(event.key.name, "huge");
-    assert!(event.message.contains("NodePool \"default\""), "{}", event.message);
-    assert!(event.message.contains("no instance type has enough resources"), "{}", event.message);
+    assert!(
+        event.message.contains("NodePool \"default\""),
+        "{}",
+        event.message
+    );
+    assert!(
+        event
+            .message
+            .contains("no instance type has enough resources"),
+        "{}",
+        event.message
+    );
 }
 
 #[test]
@@ -187,10 +270,22 @@ fn a_pod_without_the_pools_toleration_is_not_provisioned_for() {
     w.kube.apply(&ResourceKind::POD, pod);
     let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
     assert!(outcome.created.is_empty());
-    let event = w.kube.events().into_iter().find(|e| e.reason == "FailedScheduling").expect("event recorded");
-    assert!(event.message.contains("does not tolerate taint team=a:NoSchedule"), "{}", event.message);
+    let event = w
+        .kube
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "FailedScheduling")
+        .expect("event recorded");
+    assert!(
+        event
+            .message
+            .contains("does not tolerate taint team=a:NoSchedule"),
+        "{}",
+        event.message
+    );
     // And nothing is read that is not there: the API holds one NodePool and one pod.
-    let pods = futures::executor::block_on(w.kube.list(&ResourceKind::POD, &Default::default())).expect("list");
+    let pods = futures::executor::block_on(w.kube.list(&ResourceKind::POD, &Default::default()))
+        .expect("list");
     assert_eq!(pods.items.len(), 1);
 }
 
@@ -210,12 +305,32 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
     kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
     let cache = Arc::new(UnavailableOfferings::new());
     for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
-        cache.mark("m5.large", zone, CapacityType::Spot, clock.now(), Duration::from_secs(180));
+        cache.mark(
+            "m5.large",
+            zone,
+            CapacityType::Spot,
+            clock.now(),
+            Duration::from_secs(180),
+        );
     }
-    let provisioner = Provisioner::new(kube.clone(), clock.clone(), Arc::new(Catalog::builtin()), Options::default())
-        .with_unavailable_offerings(cache);
+    let provisioner = Provisioner::new(
+        kube.clone(),
+        clock.clone(),
+        Arc::new(Catalog::builtin()),
+        Options::default(),
+    )
+    .with_unavailable_offerings(cache);
     futures::executor::block_on(provisioner.provision()).expect("pass");
     let claim = &claims(&kube)[0];
-    let capacity = claim["spec"]["requirements"].as_array().unwrap().iter().find(|r| r["key"] == json!("karpenter.sh/capacity-type")).cloned();
-    assert_eq!(capacity.map(|r| r["values"].clone()), Some(json!(["on-demand"])), "spot is out: fall back to on-demand");
+    let capacity = claim["spec"]["requirements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == json!("karpenter.sh/capacity-type"))
+        .cloned();
+    assert_eq!(
+        capacity.map(|r| r["values"].clone()),
+        Some(json!(["on-demand"])),
+        "spot is out: fall back to on-demand"
+    );
 }

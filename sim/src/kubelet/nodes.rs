@@ -1,0 +1,262 @@
+//! Nodes over their life: startup taints removed once the node has been Ready long enough, and a
+//! node whose instance stopped or went away marked NotReady (the kubelet stops posting status)
+//! and, once its instance is gone for good, deleted after `node_gone_ms` (what the cloud node
+//! lifecycle controller does).
+
+use jiff::Timestamp;
+use karpenter_core::seams::KubeError;
+use karpenter_core::seams::ec2::InstanceState;
+use karpenter_core::seams::kube::{
+    DeleteOptions, DeleteOutcome, ListOptions, ObjectKey, Patch, ResourceKind,
+};
+use serde_json::{Value, json};
+
+use super::register::parse_taint_flags;
+use super::{Kubelet, NOT_READY_TAINT, STARTUP_TAINTS_ANNOTATION, TickReport, lost_race};
+use crate::scheduler::objects::{
+    NewCondition, after_ms, condition, condition_true, conditions_with, format_time, guarded,
+    parse_time, taint_json,
+};
+
+/// What EC2 says about a node's instance.
+enum Instance {
+    /// Pending or running: the kubelet is alive.
+    Alive,
+    /// Stopping or stopped: the kubelet is down but the instance may come back.
+    Down(&'static str),
+    /// Shutting down, terminated, or unknown to EC2: the node will never come back.
+    Gone(&'static str),
+}
+
+impl Kubelet {
+    /// Follows instance state on every node with an `aws:///` provider id, and removes startup
+    /// taints that are due. Nodes without one (static nodes of a scenario) are left alone.
+    pub(super) async fn nodes(
+        &self,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), KubeError> {
+        let nodes = self
+            .kube
+            .list(&ResourceKind::NODE, &ListOptions::default())
+            .await?
+            .items;
+        for node in nodes {
+            let Some(instance_id) = instance_id(&node) else {
+                continue;
+            };
+            let instance = match self.cloud.instance(&instance_id).map(|i| i.state) {
+                Some(InstanceState::Pending | InstanceState::Running) => Instance::Alive,
+                Some(InstanceState::Stopping) => Instance::Down("stopping"),
+                Some(InstanceState::Stopped) => Instance::Down("stopped"),
+                Some(InstanceState::ShuttingDown) => Instance::Gone("shutting-down"),
+                Some(InstanceState::Terminated) => Instance::Gone("terminated"),
+                None => Instance::Gone("unknown to EC2"),
+            };
+            match instance {
+                Instance::Alive => self.remove_startup_taints(node, now, report).await?,
+                Instance::Down(state) => {
+                    self.not_ready(node, &instance_id, state, now, report)
+                        .await?;
+                }
+                Instance::Gone(state) => {
+                    if let Some(node) = self
+                        .not_ready(node, &instance_id, state, now, report)
+                        .await?
+                    {
+                        self.delete_gone(&node, now, report).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the node's startup taints (and the annotation listing them) once it has been Ready
+    /// for `startup_taint_removal_ms`.
+    async fn remove_startup_taints(
+        &self,
+        node: Value,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), KubeError> {
+        let Some(listed) = node["metadata"]["annotations"][STARTUP_TAINTS_ANNOTATION].as_str()
+        else {
+            return Ok(());
+        };
+        if !condition_true(&node, "Ready") || !node["metadata"]["deletionTimestamp"].is_null() {
+            return Ok(());
+        }
+        let ready_since = condition(&node, "Ready")
+            .and_then(|c| parse_time(Some(&c["lastTransitionTime"])))
+            .unwrap_or(Timestamp::MIN);
+        if now < after_ms(ready_since, self.config.startup_taint_removal_ms) {
+            return Ok(());
+        }
+        let startup = parse_taint_flags(listed);
+        let taints: Vec<Value> = node["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| {
+                !startup
+                    .iter()
+                    .any(|(key, effect)| t["key"] == key.as_str() && t["effect"] == effect.as_str())
+            })
+            .cloned()
+            .collect();
+        let patch = guarded(
+            &node,
+            json!({
+                "metadata": { "annotations": { STARTUP_TAINTS_ANNOTATION: null } },
+                "spec": { "taints": taints },
+            }),
+        );
+        let name = node_name(&node);
+        match self
+            .kube
+            .patch(
+                &ResourceKind::NODE,
+                &ObjectKey::cluster(&name),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => report.startup_taints_removed.push(name),
+            Err(e) if lost_race(&e) => report.conflicts += 1,
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Makes sure the node says `Ready=False` and carries the not-ready taints; returns the node
+    /// as written, or `None` if a write lost a race (the next tick tries again).
+    async fn not_ready(
+        &self,
+        mut node: Value,
+        instance_id: &str,
+        state: &str,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<Option<Value>, KubeError> {
+        let key = ObjectKey::cluster(node_name(&node));
+        let ready_status = condition(&node, "Ready").map(|c| c["status"].clone());
+        if ready_status.is_none() || ready_status == Some(json!("True")) {
+            let message = format!(
+                "instance {instance_id} is {state}: the kubelet stopped posting node status"
+            );
+            let conditions = conditions_with(
+                &node,
+                &[NewCondition {
+                    type_: "Ready",
+                    status: "False",
+                    reason: Some("KubeletNotReady"),
+                    message: Some(&message),
+                }],
+                now,
+            );
+            let patch = guarded(&node, json!({ "status": { "conditions": conditions } }));
+            match self
+                .kube
+                .patch_status(&ResourceKind::NODE, &key, &Patch::Merge(patch))
+                .await
+            {
+                Ok(written) => {
+                    node = written;
+                    report.nodes_not_ready.push(key.name.clone());
+                }
+                Err(e) if lost_race(&e) => {
+                    report.conflicts += 1;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut taints: Vec<Value> = node["spec"]["taints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut added = false;
+        for effect in ["NoSchedule", "NoExecute"] {
+            let present = taints
+                .iter()
+                .any(|t| t["key"] == NOT_READY_TAINT && t["effect"] == effect);
+            if !present {
+                let mut taint = taint_json(NOT_READY_TAINT, "", effect);
+                if effect == "NoExecute" {
+                    taint["timeAdded"] = json!(format_time(now));
+                }
+                taints.push(taint);
+                added = true;
+            }
+        }
+        if added && node["metadata"]["deletionTimestamp"].is_null() {
+            let patch = guarded(&node, json!({ "spec": { "taints": taints } }));
+            match self
+                .kube
+                .patch(&ResourceKind::NODE, &key, &Patch::Merge(patch))
+                .await
+            {
+                Ok(written) => node = written,
+                Err(e) if lost_race(&e) => {
+                    report.conflicts += 1;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(node))
+    }
+
+    /// Deletes a NotReady node of a gone instance once `node_gone_ms` has passed since it went
+    /// NotReady. A node with finalizers is only marked; the controller removes them. Its pods go
+    /// when the node does (see the pod pass).
+    async fn delete_gone(
+        &self,
+        node: &Value,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), KubeError> {
+        if !node["metadata"]["deletionTimestamp"].is_null() {
+            return Ok(());
+        }
+        let not_ready_since = condition(node, "Ready")
+            .and_then(|c| parse_time(Some(&c["lastTransitionTime"])))
+            .unwrap_or(Timestamp::MIN);
+        if now < after_ms(not_ready_since, self.config.node_gone_ms) {
+            return Ok(());
+        }
+        let name = node_name(node);
+        let options = DeleteOptions {
+            grace_period_seconds: None,
+            precondition_uid: node["metadata"]["uid"].as_str().map(str::to_string),
+        };
+        match self
+            .kube
+            .delete(&ResourceKind::NODE, &ObjectKey::cluster(&name), &options)
+            .await
+        {
+            Ok(DeleteOutcome::Deleted) => report.nodes_deleted.push(name),
+            Ok(DeleteOutcome::Marked(_)) => report.nodes_marked.push(name),
+            Ok(DeleteOutcome::NotFound) => {}
+            Err(e) if lost_race(&e) => report.conflicts += 1,
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
+
+fn node_name(node: &Value) -> String {
+    node["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The EC2 instance id in an `aws:///ZONE/INSTANCE_ID` provider id.
+fn instance_id(node: &Value) -> Option<String> {
+    let provider_id = node["spec"]["providerID"].as_str()?;
+    let rest = provider_id.strip_prefix("aws:///")?;
+    let id = rest.rsplit('/').next()?;
+    id.starts_with("i-").then(|| id.to_string())
+}

@@ -1,0 +1,242 @@
+//! Pods on their nodes: accepted and started on live (Ready) nodes, removed at the end of their
+//! grace period when deleted, and garbage-collected when their node is gone. Pods on a NotReady
+//! node are left as they are: nobody runs them, and a deleted one stays Terminating until the node
+//! goes, as in a real cluster.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use karpenter_core::seams::KubeError;
+use karpenter_core::seams::kube::{
+    DeleteOptions, DeleteOutcome, ListOptions, ObjectKey, Patch, ResourceKind,
+};
+use serde_json::{Value, json};
+
+use super::{Kubelet, TickReport, lost_race};
+use crate::scheduler::objects::{
+    NewCondition, after_ms, condition_true, conditions_with, format_time, guarded, object_key,
+    parse_time,
+};
+
+/// What the kubelet does with a pod this tick.
+enum Step {
+    Nothing,
+    /// Write `status.startTime` (and, with `pod_start_ms == 0`, Running right away).
+    Accept,
+    Start,
+    /// Final delete of a terminating pod on a live node.
+    Terminate,
+    /// Delete of a pod whose node no longer exists.
+    Orphan,
+}
+
+impl Kubelet {
+    pub(super) async fn pods(
+        &self,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), KubeError> {
+        // Pods first, then nodes: a pod bound after the pod list cannot be mistaken for an orphan.
+        let pods = self
+            .kube
+            .list(&ResourceKind::POD, &ListOptions::default())
+            .await?
+            .items;
+        let nodes: BTreeMap<String, bool> = self
+            .kube
+            .list(&ResourceKind::NODE, &ListOptions::default())
+            .await?
+            .items
+            .iter()
+            .map(|n| {
+                let name = n["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (name, condition_true(n, "Ready"))
+            })
+            .collect();
+        for pod in pods {
+            match self.step_of(&pod, &nodes, now) {
+                Step::Nothing => {}
+                Step::Accept if self.config.pod_start_ms == 0 => {
+                    self.start(&pod, now, report).await?;
+                }
+                Step::Accept => self.accept(&pod, now, report).await?,
+                Step::Start => self.start(&pod, now, report).await?,
+                Step::Terminate => {
+                    if let Some(key) = self.remove(&pod, report).await? {
+                        report.pods_terminated.push(key);
+                    }
+                }
+                Step::Orphan => {
+                    if let Some(key) = self.remove(&pod, report).await? {
+                        report.pods_orphaned.push(key);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn step_of(&self, pod: &Value, nodes: &BTreeMap<String, bool>, now: Timestamp) -> Step {
+        let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
+            return Step::Nothing;
+        };
+        let metadata = &pod["metadata"];
+        let deleting = !metadata["deletionTimestamp"].is_null();
+        let has_finalizers = metadata["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        // Already deleted with no grace left, waiting for its finalizers: deleting again would
+        // only write the same thing.
+        let finalizing = deleting && has_finalizers && metadata["deletionGracePeriodSeconds"] == 0;
+        match nodes.get(node) {
+            None if finalizing => Step::Nothing,
+            None => Step::Orphan,
+            Some(false) => Step::Nothing,
+            Some(true) if deleting => {
+                // The API server sets deletionTimestamp to the request time plus the grace
+                // period: the containers have had all of it once it passes.
+                let deadline = parse_time(Some(&metadata["deletionTimestamp"]));
+                if finalizing || deadline.is_some_and(|d| now < d) {
+                    Step::Nothing
+                } else {
+                    Step::Terminate
+                }
+            }
+            Some(true) => {
+                let status = &pod["status"];
+                match status["phase"].as_str() {
+                    Some("Running" | "Succeeded" | "Failed") => Step::Nothing,
+                    _ => match parse_time(Some(&status["startTime"])) {
+                        None => Step::Accept,
+                        Some(start) if now >= after_ms(start, self.config.pod_start_ms) => {
+                            Step::Start
+                        }
+                        Some(_) => Step::Nothing,
+                    },
+                }
+            }
+        }
+    }
+
+    /// The kubelet has seen the pod: `status.startTime`, still Pending.
+    async fn accept(
+        &self,
+        pod: &Value,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), KubeError> {
+        let patch = guarded(
+            pod,
+            json!({ "status": { "phase": "Pending", "startTime": format_time(now) } }),
+        );
+        if self.write_status(pod, patch, report).await? {
+            report.pods_accepted.push(object_key(pod));
+        }
+        Ok(())
+    }
+
+    /// Containers running and ready: phase Running, the readiness conditions `True`, one running
+    /// container status per container.
+    async fn start(
+        &self,
+        pod: &Value,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), KubeError> {
+        let started = |type_| NewCondition {
+            type_,
+            status: "True",
+            reason: None,
+            message: None,
+        };
+        let conditions = conditions_with(
+            pod,
+            &[
+                started("PodReadyToStartContainers"),
+                started("Initialized"),
+                started("ContainersReady"),
+                started("Ready"),
+            ],
+            now,
+        );
+        let start_time = pod["status"]["startTime"]
+            .as_str()
+            .map_or_else(|| format_time(now), str::to_string);
+        let containers: Vec<Value> = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                json!({
+                    "name": c["name"],
+                    "image": c["image"].as_str().unwrap_or_default(),
+                    "imageID": "",
+                    "ready": true,
+                    "started": true,
+                    "restartCount": 0,
+                    "state": { "running": { "startedAt": format_time(now) } },
+                })
+            })
+            .collect();
+        let patch = guarded(
+            pod,
+            json!({ "status": {
+                "phase": "Running",
+                "startTime": start_time,
+                "conditions": conditions,
+                "containerStatuses": containers,
+            } }),
+        );
+        if self.write_status(pod, patch, report).await? {
+            report.pods_started.push(object_key(pod));
+        }
+        Ok(())
+    }
+
+    /// A status patch; false when it lost a race (retried next tick).
+    async fn write_status(
+        &self,
+        pod: &Value,
+        patch: Value,
+        report: &mut TickReport,
+    ) -> Result<bool, KubeError> {
+        match self
+            .kube
+            .patch_status(&ResourceKind::POD, &object_key(pod), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if lost_race(&e) => {
+                report.conflicts += 1;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The final delete (`gracePeriodSeconds: 0`) of this very pod (UID precondition). Returns
+    /// its key when it is gone or marked for its finalizers.
+    async fn remove(
+        &self,
+        pod: &Value,
+        report: &mut TickReport,
+    ) -> Result<Option<ObjectKey>, KubeError> {
+        let key = object_key(pod);
+        let options = DeleteOptions {
+            grace_period_seconds: Some(0),
+            precondition_uid: pod["metadata"]["uid"].as_str().map(str::to_string),
+        };
+        match self.kube.delete(&ResourceKind::POD, &key, &options).await {
+            Ok(DeleteOutcome::Deleted | DeleteOutcome::Marked(_)) => Ok(Some(key)),
+            Ok(DeleteOutcome::NotFound) => Ok(None),
+            Err(e) if lost_race(&e) => {
+                report.conflicts += 1;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Node registration: what a kubelet does when its instance has booted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fakecloud::{Boot, Taint};
+use jiff::Timestamp;
+use karpenter_core::api::labels::{CAPACITY_TYPE_LABEL, UNREGISTERED_TAINT_KEY};
+use karpenter_core::catalog::InstanceType;
+use karpenter_core::resources::Resources;
+use karpenter_core::seams::KubeError;
+use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind};
+use serde_json::{Map, Value, json};
+
+use super::{Kubelet, STARTUP_TAINTS_ANNOTATION, TickReport};
+use crate::scheduler::objects::{NewCondition, conditions_with, format_time, taint_json};
+
+impl Kubelet {
+    /// Creates a Node for every instance that is ready to join and has none yet.
+    pub(super) async fn register(
+        &self,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), KubeError> {
+        let ready = self.cloud.ready_to_join();
+        let boots: Vec<Boot> = {
+            let mut registered = self.registered();
+            // An instance that is no longer running never joins again: forget it, so the memory
+            // stays as small as the fleet.
+            let running: BTreeSet<&str> = ready.iter().map(|b| b.instance_id.as_str()).collect();
+            registered.retain(|id| running.contains(id.as_str()));
+            ready
+                .into_iter()
+                .filter(|b| !registered.contains(&b.instance_id))
+                .collect()
+        };
+        if boots.is_empty() {
+            return Ok(());
+        }
+        let existing: BTreeMap<String, Value> = self
+            .kube
+            .list(&ResourceKind::NODE, &ListOptions::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|n| {
+                (
+                    n["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    n,
+                )
+            })
+            .collect();
+        let declared = self.declared_startup_taints().await?;
+        let catalog = self.cloud.instance_types();
+        for boot in boots {
+            let Some(instance_type) = catalog.get(&boot.instance_type) else {
+                report.unknown_instance_types.push(boot.instance_id.clone());
+                continue;
+            };
+            let name = boot.private_dns_name.clone();
+            let node = match existing.get(&name) {
+                // Registered before (by an earlier stand-in, or a create whose status write
+                // failed): finish the status if it is missing.
+                Some(node) if !node["status"]["conditions"].is_null() => {
+                    self.registered().insert(boot.instance_id.clone());
+                    continue;
+                }
+                Some(node) => node.clone(),
+                None => {
+                    let startup = startup_taints(&boot, &declared, &self.config.startup_taint_keys);
+                    match self
+                        .kube
+                        .create(&ResourceKind::NODE, node_object(&boot, &startup))
+                        .await
+                    {
+                        Ok(node) => node,
+                        Err(KubeError::AlreadyExists(_)) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            // Not guarded by resourceVersion: the node is new and its status is the kubelet's.
+            let status = node_status(&boot, instance_type, &node, now);
+            self.kube
+                .patch_status(
+                    &ResourceKind::NODE,
+                    &ObjectKey::cluster(&name),
+                    &Patch::Merge(json!({ "status": status })),
+                )
+                .await?;
+            self.registered().insert(boot.instance_id.clone());
+            report.registered.push(name);
+        }
+        Ok(())
+    }
+
+    /// `(key, effect)` of the startup taints each NodeClaim declares, by its `status.providerID`.
+    async fn declared_startup_taints(
+        &self,
+    ) -> Result<BTreeMap<String, Vec<(String, String)>>, KubeError> {
+        let claims = match self
+            .kube
+            .list(&ResourceKind::NODE_CLAIM, &ListOptions::default())
+            .await
+        {
+            Ok(list) => list.items,
+            // A world without the NodeClaim kind has no declared startup taints.
+            Err(KubeError::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let mut declared = BTreeMap::new();
+        for claim in claims {
+            let Some(provider_id) = claim["status"]["providerID"].as_str() else {
+                continue;
+            };
+            let taints = claim["spec"]["startupTaints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| Some((t["key"].as_str()?.into(), t["effect"].as_str()?.into())))
+                .collect();
+            declared.insert(provider_id.to_string(), taints);
+        }
+        Ok(declared)
+    }
+}
+
+/// The registered taints that are startup taints (see `KubeletConfig::startup_taint_keys`).
+fn startup_taints<'a>(
+    boot: &'a Boot,
+    declared: &BTreeMap<String, Vec<(String, String)>>,
+    keys: &BTreeSet<String>,
+) -> Vec<&'a Taint> {
+    let declared = declared.get(&boot.provider_id);
+    boot.taints
+        .iter()
+        .filter(|t| t.key != UNREGISTERED_TAINT_KEY)
+        .filter(|t| {
+            keys.contains(&t.key)
+                || declared.is_some_and(|d| d.iter().any(|(k, e)| *k == t.key && *e == t.effect))
+        })
+        .collect()
+}
+
+/// `key=value:Effect` / `key:Effect`, the kubelet's `--register-with-taints` syntax.
+pub(super) fn taint_flag(key: &str, value: &str, effect: &str) -> String {
+    if value.is_empty() {
+        format!("{key}:{effect}")
+    } else {
+        format!("{key}={value}:{effect}")
+    }
+}
+
+/// `(key, effect)` of each entry of the startup-taints annotation.
+pub(super) fn parse_taint_flags(text: &str) -> Vec<(String, String)> {
+    text.split(',')
+        .filter_map(|entry| {
+            let (key_value, effect) = entry.trim().rsplit_once(':')?;
+            let key = key_value.split_once('=').map_or(key_value, |(k, _)| k);
+            Some((key.to_string(), effect.to_string()))
+        })
+        .collect()
+}
+
+/// The Node as the kubelet creates it: its name, labels and taints, and the provider id.
+fn node_object(boot: &Boot, startup: &[&Taint]) -> Value {
+    let mut labels = boot.labels.clone();
+    // Karpenter passes the NodeClaim's labels (capacity type included) as `--node-labels`; a
+    // node whose user data lacks it still gets it, as the controller would sync it.
+    labels
+        .entry(CAPACITY_TYPE_LABEL.to_string())
+        .or_insert_with(|| boot.capacity_type.label().to_string());
+    let taints: Vec<Value> = boot
+        .taints
+        .iter()
+        .map(|t| taint_json(&t.key, &t.value, &t.effect))
+        .collect();
+    let mut metadata = json!({ "name": boot.private_dns_name, "labels": labels });
+    if !startup.is_empty() {
+        let flags: Vec<String> = startup
+            .iter()
+            .map(|t| taint_flag(&t.key, &t.value, &t.effect))
+            .collect();
+        metadata["annotations"] = json!({ STARTUP_TAINTS_ANNOTATION: flags.join(",") });
+    }
+    let mut spec = json!({ "providerID": boot.provider_id });
+    if !taints.is_empty() {
+        spec["taints"] = Value::Array(taints);
+    }
+    json!({ "apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": spec })
+}
+
+/// Capacity and allocatable from the catalog, `Ready=True` and the pressure conditions `False`,
+/// and the node's addresses.
+fn node_status(boot: &Boot, instance_type: &InstanceType, node: &Value, now: Timestamp) -> Value {
+    let conditions = conditions_with(
+        node,
+        &[
+            NewCondition {
+                type_: "MemoryPressure",
+                status: "False",
+                reason: Some("KubeletHasSufficientMemory"),
+                message: Some("kubelet has sufficient memory available"),
+            },
+            NewCondition {
+                type_: "DiskPressure",
+                status: "False",
+                reason: Some("KubeletHasNoDiskPressure"),
+                message: Some("kubelet has no disk pressure"),
+            },
+            NewCondition {
+                type_: "PIDPressure",
+                status: "False",
+                reason: Some("KubeletHasSufficientPID"),
+                message: Some("kubelet has sufficient PID available"),
+            },
+            NewCondition {
+                type_: "Ready",
+                status: "True",
+                reason: Some("KubeletReady"),
+                message: Some("kubelet is posting ready status"),
+            },
+        ],
+        now,
+    );
+    let conditions: Vec<Value> = conditions
+        .into_iter()
+        .map(|mut c| {
+            c["lastHeartbeatTime"] = json!(format_time(now));
+            c
+        })
+        .collect();
+    json!({
+        "capacity": quantities(&instance_type.capacity),
+        "allocatable": quantities(&instance_type.allocatable),
+        "conditions": conditions,
+        "addresses": [
+            { "type": "Hostname", "address": boot.private_dns_name },
+            { "type": "InternalDNS", "address": boot.private_dns_name },
+        ],
+    })
+}
+
+/// A resource list as Kubernetes writes it (cpu in cores or millicores, the rest as integers).
+fn quantities(resources: &Resources) -> Value {
+    let map: Map<String, Value> = resources
+        .to_list()
+        .into_iter()
+        .map(|(name, quantity)| (name, Value::String(quantity.0)))
+        .collect();
+    Value::Object(map)
+}

@@ -1,0 +1,124 @@
+//! Scenarios as data: the manifests a run starts from, the cloud's knobs, and the workload over
+//! time. Files live in `sim/scenarios/`; the default one is embedded in the binary.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Scenarios shipped with the simulator, by name.
+pub const BUILTIN: [(&str, &str); 1] = [("default", include_str!("../scenarios/default.yaml"))];
+
+/// Why a scenario could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("unknown scenario {0:?} (see `karpenter-sim scenarios`)")]
+    Unknown(String),
+    #[error("scenario {name}: {message}")]
+    Invalid { name: String, message: String },
+}
+
+/// One scenario.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Simulated time to run, e.g. `2h`.
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    /// Controller step (simulated time between passes), e.g. `1s`.
+    #[serde(with = "humantime_serde", default = "default_step")]
+    pub step: Duration,
+    /// Multi-document YAML applied at start (NodePools, EC2NodeClasses, Namespaces).
+    pub manifests: String,
+    #[serde(default)]
+    pub cloud: CloudKnobs,
+    #[serde(default)]
+    pub workloads: Vec<WorkloadEvent>,
+}
+
+fn default_step() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// Fakecloud knobs a scenario may turn.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloudKnobs {
+    /// Per-pool capacity (units) for every offering; fakecloud's default when absent.
+    pub pool_capacity: Option<u32>,
+    /// Fraction of instances that never boot (0..1).
+    pub never_boot_fraction: Option<f64>,
+    /// Fraction of instances that boot slowly (0..1).
+    pub slow_boot_fraction: Option<f64>,
+    /// EC2 DescribeInstances eventual-consistency lag.
+    pub eventual_consistency_lag_ms: Option<u64>,
+    /// Offerings without capacity at start: `[instance type, zone, capacity type]`.
+    #[serde(default)]
+    pub exhausted: Vec<(String, String, String)>,
+}
+
+/// Something the workload does at a point in simulated time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadEvent {
+    #[serde(with = "humantime_serde")]
+    pub at: Duration,
+    /// Set a Deployment's replica count (created on first use).
+    pub deployment: Option<DeploymentSpec>,
+    /// Create a batch of pods that finish after `run_for`.
+    pub batch: Option<BatchSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeploymentSpec {
+    pub name: String,
+    pub replicas: u32,
+    pub cpu: String,
+    pub memory: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchSpec {
+    pub name: String,
+    pub pods: u32,
+    pub cpu: String,
+    pub memory: String,
+    #[serde(with = "humantime_serde")]
+    pub run_for: Duration,
+}
+
+impl Scenario {
+    /// A built-in scenario by name, or a file path.
+    pub fn load(name: &str) -> Result<Self, ScenarioError> {
+        let text = match BUILTIN.iter().find(|(n, _)| *n == name) {
+            Some((_, text)) => text.to_string(),
+            None => std::fs::read_to_string(name)
+                .map_err(|_| ScenarioError::Unknown(name.to_string()))?,
+        };
+        Self::parse(name, &text)
+    }
+
+    pub fn parse(name: &str, text: &str) -> Result<Self, ScenarioError> {
+        let scenario: Scenario =
+            serde_yaml::from_str(text).map_err(|e| ScenarioError::Invalid {
+                name: name.to_string(),
+                message: e.to_string(),
+            })?;
+        for event in &scenario.workloads {
+            if event.deployment.is_some() == event.batch.is_some() {
+                return Err(ScenarioError::Invalid {
+                    name: name.to_string(),
+                    message: format!(
+                        "workload at {:?}: exactly one of deployment, batch",
+                        event.at
+                    ),
+                });
+            }
+        }
+        Ok(scenario)
+    }
+}

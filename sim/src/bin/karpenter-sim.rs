@@ -143,10 +143,7 @@ fn execute(seed: u64, scenario: Scenario, duration: Option<Duration>) -> Result<
 }
 
 #[cfg(madsim)]
-fn block_on<T: Send + 'static>(
-    seed: u64,
-    future: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
+fn block_on<T>(seed: u64, future: impl std::future::Future<Output = T>) -> T {
     madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default()).block_on(future)
 }
 

@@ -165,6 +165,9 @@ impl TypeView<'_> {
     }
 }
 
+/// Shared instance-type name lists of planned claims.
+type TypeNames = Arc<[Arc<str>]>;
+
 /// One cached compatibility result: pool, requirement set, per-type verdicts.
 type CompatEntry = (usize, Requirements, Rc<[bool]>);
 
@@ -537,7 +540,11 @@ impl<'a> Solver<'a> {
                         continue;
                     }
                     if let Some(d) = self.node_domain(n, g) {
-                        self.topology.groups[g].record(d);
+                        if self.group_key[g].is_some() {
+                            self.topology.groups[g].record_at(d, n);
+                        } else {
+                            self.topology.groups[g].record(d);
+                        }
                     }
                 }
             }
@@ -735,7 +742,7 @@ impl<'a> Solver<'a> {
         let mut reasons = Vec::new();
         let mut plans = Vec::new();
         for reqs in alternatives {
-            match self.plan_topology(p, &constraints, &reqs) {
+            match self.plan_topology(p, &constraints) {
                 Ok(plan) => plans.push((reqs, plan)),
                 Err(reason) => reasons.push(reason),
             }
@@ -1188,15 +1195,52 @@ impl<'a> Solver<'a> {
         true
     }
 
+    /// Per-domain counts of group `g` restricted to nodes and claims pod `p`'s node affinity
+    /// allows (`None` when the pod has no node affinity to honour: the plain counts apply).
+    fn honored_counts(&self, p: usize, g: usize) -> Option<Vec<u32>> {
+        let pod = &self.input.pods[p];
+        if pod.node_selector.is_empty() && pod.required_terms.is_empty() {
+            return None;
+        }
+        let k = self.group_key[g]?;
+        let group = &self.topology.groups[g];
+        let mut counts: Vec<u32> = (0..self.universe[k].len())
+            .map(|d| group.count(d))
+            .collect();
+        let terms: Vec<Requirements> = if pod.required_terms.is_empty() {
+            vec![pod.node_selector.clone()]
+        } else {
+            pod.required_terms
+                .iter()
+                .map(|t| {
+                    let mut r = pod.node_selector.clone();
+                    r.add_all(t);
+                    r
+                })
+                .collect()
+        };
+        for &(slot, d) in group.placements() {
+            let allowed = if slot < self.nodes.len() {
+                terms
+                    .iter()
+                    .any(|t| t.matches_labels(&self.nodes[slot].node.labels))
+            } else {
+                let claim = &self.claims[slot - self.nodes.len()];
+                terms
+                    .iter()
+                    .any(|t| claim.requirements.compatible(t, is_well_known).is_ok())
+            };
+            if !allowed && counts[d] > 0 {
+                counts[d] -= 1;
+            }
+        }
+        Some(counts)
+    }
+
     /// The target-independent part of the pod's topology: for every non-hostname key it touches,
     /// which domains it may use and how to choose among them. Every such key is pinned to one
     /// domain at placement, so the pod is recorded exactly where it lands.
-    fn plan_topology(
-        &self,
-        p: usize,
-        c: &Constraints,
-        reqs: &Requirements,
-    ) -> Result<TopologyPlan, String> {
+    fn plan_topology(&self, p: usize, c: &Constraints) -> Result<TopologyPlan, String> {
         let pod = &self.input.pods[p];
         let mut plan = TopologyPlan::default();
         for r in &c.spread {
@@ -1218,16 +1262,32 @@ impl<'a> Solver<'a> {
                 .iter()
                 .find(|s| &s.topology_key == key)
                 .is_some_and(|s| s.honor_node_affinity);
+            // nodeAffinityPolicy Honor: domains and counted pods are limited to nodes the pod's
+            // whole node affinity (nodeSelector and every OR term, relaxed or not) allows.
+            let affinity_allows = |d: &str| {
+                pod.node_selector.get(key).is_none_or(|q| q.has(d))
+                    && (pod.required_terms.is_empty()
+                        || pod
+                            .required_terms
+                            .iter()
+                            .any(|t| t.get(key).is_none_or(|q| q.has(d))))
+            };
+            let counts = if honor {
+                self.honored_counts(p, r.group)
+            } else {
+                None
+            };
+            let count = |d: usize| counts.as_ref().map_or_else(|| g.count(d), |c| c[d]);
             let eligible: Vec<usize> = (0..universe.len())
-                .filter(|d| !honor || reqs.get(key).is_none_or(|q| q.has(&universe[*d])))
+                .filter(|d| !honor || affinity_allows(&universe[*d]))
                 .collect();
-            let mut min = eligible.iter().map(|d| g.count(*d)).min().unwrap_or(0) as i64;
+            let mut min = eligible.iter().map(|d| count(*d)).min().unwrap_or(0) as i64;
             if min_domains.is_some_and(|m| (eligible.len() as i64) < m as i64) {
                 min = 0;
             }
             let own = i64::from(g.counts_pod(&pod.namespace, &pod.labels));
             let allowed: Vec<bool> = (0..universe.len())
-                .map(|d| g.count(d) as i64 + own - min <= max_skew as i64)
+                .map(|d| count(d) as i64 + own - min <= max_skew as i64)
                 .collect();
             if !allowed.iter().any(|a| *a) {
                 return Err(format!(
@@ -1417,13 +1477,18 @@ impl<'a> Solver<'a> {
     fn record(
         &mut self,
         p: usize,
+        slot: usize,
         domain_of: &dyn Fn(&Self, usize) -> Option<usize>,
         c: &Constraints,
     ) {
         for i in 0..self.counted_by[p].len() {
             let g = self.counted_by[p][i];
             if let Some(d) = domain_of(self, g) {
-                self.topology.groups[g].record(d);
+                if self.group_key[g].is_some() {
+                    self.topology.groups[g].record_at(d, slot);
+                } else {
+                    self.topology.groups[g].record(d);
+                }
             }
         }
         for r in &c.anti {
@@ -1440,7 +1505,7 @@ impl<'a> Solver<'a> {
         node.host_ports
             .extend(self.input.pods[p].host_ports.iter().cloned());
         node.placed.push(p);
-        self.record(p, &|solver, g| solver.node_domain(n, g), c);
+        self.record(p, n, &|solver, g| solver.node_domain(n, g), c);
     }
 
     fn commit_claim(&mut self, p: usize, c: usize, attempt: Attempt, constraints: &Constraints) {
@@ -1511,6 +1576,7 @@ impl<'a> Solver<'a> {
         }
         self.record(
             p,
+            slot,
             &|solver, g| match solver.group_key[g] {
                 None => Some(slot),
                 Some(k) => solver.claims[c].pinned[k],
@@ -1522,7 +1588,7 @@ impl<'a> Solver<'a> {
     fn results(&self, failures: BTreeMap<usize, String>) -> Results {
         let mut results = Results::default();
         // Many claims end with the same type list: share one copy of each.
-        let mut lists: HashMap<Vec<u32>, Arc<[Arc<str>]>> = HashMap::new();
+        let mut lists: HashMap<(usize, Vec<u32>), TypeNames> = HashMap::new();
         for claim in &self.claims {
             let pool = &self.pools[claim.pool];
             let zone = claim.requirements.get(ZONE_LABEL);
@@ -1566,8 +1632,8 @@ impl<'a> Solver<'a> {
             requirements.retain(|r| r.key != INSTANCE_TYPE_LABEL || r.min_values.is_some());
             let ids: Vec<u32> = priced.iter().map(|(_, t)| *t).collect();
             let names = lists
-                .entry(ids)
-                .or_insert_with_key(|ids| {
+                .entry((claim.pool, ids))
+                .or_insert_with_key(|(_, ids)| {
                     ids.iter()
                         .map(|t| pool.types[*t as usize].name.clone())
                         .collect()

@@ -54,6 +54,9 @@ pub struct Group {
     /// For anti-affinity: pods *carrying* this term per domain id (for the inverse check).
     owners: Vec<u32>,
     owners_total: u32,
+    /// For non-hostname keys: (host slot, domain id) of every recorded pod, so a pod whose
+    /// node affinity rules some nodes out can discount the pods on them (nodeAffinityPolicy).
+    placements: Vec<(usize, usize)>,
 }
 
 fn bump(counts: &mut Vec<u32>, id: usize) {
@@ -76,6 +79,17 @@ impl Group {
     pub fn record(&mut self, domain: usize) {
         bump(&mut self.counts, domain);
         self.total += 1;
+    }
+
+    /// Records a matching pod in `domain` on the node or claim in host `slot`.
+    pub fn record_at(&mut self, domain: usize, slot: usize) {
+        self.record(domain);
+        self.placements.push((slot, domain));
+    }
+
+    /// (host slot, domain id) of every pod recorded with [`Group::record_at`].
+    pub fn placements(&self) -> &[(usize, usize)] {
+        &self.placements
     }
 
     /// Matching pods across all domains.
@@ -175,6 +189,7 @@ impl Topology {
             total: 0,
             owners: Vec::new(),
             owners_total: 0,
+            placements: Vec::new(),
         });
         let i = self.groups.len() - 1;
         if tag == 2 {

@@ -11,5 +11,7 @@ mod lifecycle;
 mod plan;
 mod properties;
 mod provisioning;
+mod scheduling;
+mod scheduling_properties;
 mod seams;
 mod validation;

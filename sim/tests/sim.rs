@@ -16,6 +16,8 @@ mod kubelet;
 mod scheduler;
 #[path = "sim/standin_fake.rs"]
 mod standin_fake;
+#[path = "sim/world.rs"]
+mod world;
 
 /// The simulated clusters' start time.
 pub fn start() -> Timestamp {

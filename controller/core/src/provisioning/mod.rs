@@ -66,7 +66,12 @@ pub struct Provisioner {
     seen: BTreeSet<String>,
     /// Offerings that recently failed with insufficient capacity: hidden from planning.
     unavailable: Option<Arc<UnavailableOfferings>>,
+    /// When the last pass ran.
+    last_pass: Option<jiff::Timestamp>,
 }
+
+/// How often pods that stay pending are provisioned for again (upstream requeues every 10 s).
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Provisioner {
     pub fn new(
@@ -83,6 +88,7 @@ impl Provisioner {
             batcher: Batcher::new(options.window),
             seen: BTreeSet::new(),
             unavailable: None,
+            last_pass: None,
         }
     }
 
@@ -112,7 +118,13 @@ impl Provisioner {
                 pending.insert(pod.metadata.uid.clone().unwrap_or_default());
             }
         }
-        if pending.iter().any(|uid| !self.seen.contains(uid)) {
+        // New pending pods open (or extend) a batch; pods still pending after a pass (their
+        // NodeClaim failed, say) are retried every `RETRY_INTERVAL`, as upstream requeues them.
+        let retry = !self.batcher.is_open()
+            && self
+                .last_pass
+                .is_some_and(|t| now.duration_since(t).unsigned_abs() >= RETRY_INTERVAL);
+        if pending.iter().any(|uid| !self.seen.contains(uid)) || (!pending.is_empty() && retry) {
             self.batcher.trigger(now);
         }
         self.seen = pending;
@@ -120,6 +132,7 @@ impl Provisioner {
             return Ok(None);
         }
         self.batcher.reset();
+        self.last_pass = Some(now);
         self.provision().await.map(Some)
     }
 

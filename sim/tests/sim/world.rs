@@ -1,0 +1,115 @@
+//! Whole-world runs: determinism, and the scenarios the project promises (a burst converges
+//! within the batch window plus boot time, capacity errors fall back, never-booting instances
+//! are replaced without leaks).
+
+use std::time::Duration;
+
+use karpenter_sim::report::Report;
+use karpenter_sim::scenario::Scenario;
+use karpenter_sim::world::World;
+
+const POOL: &str = r#"
+manifests: |
+  apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: default}
+  spec:
+    template:
+      spec:
+        requirements:
+          - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+          - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
+          - {key: node.kubernetes.io/instance-type, operator: In, values: [TYPES]}
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+    limits: {cpu: 2000}
+  ---
+  apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {name: default}
+  spec:
+    role: KarpenterNodeRole-sim
+    amiSelectorTerms: [{alias: al2023@latest}]
+    subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+    securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+"#;
+
+fn scenario(types: &str, rest: &str) -> Scenario {
+    let text = format!(
+        "name: test\nduration: 30m\nstep: 1s\n{}\n{rest}",
+        POOL.replace("TYPES", types)
+    );
+    Scenario::parse("test", &text).expect("test scenario parses")
+}
+
+fn run(seed: u64, scenario: Scenario, duration: Duration) -> Report {
+    futures::executor::block_on(async {
+        let mut world = World::new(seed, scenario).await.expect("world builds");
+        world
+            .run(Some(duration), &mut |_, _| {})
+            .await
+            .expect("world runs")
+    })
+}
+
+#[test]
+fn the_same_seed_replays_bit_for_bit_and_another_seed_differs() {
+    let default = || Scenario::load("default").expect("built-in");
+    let a = run(7, default(), Duration::from_secs(15 * 60));
+    let b = run(7, default(), Duration::from_secs(15 * 60));
+    assert_eq!(a, b, "two runs of one seed must be identical");
+    let c = run(8, default(), Duration::from_secs(15 * 60));
+    assert_ne!(
+        a.event_log_sha256, c.event_log_sha256,
+        "another seed gives another log"
+    );
+    assert!(a.passed(), "{:?}", a.invariants);
+}
+
+#[test]
+fn a_burst_of_500_pods_runs_within_the_batch_window_plus_boot_time() {
+    let s = scenario(
+        "c6i.2xlarge, c6i.4xlarge, m6i.2xlarge, m6i.4xlarge",
+        "workloads:\n  - at: 0s\n    deployment: {name: burst, replicas: 500, cpu: 250m, memory: 256Mi}\n",
+    );
+    let report = run(3, s, Duration::from_secs(10 * 60));
+    assert!(report.converged, "{report:?}");
+    assert_eq!(report.pods.running, 500);
+    // Batch window (≤ 10 s) + launch + boot (fakecloud's default boot is well under 2 min).
+    assert!(
+        report.pods.pending_seconds_p99 <= 180.0,
+        "p99 pending {}s",
+        report.pods.pending_seconds_p99
+    );
+    assert!(report.passed(), "{:?}", report.invariants);
+}
+
+#[test]
+fn spot_capacity_errors_fall_back_to_on_demand_and_still_converge() {
+    let s = scenario(
+        "m5.large",
+        "cloud:\n  exhausted:\n    - [m5.large, us-west-2a, spot]\n    - [m5.large, us-west-2b, spot]\n    - [m5.large, us-west-2c, spot]\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 6, cpu: 500m, memory: 512Mi}\n",
+    );
+    let report = run(5, s, Duration::from_secs(15 * 60));
+    assert!(report.converged, "{report:?}");
+    assert!(
+        report
+            .nodes
+            .launched_by_type
+            .keys()
+            .all(|k| k.ends_with("/on-demand")),
+        "{:?}",
+        report.nodes.launched_by_type
+    );
+    assert!(report.passed(), "{:?}", report.invariants);
+}
+
+#[test]
+fn instances_that_never_boot_are_replaced_and_nothing_leaks() {
+    let s = scenario(
+        "m5.large, m5.xlarge",
+        "cloud:\n  neverBootFraction: 0.5\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 4, cpu: 500m, memory: 512Mi}\n",
+    );
+    let report = run(11, s, Duration::from_secs(45 * 60));
+    assert!(report.converged, "{report:?}");
+    assert!(report.passed(), "{:?}", report.invariants);
+}

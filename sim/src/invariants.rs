@@ -17,8 +17,8 @@ use karpenter_core::catalog::CapacityType;
 use karpenter_core::resources::Resources;
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_core::seams::{KubeApi, KubeError};
-use serde_json::{Value, json};
+use karpenter_core::seams::{KubeApi, KubeApiExt, KubeError};
+use serde_json::Value;
 
 use crate::report::InvariantResult;
 
@@ -74,19 +74,11 @@ impl Observation {
             .await?
             .items;
         let claims: Vec<NodeClaim> = kube
-            .list(&ResourceKind::NODE_CLAIM, &Default::default())
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|c| serde_json::from_value(c).ok())
-            .collect();
+            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
+            .await?;
         let pools: Vec<NodePool> = kube
-            .list(&ResourceKind::NODE_POOL, &Default::default())
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|p| serde_json::from_value(p).ok())
-            .collect();
+            .list_decodable(&ResourceKind::NODE_POOL, &Default::default())
+            .await?;
         let mut o = Observation {
             claims: claims.len(),
             nodes: nodes.len(),
@@ -237,7 +229,6 @@ impl Observation {
             }
         }
         o.claim_list = claims;
-        let _ = json!(null);
         Ok(o)
     }
 }

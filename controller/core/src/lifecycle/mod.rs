@@ -29,7 +29,7 @@ use crate::catalog::Catalog;
 use crate::resources::Resources;
 use crate::seams::ec2::{Filter, InstanceState};
 use crate::seams::kube::{DeleteOptions, EventRecord, ObjectKey, Patch, ResourceKind};
-use crate::seams::{Clock, Ec2, KubeApi, KubeError};
+use crate::seams::{Clock, Ec2, KubeApi, KubeApiExt, KubeError};
 
 /// Knobs of the lifecycle controllers.
 #[derive(Clone, Debug)]
@@ -125,18 +125,14 @@ impl Lifecycle {
 
     /// Reconciles every NodeClaim once, in name order. One claim's error does not stop the rest.
     pub async fn reconcile_all(&self) -> Result<Vec<(String, Result<Step, String>)>, KubeError> {
-        let claims: Vec<NodeClaim> = decode(
-            self.kube
-                .list(&ResourceKind::NODE_CLAIM, &Default::default())
-                .await?
-                .items,
-        );
-        let nodes: Vec<Node> = decode(
-            self.kube
-                .list(&ResourceKind::NODE, &Default::default())
-                .await?
-                .items,
-        );
+        let claims: Vec<NodeClaim> = self
+            .kube
+            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
+            .await?;
+        let nodes: Vec<Node> = self
+            .kube
+            .list_decodable(&ResourceKind::NODE, &Default::default())
+            .await?;
         let mut out = Vec::new();
         for claim in claims {
             let name = claim.metadata.name.clone().unwrap_or_default();
@@ -566,12 +562,10 @@ impl Lifecycle {
     /// deleted).
     pub async fn garbage_collect(&self) -> Result<(usize, usize), LifecycleError> {
         let now = self.clock.now();
-        let claims: Vec<NodeClaim> = decode(
-            self.kube
-                .list(&ResourceKind::NODE_CLAIM, &Default::default())
-                .await?
-                .items,
-        );
+        let claims: Vec<NodeClaim> = self
+            .kube
+            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
+            .await?;
         let known: BTreeSet<String> = claims
             .iter()
             .filter_map(|c| {
@@ -655,18 +649,14 @@ impl Lifecycle {
 
     /// Writes each NodePool's `status.nodes` and `status.resources` (summed claim capacity).
     pub async fn count_nodepools(&self) -> Result<(), KubeError> {
-        let pools: Vec<NodePool> = decode(
-            self.kube
-                .list(&ResourceKind::NODE_POOL, &Default::default())
-                .await?
-                .items,
-        );
-        let claims: Vec<NodeClaim> = decode(
-            self.kube
-                .list(&ResourceKind::NODE_CLAIM, &Default::default())
-                .await?
-                .items,
-        );
+        let pools: Vec<NodePool> = self
+            .kube
+            .list_decodable(&ResourceKind::NODE_POOL, &Default::default())
+            .await?;
+        let claims: Vec<NodeClaim> = self
+            .kube
+            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
+            .await?;
         for pool in pools {
             let name = pool.metadata.name.clone().unwrap_or_default();
             let mine: Vec<&NodeClaim> = claims
@@ -730,11 +720,4 @@ impl Lifecycle {
             tracing::debug!(%err, reason, "event not recorded");
         }
     }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
-    items
-        .into_iter()
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect()
 }

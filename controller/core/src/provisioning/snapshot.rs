@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use serde_json::Value;
 
 use super::eligibility::is_provisionable;
 use crate::api::labels::{DISRUPTED_TAINT_KEY, INITIALIZED_LABEL};
@@ -16,7 +15,7 @@ use crate::catalog::Catalog;
 use crate::resources::Resources;
 use crate::scheduling::{ExistingNode, PodInfo};
 use crate::seams::kube::{ListOptions, ResourceKind};
-use crate::seams::{KubeApi, KubeError};
+use crate::seams::{KubeApi, KubeApiExt, KubeError};
 use crate::validation::validate_nodepool;
 
 /// Inputs of one scheduling run.
@@ -29,15 +28,6 @@ pub struct Snapshot {
     pub daemonsets: Vec<PodInfo>,
     pub pending: Vec<PodInfo>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-}
-
-fn decode_all<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
-    // An object that does not decode is skipped, never a panic: the API server is the judge of
-    // its shape, and one odd object must not stop provisioning for everything else.
-    items
-        .into_iter()
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect()
 }
 
 fn resources(
@@ -71,16 +61,14 @@ impl Snapshot {
     /// Reads everything a pass needs. Fails only when a list call fails (retry the pass).
     pub async fn read(kube: &dyn KubeApi, catalog: &Catalog) -> Result<Self, KubeError> {
         let all = ListOptions::default();
-        let pools: Vec<NodePool> =
-            decode_all(kube.list(&ResourceKind::NODE_POOL, &all).await?.items);
-        let nodes: Vec<Node> = decode_all(kube.list(&ResourceKind::NODE, &all).await?.items);
-        let claims: Vec<NodeClaim> =
-            decode_all(kube.list(&ResourceKind::NODE_CLAIM, &all).await?.items);
-        let pods: Vec<Pod> = decode_all(kube.list(&ResourceKind::POD, &all).await?.items);
+        let pools: Vec<NodePool> = kube.list_decodable(&ResourceKind::NODE_POOL, &all).await?;
+        let nodes: Vec<Node> = kube.list_decodable(&ResourceKind::NODE, &all).await?;
+        let claims: Vec<NodeClaim> = kube.list_decodable(&ResourceKind::NODE_CLAIM, &all).await?;
+        let pods: Vec<Pod> = kube.list_decodable(&ResourceKind::POD, &all).await?;
         let daemonsets: Vec<DaemonSet> =
-            decode_all(kube.list(&ResourceKind::DAEMON_SET, &all).await?.items);
+            kube.list_decodable(&ResourceKind::DAEMON_SET, &all).await?;
         let namespaces: Vec<Namespace> =
-            decode_all(kube.list(&ResourceKind::NAMESPACE, &all).await?.items);
+            kube.list_decodable(&ResourceKind::NAMESPACE, &all).await?;
 
         let mut snapshot = Snapshot {
             pools: pools

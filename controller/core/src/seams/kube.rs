@@ -328,6 +328,28 @@ pub trait KubeApiExt: KubeApi {
         list.items.into_iter().map(decode).collect()
     }
 
+    /// Lists objects as `T`, in (namespace, name) order, skipping any that do not decode: one odd
+    /// object (a newer API version, a hand-edited field) must not stop a controller from
+    /// reconciling all the others. Skips are logged.
+    async fn list_decodable<T: DeserializeOwned>(
+        &self,
+        kind: &ResourceKind,
+        options: &ListOptions,
+    ) -> Result<Vec<T>, KubeError> {
+        let list = self.list(kind, options).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|value| match serde_json::from_value(value) {
+                Ok(object) => Some(object),
+                Err(err) => {
+                    tracing::warn!(kind = kind.kind, %err, "skipping an object that does not decode");
+                    None
+                }
+            })
+            .collect())
+    }
+
     /// Creates a typed object.
     async fn create_typed<T: Serialize + DeserializeOwned + Sync>(
         &self,

@@ -54,6 +54,10 @@ pub struct CloudKnobs {
     pub slow_boot_fraction: Option<f64>,
     /// EC2 DescribeInstances eventual-consistency lag.
     pub eventual_consistency_lag_ms: Option<u64>,
+    /// Fraction of EC2 calls answered with `RequestLimitExceeded`.
+    pub ec2_throttle_rate: Option<f64>,
+    /// Fraction of EC2 calls that fail with a 5xx.
+    pub ec2_unavailable_rate: Option<f64>,
     /// Offerings without capacity at start: `[instance type, zone, capacity type]`.
     #[serde(default)]
     pub exhausted: Vec<(String, String, String)>,

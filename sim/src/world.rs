@@ -92,6 +92,15 @@ impl World {
             cloud_config.eventual_consistency_lag_ms = ms;
         }
         let cloud = Arc::new(FakeCloud::new(clock.clone(), catalog.clone(), cloud_config));
+        let throttle = scenario.cloud.ec2_throttle_rate.unwrap_or(0.0);
+        let unavailable = scenario.cloud.ec2_unavailable_rate.unwrap_or(0.0);
+        if throttle > 0.0 || unavailable > 0.0 {
+            cloud.set_fault_rates_all(fakecloud::FaultRates {
+                throttle_rate: throttle,
+                unavailable_rate: unavailable,
+                ..fakecloud::FaultRates::default()
+            });
+        }
         for (instance_type, zone, capacity_type) in &scenario.cloud.exhausted {
             let ct = CapacityType::from_label(capacity_type).unwrap_or(CapacityType::OnDemand);
             cloud.set_pool_capacity(&Pool::new(instance_type, zone, ct), 0);

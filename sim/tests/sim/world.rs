@@ -113,3 +113,35 @@ fn instances_that_never_boot_are_replaced_and_nothing_leaks() {
     assert!(report.converged, "{report:?}");
     assert!(report.passed(), "{:?}", report.invariants);
 }
+
+#[test]
+fn eventual_consistency_and_throttling_cause_no_duplicate_launches_or_leaks() {
+    let s = scenario(
+        "m5.large, m5.xlarge",
+        "cloud:\n  eventualConsistencyLagMs: 8000\n  ec2ThrottleRate: 0.2\n  ec2UnavailableRate: 0.05\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 8, cpu: 500m, memory: 512Mi}\n",
+    );
+    let (report, throttled) = futures::executor::block_on(async {
+        let mut world = World::new(13, s).await.expect("world builds");
+        let report = world
+            .run(Some(Duration::from_secs(30 * 60)), &mut |_, _| {})
+            .await
+            .expect("world runs");
+        let throttled = world
+            .cloud
+            .calls()
+            .iter()
+            .filter(|c| c.outcome.contains("RequestLimitExceeded") || c.outcome.contains("throttl"))
+            .count();
+        (report, throttled)
+    });
+    assert!(throttled > 0, "the scenario must actually throttle");
+    assert!(report.converged, "{report:?}");
+    assert!(report.passed(), "{:?}", report.invariants);
+    // 8 × 500m needs at most three of the smallest nodes: more launches would be duplicates.
+    assert!(
+        report.nodes.launched <= 3,
+        "launched {}: {:?}",
+        report.nodes.launched,
+        report.nodes.launched_by_type
+    );
+}

@@ -16,6 +16,9 @@ pub struct Report {
     pub invariants: Vec<InvariantResult>,
     pub pods: PodsReport,
     pub nodes: NodesReport,
+    /// Injected faults seen in the call logs, by kind (`ec2-throttle`, `ec2-5xx`, `api-5xx`,
+    /// `api-conflict`).
+    pub faults_injected: BTreeMap<String, u64>,
     pub cost_dollars: f64,
     pub simulated_seconds: f64,
     pub wall_seconds: f64,

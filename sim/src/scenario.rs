@@ -58,6 +58,10 @@ pub struct CloudKnobs {
     pub ec2_throttle_rate: Option<f64>,
     /// Fraction of EC2 calls that fail with a 5xx.
     pub ec2_unavailable_rate: Option<f64>,
+    /// Fraction of cluster API calls that fail with a 503.
+    pub api_unavailable_rate: Option<f64>,
+    /// Fraction of cluster API writes that fail with a 409 conflict.
+    pub api_conflict_rate: Option<f64>,
     /// Offerings without capacity at start: `[instance type, zone, capacity type]`.
     #[serde(default)]
     pub exhausted: Vec<(String, String, String)>,

@@ -174,6 +174,14 @@ fn print_report(report: &Report) {
     for (kind, count) in &report.nodes.launched_by_type {
         println!("  {kind}: {count}");
     }
+    if !report.faults_injected.is_empty() {
+        let faults: Vec<String> = report
+            .faults_injected
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!("faults injected: {}", faults.join(", "));
+    }
     println!("cost: ${:.2}", report.cost_dollars);
     println!(
         "time: {:.0} simulated seconds in {:.2} wall seconds ({:.0}x)",

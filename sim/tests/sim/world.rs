@@ -118,7 +118,7 @@ fn instances_that_never_boot_are_replaced_and_nothing_leaks() {
 fn eventual_consistency_and_throttling_cause_no_duplicate_launches_or_leaks() {
     let s = scenario(
         "m5.large, m5.xlarge",
-        "cloud:\n  eventualConsistencyLagMs: 8000\n  ec2ThrottleRate: 0.2\n  ec2UnavailableRate: 0.05\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 8, cpu: 500m, memory: 512Mi}\n",
+        "cloud:\n  eventualConsistencyLagMs: 8000\n  ec2ThrottleRate: 0.2\n  ec2UnavailableRate: 0.05\n  apiUnavailableRate: 0.02\n  apiConflictRate: 0.05\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 8, cpu: 500m, memory: 512Mi}\n",
     );
     let (report, throttled) = futures::executor::block_on(async {
         let mut world = World::new(13, s).await.expect("world builds");
@@ -126,12 +126,11 @@ fn eventual_consistency_and_throttling_cause_no_duplicate_launches_or_leaks() {
             .run(Some(Duration::from_secs(30 * 60)), &mut |_, _| {})
             .await
             .expect("world runs");
-        let throttled = world
-            .cloud
-            .calls()
-            .iter()
-            .filter(|c| c.outcome.contains("RequestLimitExceeded") || c.outcome.contains("throttl"))
-            .count();
+        let throttled = report
+            .faults_injected
+            .get("ec2-throttle")
+            .copied()
+            .unwrap_or(0);
         (report, throttled)
     });
     assert!(throttled > 0, "the scenario must actually throttle");

@@ -6,7 +6,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 1] = [("default", include_str!("../scenarios/default.yaml"))];
+pub const BUILTIN: [(&str, &str); 2] = [
+    ("default", include_str!("../scenarios/default.yaml")),
+    ("diurnal", include_str!("../scenarios/diurnal.yaml")),
+];
 
 /// Why a scenario could not be read.
 #[derive(Debug, thiserror::Error)]

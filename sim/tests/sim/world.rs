@@ -71,16 +71,18 @@ fn a_burst_of_500_pods_runs_within_the_batch_window_plus_boot_time() {
         "c6i.2xlarge, c6i.4xlarge, m6i.2xlarge, m6i.4xlarge",
         "workloads:\n  - at: 0s\n    deployment: {name: burst, replicas: 500, cpu: 250m, memory: 256Mi}\n",
     );
-    let report = run(3, s, Duration::from_secs(10 * 60));
-    assert!(report.converged, "{report:?}");
-    assert_eq!(report.pods.running, 500);
-    // Batch window (≤ 10 s) + launch + boot (fakecloud's default boot is well under 2 min).
-    assert!(
-        report.pods.pending_seconds_p99 <= 180.0,
-        "p99 pending {}s",
-        report.pods.pending_seconds_p99
-    );
-    assert!(report.passed(), "{:?}", report.invariants);
+    for seed in [3, 4, 5] {
+        let report = run(seed, s.clone(), Duration::from_secs(10 * 60));
+        assert!(report.converged, "seed {seed}: {report:?}");
+        assert_eq!(report.pods.running, 500);
+        // Batch window (≤ 10 s) + launch + boot (fakecloud's default boot is well under 2 min).
+        assert!(
+            report.pods.pending_seconds_p99 <= 180.0,
+            "seed {seed}: p99 {}s",
+            report.pods.pending_seconds_p99
+        );
+        assert!(report.passed(), "seed {seed}: {:?}", report.invariants);
+    }
 }
 
 #[test]
@@ -89,29 +91,29 @@ fn spot_capacity_errors_fall_back_to_on_demand_and_still_converge() {
         "m5.large",
         "cloud:\n  exhausted:\n    - [m5.large, us-west-2a, spot]\n    - [m5.large, us-west-2b, spot]\n    - [m5.large, us-west-2c, spot]\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 6, cpu: 500m, memory: 512Mi}\n",
     );
-    let report = run(5, s, Duration::from_secs(15 * 60));
-    assert!(report.converged, "{report:?}");
-    assert!(
-        report
-            .nodes
-            .launched_by_type
-            .keys()
-            .all(|k| k.ends_with("/on-demand")),
-        "{:?}",
-        report.nodes.launched_by_type
-    );
-    assert!(report.passed(), "{:?}", report.invariants);
+    for seed in [5, 6, 7] {
+        let report = run(seed, s.clone(), Duration::from_secs(15 * 60));
+        assert!(report.converged, "seed {seed}: {report:?}");
+        let types = &report.nodes.launched_by_type;
+        assert!(
+            types.keys().all(|k| k.ends_with("/on-demand")),
+            "seed {seed}: {types:?}"
+        );
+        assert!(report.passed(), "seed {seed}: {:?}", report.invariants);
+    }
 }
 
 #[test]
-fn instances_that_never_boot_are_replaced_and_nothing_leaks() {
+fn slow_and_never_booting_instances_are_replaced_and_nothing_leaks() {
     let s = scenario(
         "m5.large, m5.xlarge",
-        "cloud:\n  neverBootFraction: 0.5\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 4, cpu: 500m, memory: 512Mi}\n",
+        "cloud:\n  neverBootFraction: 0.5\n  slowBootFraction: 0.3\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 4, cpu: 500m, memory: 512Mi}\n",
     );
-    let report = run(11, s, Duration::from_secs(45 * 60));
-    assert!(report.converged, "{report:?}");
-    assert!(report.passed(), "{:?}", report.invariants);
+    for seed in [11, 12, 13] {
+        let report = run(seed, s.clone(), Duration::from_secs(45 * 60));
+        assert!(report.converged, "seed {seed}: {report:?}");
+        assert!(report.passed(), "seed {seed}: {:?}", report.invariants);
+    }
 }
 
 #[test]
@@ -120,27 +122,32 @@ fn eventual_consistency_and_throttling_cause_no_duplicate_launches_or_leaks() {
         "m5.large, m5.xlarge",
         "cloud:\n  eventualConsistencyLagMs: 8000\n  ec2ThrottleRate: 0.2\n  ec2UnavailableRate: 0.05\n  apiUnavailableRate: 0.02\n  apiConflictRate: 0.05\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 8, cpu: 500m, memory: 512Mi}\n",
     );
-    let (report, throttled) = futures::executor::block_on(async {
-        let mut world = World::new(13, s).await.expect("world builds");
-        let report = world
-            .run(Some(Duration::from_secs(30 * 60)), &mut |_, _| {})
-            .await
-            .expect("world runs");
+    for seed in [13, 14, 15] {
+        let report = run(seed, s.clone(), Duration::from_secs(30 * 60));
         let throttled = report
             .faults_injected
             .get("ec2-throttle")
             .copied()
             .unwrap_or(0);
-        (report, throttled)
-    });
-    assert!(throttled > 0, "the scenario must actually throttle");
-    assert!(report.converged, "{report:?}");
-    assert!(report.passed(), "{:?}", report.invariants);
-    // 8 × 500m needs at most three of the smallest nodes: more launches would be duplicates.
-    assert!(
-        report.nodes.launched <= 3,
-        "launched {}: {:?}",
-        report.nodes.launched,
-        report.nodes.launched_by_type
-    );
+        assert!(
+            throttled > 0,
+            "seed {seed}: the scenario must actually throttle"
+        );
+        assert!(report.converged, "seed {seed}: {report:?}");
+        assert!(report.passed(), "seed {seed}: {:?}", report.invariants);
+        // 8 × 500m needs at most three of the smallest nodes: more launches would be duplicates.
+        assert!(
+            report.nodes.launched <= 3,
+            "seed {seed}: launched {}: {:?}",
+            report.nodes.launched,
+            report.nodes.launched_by_type
+        );
+    }
+}
+
+#[test]
+fn the_built_in_scenarios_parse() {
+    for (name, text) in karpenter_sim::scenario::BUILTIN {
+        Scenario::parse(name, text).expect("built-in scenario parses");
+    }
 }

@@ -262,29 +262,18 @@ impl Lifecycle {
                     return Ok(Step::DeletedInsufficientCapacity);
                 }
                 Err(err) => {
-                    let mut conditions = claim.status.clone().unwrap_or_default().conditions;
                     let status = if matches!(err, LaunchError::NodeClass(_)) {
                         ConditionStatus::False
                     } else {
                         ConditionStatus::Unknown
                     };
-                    conditions::set(
-                        &mut conditions,
-                        cond::LAUNCHED,
-                        status,
-                        "LaunchFailed",
-                        &err.to_string(),
-                        None,
-                        now,
-                    );
-                    conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
-                    self.kube
-                        .patch_status(
-                            &ResourceKind::NODE_CLAIM,
-                            &key(claim),
-                            &Patch::Merge(json!({"status": {"conditions": conditions}})),
-                        )
-                        .await?;
+                    let message = err.to_string();
+                    self.write_condition(
+                        claim,
+                        (cond::LAUNCHED, status, "LaunchFailed", &message),
+                        json!({}),
+                    )
+                    .await?;
                     return Ok(Step::LaunchFailed(err.to_string()));
                 }
             }
@@ -315,29 +304,7 @@ impl Lifecycle {
                 &Patch::Merge(json!({"metadata": {"labels": labels}})),
             )
             .await?;
-        let mut conditions = claim.status.clone().unwrap_or_default().conditions;
-        conditions::set(
-            &mut conditions,
-            cond::LAUNCHED,
-            ConditionStatus::True,
-            "Launched",
-            "",
-            None,
-            now,
-        );
-        conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
-        self.kube
-            .patch_status(
-                &ResourceKind::NODE_CLAIM,
-                &key(claim),
-                &Patch::Merge(json!({"status": {
-                    "providerID": launched.provider_id(),
-                    "imageID": launched.image_id,
-                    "capacity": capacity,
-                    "allocatable": allocatable,
-                    "conditions": conditions,
-                }})),
-            )
+        self.write_condition(claim, (cond::LAUNCHED, ConditionStatus::True, "Launched", ""), json!({"providerID": launched.provider_id(), "imageID": launched.image_id, "capacity": capacity, "allocatable": allocatable}))
             .await?;
         Ok(Step::Launched)
     }
@@ -345,7 +312,6 @@ impl Lifecycle {
     /// The node joined: sync labels and taints onto it, drop the unregistered taint, take
     /// ownership (finalizer, owner reference), mark the claim Registered.
     async fn register(&self, claim: &NodeClaim, node: &Node) -> Result<Step, LifecycleError> {
-        let now = self.clock.now();
         let node_name = node.metadata.name.clone().unwrap_or_default();
         let mut labels = claim.metadata.labels.clone().unwrap_or_default();
         labels.insert(REGISTERED_LABEL.to_string(), "true".to_string());
@@ -382,31 +348,18 @@ impl Lifecycle {
                 &Patch::Merge(json!({"metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": owner}, "spec": {"taints": taints}})),
             )
             .await?;
-        let mut conditions = claim.status.clone().unwrap_or_default().conditions;
-        conditions::set(
-            &mut conditions,
-            cond::REGISTERED,
-            ConditionStatus::True,
-            "Registered",
-            "",
-            None,
-            now,
-        );
-        conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
-        self.kube
-            .patch_status(
-                &ResourceKind::NODE_CLAIM,
-                &key(claim),
-                &Patch::Merge(json!({"status": {"nodeName": node_name, "conditions": conditions}})),
-            )
-            .await?;
+        self.write_condition(
+            claim,
+            (cond::REGISTERED, ConditionStatus::True, "Registered", ""),
+            json!({"nodeName": node_name}),
+        )
+        .await?;
         Ok(Step::Registered)
     }
 
     /// Initialized once the node is Ready, its startup taints are gone and every extended
     /// resource the instance type promises is allocatable.
     async fn initialize(&self, claim: &NodeClaim, node: &Node) -> Result<Step, LifecycleError> {
-        let now = self.clock.now();
         let status = node.status.clone().unwrap_or_default();
         let ready = status
             .conditions
@@ -449,24 +402,12 @@ impl Lifecycle {
                 &Patch::Merge(json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}})),
             )
             .await?;
-        let mut conditions = claim.status.clone().unwrap_or_default().conditions;
-        conditions::set(
-            &mut conditions,
-            cond::INITIALIZED,
-            ConditionStatus::True,
-            "Initialized",
-            "",
-            None,
-            now,
-        );
-        conditions::set_ready(&mut conditions, &cond::READY_DEPENDENTS, None, now);
-        self.kube
-            .patch_status(
-                &ResourceKind::NODE_CLAIM,
-                &key(claim),
-                &Patch::Merge(json!({"status": {"conditions": conditions}})),
-            )
-            .await?;
+        self.write_condition(
+            claim,
+            (cond::INITIALIZED, ConditionStatus::True, "Initialized", ""),
+            json!({}),
+        )
+        .await?;
         Ok(Step::Initialized)
     }
 
@@ -689,6 +630,29 @@ impl Lifecycle {
                 )
                 .await?;
         }
+        Ok(())
+    }
+
+    /// Sets one condition (recomputing `Ready`) and writes it with `extra` status fields, in one
+    /// status patch.
+    async fn write_condition(
+        &self,
+        claim: &NodeClaim,
+        (type_, status, reason, message): (&str, ConditionStatus, &str, &str),
+        mut extra: Value,
+    ) -> Result<(), KubeError> {
+        let now = self.clock.now();
+        let mut list = claim.status.clone().unwrap_or_default().conditions;
+        conditions::set(&mut list, type_, status, reason, message, None, now);
+        conditions::set_ready(&mut list, &cond::READY_DEPENDENTS, None, now);
+        extra["conditions"] = json!(list);
+        self.kube
+            .patch_status(
+                &ResourceKind::NODE_CLAIM,
+                &key(claim),
+                &Patch::Merge(json!({"status": extra})),
+            )
+            .await?;
         Ok(())
     }
 

@@ -1,10 +1,8 @@
 //! `karpenter plan` as a user runs it: the plans it makes for the example manifests, its JSON and
 //! table output, determinism, and exit code 2 with file, document and field on bad input.
 
+use super::{karpenter, root, stderr, stdout};
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
 
 use karpenter_core::api::labels::{
     ARCH_LABEL, INSTANCE_CATEGORY_LABEL, INSTANCE_FAMILY_LABEL, INSTANCE_GENERATION_LABEL,
@@ -12,39 +10,6 @@ use karpenter_core::api::labels::{
 use karpenter_core::catalog::{Catalog, InstanceType};
 use karpenter_core::resources::CPU;
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn karpenter(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(args)
-        .current_dir(root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("karpenter starts");
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("write stdin");
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("karpenter finishes")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// Runs `plan` with `args`, expects exit 0, returns the JSON plan.
 fn plan(args: &[&str], stdin: Option<&str>) -> Value {

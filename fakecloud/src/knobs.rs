@@ -1,7 +1,7 @@
 //! Behaviour knobs and inspection: what tests and the simulation use besides the seams. Every
 //! method first catches up with the clock, so what it changes or shows is as of now.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -266,6 +266,14 @@ impl FakeCloud {
             .map(|r| r.instance.clone())
     }
 
+    /// An instance's state without copying the rest of it (polled for every node every step).
+    pub fn instance_state(&self, instance_id: &str) -> Option<InstanceState> {
+        self.current()
+            .instances
+            .get(instance_id)
+            .map(|r| r.instance.state)
+    }
+
     pub fn boot(&self, instance_id: &str) -> Option<Boot> {
         let state = self.current();
         let record = state.instances.get(instance_id)?;
@@ -281,6 +289,19 @@ impl FakeCloud {
             .filter(|r| r.instance.state == InstanceState::Running)
             .filter(|r| r.ready_at.is_some_and(|t| t <= state.now))
             .map(|r| r.boot(&state.config.region, &kubelet_labels(&state, &r.pool)))
+            .collect()
+    }
+
+    /// Ids of the instances [`ready_to_join`](Self::ready_to_join) would return, without building
+    /// their boot records (cheap enough to poll every step).
+    pub fn ready_to_join_ids(&self) -> BTreeSet<String> {
+        let state = self.current();
+        state
+            .instances
+            .values()
+            .filter(|r| r.instance.state == InstanceState::Running)
+            .filter(|r| r.ready_at.is_some_and(|t| t <= state.now))
+            .map(|r| r.instance.instance_id.clone())
             .collect()
     }
 

@@ -6,7 +6,7 @@
 //! - `claims-progress`: no NodeClaim stays un-launched or unregistered past its deadline;
 //! - `liveness` (at the end): every pod is running once the workload settles.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use fakecloud::FakeCloud;
@@ -17,7 +17,8 @@ use karpenter_core::catalog::CapacityType;
 use karpenter_core::resources::Resources;
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_core::seams::{KubeApi, KubeApiExt, KubeError};
+use karpenter_core::seams::{KubeApi, KubeError};
+use karpenter_core::state::Reflector;
 use serde_json::Value;
 
 use crate::report::InvariantResult;
@@ -42,7 +43,28 @@ pub struct Observation {
     pub instances: BTreeMap<String, (String, CapacityType)>,
     /// Violations found while reading (named by invariant).
     violations: Vec<(&'static str, String)>,
-    claim_list: Vec<NodeClaim>,
+}
+
+/// The observer's watch-fed view of the API server (the same reflector the controller uses), so
+/// a step that changed little costs little to observe.
+pub struct ObserverCache {
+    pods: Reflector<Value>,
+    nodes: Reflector<Value>,
+    claims: Reflector<NodeClaim>,
+    pools: Reflector<NodePool>,
+    summary: Option<ApiSummary>,
+}
+
+impl Default for ObserverCache {
+    fn default() -> Self {
+        Self {
+            pods: Reflector::new(ResourceKind::POD),
+            nodes: Reflector::new(ResourceKind::NODE),
+            claims: Reflector::new(ResourceKind::NODE_CLAIM),
+            pools: Reflector::new(ResourceKind::NODE_POOL),
+            summary: None,
+        }
+    }
 }
 
 fn res(list: &Value) -> Resources {
@@ -59,33 +81,33 @@ fn res(list: &Value) -> Resources {
     out
 }
 
-impl Observation {
-    pub async fn read(
-        kube: &dyn KubeApi,
-        cloud: &FakeCloud,
-        now: Timestamp,
-    ) -> Result<Self, KubeError> {
-        let pods = kube
-            .list(&ResourceKind::POD, &Default::default())
-            .await?
-            .items;
-        let nodes = kube
-            .list(&ResourceKind::NODE, &Default::default())
-            .await?
-            .items;
-        let claims: Vec<NodeClaim> = kube
-            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
-            .await?;
-        let pools: Vec<NodePool> = kube
-            .list_decodable(&ResourceKind::NODE_POOL, &Default::default())
-            .await?;
-        let mut o = Observation {
+/// What the observer derives from the API server alone; recomputed only when a cache changed.
+#[derive(Clone, Debug, Default)]
+struct ApiSummary {
+    pods_total: usize,
+    pods_running: usize,
+    pods_pending: usize,
+    pending_names: Vec<String>,
+    running_names: Vec<String>,
+    claims: usize,
+    nodes: usize,
+    violations: Vec<(&'static str, String)>,
+    /// Instance ids in claims' `status.providerID`.
+    known_instances: BTreeSet<String>,
+    claim_names: BTreeSet<String>,
+    /// Claims neither registered nor deleting, with their creation time.
+    unregistered: Vec<(String, Option<Timestamp>)>,
+}
+
+impl ApiSummary {
+    fn of(pods: &[&Value], nodes: &[&Value], claims: &[&NodeClaim], pools: &[&NodePool]) -> Self {
+        let mut o = ApiSummary {
             claims: claims.len(),
             nodes: nodes.len(),
             ..Default::default()
         };
         let mut used: BTreeMap<String, Resources> = BTreeMap::new();
-        for pod in &pods {
+        for pod in pods {
             let name = pod["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
@@ -115,7 +137,7 @@ impl Observation {
                 *slot = slot.plus(&requests);
             }
         }
-        for node in &nodes {
+        for node in nodes {
             let name = node["metadata"]["name"].as_str().unwrap_or_default();
             let allocatable = res(&node["status"]["allocatable"]);
             if let Some(requests) = used.get(name)
@@ -128,7 +150,7 @@ impl Observation {
             }
         }
         // Limits: each pool's claims' capacity.
-        for pool in &pools {
+        for pool in pools {
             let name = pool.metadata.name.clone().unwrap_or_default();
             let Some(limits) = &pool.spec.limits else {
                 continue;
@@ -159,8 +181,7 @@ impl Observation {
                 }
             }
         }
-        // Leaks: live instances without a claim past the GC window.
-        let known: Vec<String> = claims
+        o.known_instances = claims
             .iter()
             .filter_map(|c| {
                 c.status
@@ -172,10 +193,57 @@ impl Observation {
                     .map(str::to_string)
             })
             .collect();
-        let names: Vec<String> = claims
+        o.claim_names = claims
             .iter()
             .filter_map(|c| c.metadata.name.clone())
             .collect();
+        for claim in claims {
+            let registered = claim
+                .status
+                .as_ref()
+                .is_some_and(|s| conditions::is_true(&s.conditions, "Registered"));
+            if !registered && claim.metadata.deletion_timestamp.is_none() {
+                o.unregistered.push((
+                    claim.metadata.name.clone().unwrap_or_default(),
+                    claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                ));
+            }
+        }
+        o
+    }
+}
+
+impl Observation {
+    pub async fn read(
+        cache: &mut ObserverCache,
+        kube: &dyn KubeApi,
+        cloud: &FakeCloud,
+        now: Timestamp,
+    ) -> Result<Self, KubeError> {
+        let mut changed = cache.pods.sync(kube).await?;
+        changed |= cache.nodes.sync(kube).await?;
+        changed |= cache.claims.sync(kube).await?;
+        changed |= cache.pools.sync(kube).await?;
+        if changed || cache.summary.is_none() {
+            let pods: Vec<&Value> = cache.pods.iter().map(|p| &**p).collect();
+            let nodes: Vec<&Value> = cache.nodes.iter().map(|n| &**n).collect();
+            let claims: Vec<&NodeClaim> = cache.claims.iter().map(|c| &**c).collect();
+            let pools: Vec<&NodePool> = cache.pools.iter().map(|p| &**p).collect();
+            cache.summary = Some(ApiSummary::of(&pods, &nodes, &claims, &pools));
+        }
+        let summary = cache.summary.clone().unwrap_or_default();
+        let mut o = Observation {
+            pods_total: summary.pods_total,
+            pods_running: summary.pods_running,
+            pods_pending: summary.pods_pending,
+            pending_names: summary.pending_names,
+            running_names: summary.running_names,
+            claims: summary.claims,
+            nodes: summary.nodes,
+            violations: summary.violations,
+            ..Default::default()
+        };
+        // Leaks: live instances without a claim past the GC window.
         for instance in cloud.instances() {
             if matches!(
                 instance.state,
@@ -184,15 +252,11 @@ impl Observation {
                 continue;
             }
             o.instances_alive += 1;
-            o.instances.insert(
-                instance.instance_id.clone(),
-                (instance.instance_type.clone(), instance.capacity_type),
-            );
-            let owned = known.contains(&instance.instance_id)
+            let owned = summary.known_instances.contains(&instance.instance_id)
                 || instance
                     .tags
                     .get("karpenter.sh/nodeclaim")
-                    .is_some_and(|n| names.contains(n));
+                    .is_some_and(|n| summary.claim_names.contains(n));
             let age = now.duration_since(instance.launch_time).unsigned_abs();
             if !owned && age > LEAK_WINDOW {
                 o.violations.push((
@@ -204,31 +268,20 @@ impl Observation {
                     ),
                 ));
             }
+            o.instances.insert(
+                instance.instance_id,
+                (instance.instance_type, instance.capacity_type),
+            );
         }
-        for claim in &claims {
-            let created = claim
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0)
-                .unwrap_or(now);
-            let age = now.duration_since(created).unsigned_abs();
-            let registered = claim
-                .status
-                .as_ref()
-                .is_some_and(|s| conditions::is_true(&s.conditions, "Registered"));
-            if age > CLAIM_DEADLINE && !registered && claim.metadata.deletion_timestamp.is_none() {
+        for (name, created) in &summary.unregistered {
+            let age = now.duration_since(created.unwrap_or(now)).unsigned_abs();
+            if age > CLAIM_DEADLINE {
                 o.violations.push((
                     "claims-progress",
-                    format!(
-                        "NodeClaim {} unregistered after {}s",
-                        claim.metadata.name.clone().unwrap_or_default(),
-                        age.as_secs()
-                    ),
+                    format!("NodeClaim {name} unregistered after {}s", age.as_secs()),
                 ));
             }
         }
-        o.claim_list = claims;
         Ok(o)
     }
 }

@@ -24,8 +24,10 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fakecloud::FakeCloud;
-use karpenter_core::seams::kube::ObjectKey;
+use karpenter_core::seams::kube::{ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
+use karpenter_core::state::Reflector;
+use serde_json::Value;
 
 /// Annotation the kubelet stand-in puts on a Node it registers, listing the registered taints
 /// that are *startup* taints (in kubelet flag syntax, `key=value:Effect` or `key:Effect`, comma
@@ -105,6 +107,24 @@ pub struct Kubelet {
     config: KubeletConfig,
     /// Instance ids whose Node was registered (or found already registered).
     registered: Mutex<BTreeSet<String>>,
+    /// Watch-fed views of what the kubelet reads each tick (a kubelet watches its pods too).
+    cache: futures::lock::Mutex<Cache>,
+}
+
+struct Cache {
+    nodes: Reflector<Value>,
+    pods: Reflector<Value>,
+    claims: Reflector<Value>,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Self {
+            nodes: Reflector::new(ResourceKind::NODE),
+            pods: Reflector::new(ResourceKind::POD),
+            claims: Reflector::new(ResourceKind::NODE_CLAIM),
+        }
+    }
 }
 
 impl Kubelet {
@@ -120,7 +140,29 @@ impl Kubelet {
             cloud,
             config,
             registered: Mutex::new(BTreeSet::new()),
+            cache: futures::lock::Mutex::new(Cache::default()),
         }
+    }
+
+    /// Every Node, as of now.
+    async fn list_nodes(&self) -> Result<Vec<Arc<Value>>, KubeError> {
+        let mut cache = self.cache.lock().await;
+        cache.nodes.sync(self.kube.as_ref()).await?;
+        Ok(cache.nodes.to_vec())
+    }
+
+    /// Every Pod, as of now.
+    async fn list_pods(&self) -> Result<Vec<Arc<Value>>, KubeError> {
+        let mut cache = self.cache.lock().await;
+        cache.pods.sync(self.kube.as_ref()).await?;
+        Ok(cache.pods.to_vec())
+    }
+
+    /// Every NodeClaim, as of now.
+    async fn list_claims(&self) -> Result<Vec<Arc<Value>>, KubeError> {
+        let mut cache = self.cache.lock().await;
+        cache.claims.sync(self.kube.as_ref()).await?;
+        Ok(cache.claims.to_vec())
     }
 
     pub fn config(&self) -> &KubeletConfig {

@@ -6,9 +6,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 2] = [
+pub const BUILTIN: [(&str, &str); 3] = [
     ("default", include_str!("../scenarios/default.yaml")),
     ("diurnal", include_str!("../scenarios/diurnal.yaml")),
+    ("fleet-200", include_str!("../scenarios/fleet-200.yaml")),
 ];
 
 /// Why a scenario could not be read.

@@ -26,6 +26,7 @@ mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
@@ -34,6 +35,7 @@ use k8s_openapi::api::core::v1::{
 use karpenter_core::resources::{CPU, MEMORY, Resources};
 use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
+use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
 
 use filters::{Candidate, NodeView};
@@ -105,12 +107,25 @@ impl StepReport {
     }
 }
 
-/// The kube-scheduler stand-in. Holds no state between steps: everything it knows it reads from
-/// the API server at the start of each step.
+/// The kube-scheduler stand-in. Everything it decides from, it reads from the API server (through
+/// watch-fed caches); the only memory it keeps is when it last tried, because, like
+/// kube-scheduler, it retries unschedulable pods when the cluster changes and otherwise only
+/// every [`UNSCHEDULABLE_RETRY`].
 pub struct Scheduler {
     kube: Arc<dyn KubeApi>,
     clock: Arc<dyn Clock>,
     config: SchedulerConfig,
+    cache: futures::lock::Mutex<Cache>,
+}
+
+/// kube-scheduler moves pods that stayed unschedulable back to its active queue after this long
+/// even without a cluster event (`podMaxInUnschedulablePodsDuration`, 5 minutes).
+pub const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(5 * 60);
+
+struct Cache {
+    nodes: Reflector<Value>,
+    pods: Reflector<Value>,
+    last_pass: Option<Timestamp>,
 }
 
 /// A pod waiting for a node.
@@ -136,6 +151,11 @@ impl Scheduler {
             kube,
             clock,
             config,
+            cache: futures::lock::Mutex::new(Cache {
+                nodes: Reflector::new(ResourceKind::NODE),
+                pods: Reflector::new(ResourceKind::POD),
+                last_pass: None,
+            }),
         }
     }
 
@@ -145,18 +165,39 @@ impl Scheduler {
     /// early and are returned; what was already bound stays bound, and the next step carries on.
     pub async fn step(&self) -> Result<StepReport, KubeError> {
         let now = self.clock.now();
-        let mut report = StepReport::default();
-        let node_objects = self
-            .kube
-            .list(&ResourceKind::NODE, &ListOptions::default())
-            .await?
-            .items;
-        let pod_objects = self
-            .kube
-            .list(&ResourceKind::POD, &ListOptions::default())
-            .await?
-            .items;
+        let report = StepReport::default();
+        let (node_objects, pod_objects) = {
+            let mut cache = self.cache.lock().await;
+            let mut changed = cache.nodes.sync(self.kube.as_ref()).await?;
+            changed |= cache.pods.sync(self.kube.as_ref()).await?;
+            let retry_due = cache
+                .last_pass
+                .is_none_or(|last| now.duration_since(last).unsigned_abs() >= UNSCHEDULABLE_RETRY);
+            if !changed && !retry_due {
+                // Nothing moved since the last pass, which left every pod it could bind bound.
+                return Ok(report);
+            }
+            cache.last_pass = Some(now);
+            let nodes: Vec<Value> = cache.nodes.iter().map(|n| (**n).clone()).collect();
+            let pods: Vec<Value> = cache.pods.iter().map(|p| (**p).clone()).collect();
+            (nodes, pods)
+        };
+        let result = self.pass(now, node_objects, pod_objects, report).await;
+        if result.is_err() {
+            // A pass cut short by an error is retried on the next step, change or no change.
+            self.cache.lock().await.last_pass = None;
+        }
+        result
+    }
 
+    /// One pass over the cluster as listed.
+    async fn pass(
+        &self,
+        now: Timestamp,
+        node_objects: Vec<Value>,
+        pod_objects: Vec<Value>,
+        mut report: StepReport,
+    ) -> Result<StepReport, KubeError> {
         let mut nodes: Vec<NodeView> = node_objects
             .into_iter()
             .map(node_view)

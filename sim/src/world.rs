@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::apiserver::{ApiServer, ApiServerConfig};
-use crate::invariants::{Invariants, Observation};
+use crate::invariants::{Invariants, Observation, ObserverCache};
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::report::{NodesReport, PodsReport, Report};
 use crate::scenario::{Scenario, WorkloadEvent};
@@ -59,6 +59,7 @@ pub struct World {
     log: Sha256,
     log_lines: u64,
     pub invariants: Invariants,
+    observer: ObserverCache,
     instances_seen: BTreeMap<String, (String, CapacityType)>,
     terminated_seen: usize,
     /// The API server's resourceVersion and the cloud's (live, ready) counts after the last step.
@@ -163,6 +164,7 @@ impl World {
             log: Sha256::new(),
             log_lines: 0,
             invariants: Invariants::default(),
+            observer: ObserverCache::default(),
             instances_seen: BTreeMap::new(),
             terminated_seen: 0,
             last_version: None,
@@ -284,6 +286,9 @@ impl World {
         // Batch pods that ran their course complete (they are deleted, as a Job's pods would be
         // cleaned up).
         let now = self.now();
+        if !self.batch_ends.values().any(|end| *end <= now) {
+            return Ok(());
+        }
         let pods = self
             .api
             .list(&ResourceKind::POD, &Default::default())
@@ -338,7 +343,13 @@ impl World {
         let scheduler = self.scheduler.step().await;
         let controller = self.operator.step().await;
         let saved = self.suspend_api_faults();
-        let observation = Observation::read(self.api.as_ref(), &self.cloud, self.now()).await;
+        let observation = Observation::read(
+            &mut self.observer,
+            self.api.as_ref(),
+            &self.cloud,
+            self.clock.now(),
+        )
+        .await;
         self.resume_api_faults(saved);
         let observation = observation?;
         self.track(&observation);
@@ -373,7 +384,7 @@ impl World {
         let version = self.api.resource_version().to_string();
         let cloud = (
             observation.instances_alive,
-            self.cloud.ready_to_join().len(),
+            self.cloud.ready_to_join_ids().len(),
         );
         let idle = self.last_version.as_ref() == Some(&version) && self.last_cloud == cloud;
         self.last_version = Some(version);
@@ -457,7 +468,13 @@ impl World {
             progress(self.elapsed().as_secs().min(total), total);
         }
         let saved = self.suspend_api_faults();
-        let observation = Observation::read(self.api.as_ref(), &self.cloud, self.now()).await;
+        let observation = Observation::read(
+            &mut self.observer,
+            self.api.as_ref(),
+            &self.cloud,
+            self.clock.now(),
+        )
+        .await;
         self.resume_api_faults(saved);
         let observation = observation?;
         self.invariants.finish(&observation);

@@ -12,6 +12,8 @@ use karpenter_sim::apiserver::{ApiServer, ApiServerConfig};
 mod apiserver;
 #[path = "sim/kubelet.rs"]
 mod kubelet;
+#[path = "sim/reflector.rs"]
+mod reflector;
 #[path = "sim/scheduler.rs"]
 mod scheduler;
 #[path = "sim/standin_fake.rs"]

@@ -18,4 +18,5 @@ pub mod provisioning;
 pub mod resources;
 pub mod scheduling;
 pub mod seams;
+pub mod state;
 pub mod validation;

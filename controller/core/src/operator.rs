@@ -11,6 +11,7 @@ use crate::catalog::Catalog;
 use crate::lifecycle::{self, Lifecycle, UnavailableOfferings};
 use crate::provisioning::{self, Outcome, Provisioner};
 use crate::seams::{Clock, Ec2, KubeApi, KubeError};
+use crate::state::SharedState;
 
 /// Knobs of the whole controller.
 #[derive(Clone, Debug, Default)]
@@ -49,14 +50,17 @@ impl Operator {
         options: Options,
     ) -> Self {
         let ice = Arc::new(UnavailableOfferings::new());
+        let state = SharedState::default();
         let provisioner = Provisioner::new(
             kube.clone(),
             clock.clone(),
             catalog.clone(),
             options.provisioning,
         )
-        .with_unavailable_offerings(ice.clone());
-        let lifecycle = Lifecycle::new(kube, ec2, clock.clone(), catalog, ice, options.lifecycle);
+        .with_unavailable_offerings(ice.clone())
+        .with_state(state.clone());
+        let lifecycle = Lifecycle::new(kube, ec2, clock.clone(), catalog, ice, options.lifecycle)
+            .with_state(state);
         Self {
             clock,
             provisioner,

@@ -13,7 +13,10 @@ use jiff::{SignedDuration, Timestamp};
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{WatchEvent, WatchStream};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+// futures' channel, not tokio's: tokio's receiver takes from the task's cooperative budget and
+// reports "not ready" after ~128 receives in one poll even with events queued, which a client
+// that drains a watch without waiting (`now_or_never`) would mistake for "caught up".
+use futures::channel::mpsc;
 
 use crate::apiserver::selectors::Filter;
 use crate::apiserver::store::Resource;
@@ -220,7 +223,8 @@ impl WatchHub {
                 return futures::stream::iter(backlog.into_iter().map(Ok)).boxed();
             }
         }
-        let (sender, receiver) = mpsc::channel(queue_max.max(1));
+        // futures' channel holds `buffer + senders` messages: one sender, so `queue_max - 1`.
+        let (sender, receiver) = mpsc::channel(queue_max.max(1) - 1);
         let id = self.next_watcher_id;
         self.next_watcher_id += 1;
         self.watchers.insert(
@@ -233,11 +237,8 @@ impl WatchHub {
                 last_bookmark: now,
             },
         );
-        let live = futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|event| (event, receiver))
-        });
         futures::stream::iter(backlog.into_iter().map(Ok))
-            .chain(live)
+            .chain(receiver)
             .boxed()
     }
 

@@ -6,9 +6,7 @@
 use jiff::Timestamp;
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::ec2::InstanceState;
-use karpenter_core::seams::kube::{
-    DeleteOptions, DeleteOutcome, ListOptions, ObjectKey, Patch, ResourceKind,
-};
+use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
 use serde_json::{Value, json};
 
 use super::register::parse_taint_flags;
@@ -36,16 +34,12 @@ impl Kubelet {
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
-        let nodes = self
-            .kube
-            .list(&ResourceKind::NODE, &ListOptions::default())
-            .await?
-            .items;
+        let nodes = self.list_nodes().await?;
         for node in nodes {
             let Some(instance_id) = instance_id(&node) else {
                 continue;
             };
-            let instance = match self.cloud.instance(&instance_id).map(|i| i.state) {
+            let instance = match self.cloud.instance_state(&instance_id) {
                 Some(InstanceState::Pending | InstanceState::Running) => Instance::Alive,
                 Some(InstanceState::Stopping) => Instance::Down("stopping"),
                 Some(InstanceState::Stopped) => Instance::Down("stopped"),
@@ -54,14 +48,14 @@ impl Kubelet {
                 None => Instance::Gone("unknown to EC2"),
             };
             match instance {
-                Instance::Alive => self.remove_startup_taints(node, now, report).await?,
+                Instance::Alive => self.remove_startup_taints(&node, now, report).await?,
                 Instance::Down(state) => {
-                    self.not_ready(node, &instance_id, state, now, report)
+                    self.not_ready((*node).clone(), &instance_id, state, now, report)
                         .await?;
                 }
                 Instance::Gone(state) => {
                     if let Some(node) = self
-                        .not_ready(node, &instance_id, state, now, report)
+                        .not_ready((*node).clone(), &instance_id, state, now, report)
                         .await?
                     {
                         self.delete_gone(&node, now, report).await?;
@@ -76,7 +70,7 @@ impl Kubelet {
     /// for `startup_taint_removal_ms`.
     async fn remove_startup_taints(
         &self,
-        node: Value,
+        node: &Value,
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
@@ -84,10 +78,10 @@ impl Kubelet {
         else {
             return Ok(());
         };
-        if !condition_true(&node, "Ready") || !node["metadata"]["deletionTimestamp"].is_null() {
+        if !condition_true(node, "Ready") || !node["metadata"]["deletionTimestamp"].is_null() {
             return Ok(());
         }
-        let ready_since = condition(&node, "Ready")
+        let ready_since = condition(node, "Ready")
             .and_then(|c| parse_time(Some(&c["lastTransitionTime"])))
             .unwrap_or(Timestamp::MIN);
         if now < after_ms(ready_since, self.config.startup_taint_removal_ms) {
@@ -106,13 +100,13 @@ impl Kubelet {
             .cloned()
             .collect();
         let patch = guarded(
-            &node,
+            node,
             json!({
                 "metadata": { "annotations": { STARTUP_TAINTS_ANNOTATION: null } },
                 "spec": { "taints": taints },
             }),
         );
-        let name = node_name(&node);
+        let name = node_name(node);
         match self
             .kube
             .patch(

@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use karpenter_core::seams::KubeError;
-use karpenter_core::seams::kube::{
-    DeleteOptions, DeleteOutcome, ListOptions, ObjectKey, Patch, ResourceKind,
-};
+use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
 use serde_json::{Value, json};
 
 use super::{Kubelet, TickReport, lost_race};
@@ -37,16 +35,10 @@ impl Kubelet {
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
         // Pods first, then nodes: a pod bound after the pod list cannot be mistaken for an orphan.
-        let pods = self
-            .kube
-            .list(&ResourceKind::POD, &ListOptions::default())
-            .await?
-            .items;
+        let pods = self.list_pods().await?;
         let nodes: BTreeMap<String, bool> = self
-            .kube
-            .list(&ResourceKind::NODE, &ListOptions::default())
+            .list_nodes()
             .await?
-            .items
             .iter()
             .map(|n| {
                 let name = n["metadata"]["name"]

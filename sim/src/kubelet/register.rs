@@ -1,6 +1,7 @@
 //! Node registration: what a kubelet does when its instance has booted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use fakecloud::{Boot, Taint};
 use jiff::Timestamp;
@@ -8,7 +9,7 @@ use karpenter_core::api::labels::{CAPACITY_TYPE_LABEL, UNREGISTERED_TAINT_KEY};
 use karpenter_core::catalog::InstanceType;
 use karpenter_core::resources::Resources;
 use karpenter_core::seams::KubeError;
-use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind};
+use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
 use serde_json::{Map, Value, json};
 
 use super::{Kubelet, STARTUP_TAINTS_ANNOTATION, TickReport};
@@ -21,26 +22,24 @@ impl Kubelet {
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
-        let ready = self.cloud.ready_to_join();
+        let ready = self.cloud.ready_to_join_ids();
         let boots: Vec<Boot> = {
             let mut registered = self.registered();
             // An instance that is no longer running never joins again: forget it, so the memory
             // stays as small as the fleet.
-            let running: BTreeSet<&str> = ready.iter().map(|b| b.instance_id.as_str()).collect();
-            registered.retain(|id| running.contains(id.as_str()));
+            registered.retain(|id| ready.contains(id));
             ready
-                .into_iter()
-                .filter(|b| !registered.contains(&b.instance_id))
+                .iter()
+                .filter(|id| !registered.contains(*id))
+                .filter_map(|id| self.cloud.boot(id))
                 .collect()
         };
         if boots.is_empty() {
             return Ok(());
         }
-        let existing: BTreeMap<String, Value> = self
-            .kube
-            .list(&ResourceKind::NODE, &ListOptions::default())
+        let existing: BTreeMap<String, Arc<Value>> = self
+            .list_nodes()
             .await?
-            .items
             .into_iter()
             .map(|n| {
                 (
@@ -67,7 +66,7 @@ impl Kubelet {
                     self.registered().insert(boot.instance_id.clone());
                     continue;
                 }
-                Some(node) => node.clone(),
+                Some(node) => (**node).clone(),
                 None => {
                     let startup = startup_taints(&boot, &declared, &self.config.startup_taint_keys);
                     match self
@@ -100,12 +99,8 @@ impl Kubelet {
     async fn declared_startup_taints(
         &self,
     ) -> Result<BTreeMap<String, Vec<(String, String)>>, KubeError> {
-        let claims = match self
-            .kube
-            .list(&ResourceKind::NODE_CLAIM, &ListOptions::default())
-            .await
-        {
-            Ok(list) => list.items,
+        let claims = match self.list_claims().await {
+            Ok(list) => list,
             // A world without the NodeClaim kind has no declared startup taints.
             Err(KubeError::NotFound(_)) => Vec::new(),
             Err(e) => return Err(e),

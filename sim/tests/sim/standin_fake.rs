@@ -368,7 +368,8 @@ impl KubeApi for FakeKube {
         _options: &ListOptions,
         _resource_version: &str,
     ) -> Result<WatchStream, KubeError> {
-        Ok(Box::pin(futures::stream::empty()))
+        // No watch support: clients (the reflectors) list again on every sync.
+        Err(KubeError::Gone(_resource_version.to_string()))
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), KubeError> {

@@ -29,7 +29,8 @@ use crate::catalog::Catalog;
 use crate::resources::Resources;
 use crate::seams::ec2::{Filter, InstanceState};
 use crate::seams::kube::{DeleteOptions, EventRecord, ObjectKey, Patch, ResourceKind};
-use crate::seams::{Clock, Ec2, KubeApi, KubeApiExt, KubeError};
+use crate::seams::{Clock, Ec2, KubeApi, KubeError};
+use crate::state::SharedState;
 
 /// Knobs of the lifecycle controllers.
 #[derive(Clone, Debug)]
@@ -91,6 +92,8 @@ pub struct Lifecycle {
     catalog: Arc<Catalog>,
     ice: Arc<UnavailableOfferings>,
     options: Options,
+    /// Watch-fed caches the passes read (shared with the other controllers by the operator).
+    state: SharedState,
 }
 
 fn condition_true(claim: &NodeClaim, type_: &str) -> bool {
@@ -120,24 +123,43 @@ impl Lifecycle {
             catalog,
             ice,
             options,
+            state: SharedState::default(),
         }
+    }
+
+    /// Reads through `state` (the operator shares one cache between its controllers).
+    pub fn with_state(mut self, state: SharedState) -> Self {
+        self.state = state;
+        self
+    }
+
+    async fn cached_claims(&self) -> Result<Vec<Arc<NodeClaim>>, KubeError> {
+        let mut state = self.state.lock().await;
+        state.claims.sync(self.kube.as_ref()).await?;
+        Ok(state.claims.to_vec())
+    }
+
+    async fn cached_nodes(&self) -> Result<Vec<Arc<Node>>, KubeError> {
+        let mut state = self.state.lock().await;
+        state.nodes.sync(self.kube.as_ref()).await?;
+        Ok(state.nodes.to_vec())
+    }
+
+    async fn cached_pools(&self) -> Result<Vec<Arc<NodePool>>, KubeError> {
+        let mut state = self.state.lock().await;
+        state.pools.sync(self.kube.as_ref()).await?;
+        Ok(state.pools.to_vec())
     }
 
     /// Reconciles every NodeClaim once, in name order. One claim's error does not stop the rest.
     pub async fn reconcile_all(&self) -> Result<Vec<(String, Result<Step, String>)>, KubeError> {
-        let claims: Vec<NodeClaim> = self
-            .kube
-            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
-            .await?;
-        let nodes: Vec<Node> = self
-            .kube
-            .list_decodable(&ResourceKind::NODE, &Default::default())
-            .await?;
+        let claims = self.cached_claims().await?;
+        let nodes = self.cached_nodes().await?;
         let mut out = Vec::new();
         for claim in claims {
             let name = claim.metadata.name.clone().unwrap_or_default();
             let step = self
-                .reconcile(claim, &nodes)
+                .reconcile(&claim, &nodes)
                 .await
                 .map_err(|e| e.to_string());
             out.push((name, step));
@@ -148,11 +170,11 @@ impl Lifecycle {
     /// One reconcile of one claim: finalizer, launch, registration, initialization, liveness.
     pub async fn reconcile(
         &self,
-        claim: NodeClaim,
-        nodes: &[Node],
+        claim: &NodeClaim,
+        nodes: &[Arc<Node>],
     ) -> Result<Step, LifecycleError> {
         if claim.metadata.deletion_timestamp.is_some() {
-            return self.finalize(&claim, nodes).await;
+            return self.finalize(claim, nodes).await;
         }
         let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
         if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
@@ -161,13 +183,13 @@ impl Lifecycle {
             self.kube
                 .patch(
                     &ResourceKind::NODE_CLAIM,
-                    &key(&claim),
+                    &key(claim),
                     &Patch::Merge(json!({"metadata": {"finalizers": with}})),
                 )
                 .await?;
         }
-        if !condition_true(&claim, cond::LAUNCHED) {
-            return self.launch(&claim).await;
+        if !condition_true(claim, cond::LAUNCHED) {
+            return self.launch(claim).await;
         }
         let provider_id = claim
             .status
@@ -177,15 +199,15 @@ impl Lifecycle {
         let node = nodes.iter().find(|n| {
             n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str())
         });
-        if !condition_true(&claim, cond::REGISTERED) {
+        if !condition_true(claim, cond::REGISTERED) {
             return match node {
-                Some(node) => self.register(&claim, node).await,
-                None => self.check_liveness(&claim).await,
+                Some(node) => self.register(claim, node).await,
+                None => self.check_liveness(claim).await,
             };
         }
-        if !condition_true(&claim, cond::INITIALIZED) {
+        if !condition_true(claim, cond::INITIALIZED) {
             return match node {
-                Some(node) => self.initialize(&claim, node).await,
+                Some(node) => self.initialize(claim, node).await,
                 None => Ok(Step::Waiting),
             };
         }
@@ -439,7 +461,11 @@ impl Lifecycle {
 
     /// Deletion: remove the node, terminate the instance until EC2 reports it gone, then drop
     /// the finalizer. (Draining the node is the termination controller's job.)
-    async fn finalize(&self, claim: &NodeClaim, nodes: &[Node]) -> Result<Step, LifecycleError> {
+    async fn finalize(
+        &self,
+        claim: &NodeClaim,
+        nodes: &[Arc<Node>],
+    ) -> Result<Step, LifecycleError> {
         let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
         if let Some(node) = provider_id.as_deref().and_then(|p| {
             nodes
@@ -503,10 +529,7 @@ impl Lifecycle {
     /// deleted).
     pub async fn garbage_collect(&self) -> Result<(usize, usize), LifecycleError> {
         let now = self.clock.now();
-        let claims: Vec<NodeClaim> = self
-            .kube
-            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
-            .await?;
+        let claims = self.cached_claims().await?;
         let known: BTreeSet<String> = claims
             .iter()
             .filter_map(|c| {
@@ -590,17 +613,11 @@ impl Lifecycle {
 
     /// Writes each NodePool's `status.nodes` and `status.resources` (summed claim capacity).
     pub async fn count_nodepools(&self) -> Result<(), KubeError> {
-        let pools: Vec<NodePool> = self
-            .kube
-            .list_decodable(&ResourceKind::NODE_POOL, &Default::default())
-            .await?;
-        let claims: Vec<NodeClaim> = self
-            .kube
-            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
-            .await?;
+        let pools = self.cached_pools().await?;
+        let claims = self.cached_claims().await?;
         for pool in pools {
             let name = pool.metadata.name.clone().unwrap_or_default();
-            let mine: Vec<&NodeClaim> = claims
+            let mine: Vec<&Arc<NodeClaim>> = claims
                 .iter()
                 .filter(|c| {
                     c.metadata

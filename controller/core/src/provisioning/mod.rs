@@ -27,6 +27,7 @@ use crate::lifecycle::UnavailableOfferings;
 use crate::scheduling::{self, Input};
 use crate::seams::kube::{EventRecord, ObjectKey, ResourceKind};
 use crate::seams::{Clock, KubeApi, KubeError};
+use crate::state::SharedState;
 
 /// Knobs of the provisioner.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +69,8 @@ pub struct Provisioner {
     unavailable: Option<Arc<UnavailableOfferings>>,
     /// When the last pass ran.
     last_pass: Option<jiff::Timestamp>,
+    /// Watch-fed caches the passes read (shared with the other controllers by the operator).
+    state: SharedState,
 }
 
 /// How often pods that stay pending are provisioned for again (upstream requeues every 10 s).
@@ -89,7 +92,14 @@ impl Provisioner {
             seen: BTreeSet::new(),
             unavailable: None,
             last_pass: None,
+            state: SharedState::default(),
         }
+    }
+
+    /// Reads through `state` (the operator shares one cache between its controllers).
+    pub fn with_state(mut self, state: SharedState) -> Self {
+        self.state = state;
+        self
     }
 
     /// Plans around offerings in `cache` (shared with the launch path, which fills it on
@@ -103,19 +113,15 @@ impl Provisioner {
     /// One tick of the loop: notices new pending pods (opening or extending the batch) and, once
     /// the batch window closes, runs a pass. Returns the pass's outcome if one ran.
     pub async fn tick(&mut self) -> Result<Option<Outcome>, ProvisionError> {
-        let pods = self
-            .kube
-            .list(&ResourceKind::POD, &Default::default())
-            .await?;
         let now = self.clock.now();
         let mut pending = BTreeSet::new();
-        for pod in &pods.items {
-            let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone())
-            else {
-                continue;
-            };
-            if is_provisionable(&pod) {
-                pending.insert(pod.metadata.uid.clone().unwrap_or_default());
+        {
+            let mut state = self.state.lock().await;
+            state.pods.sync(self.kube.as_ref()).await?;
+            for pod in state.pods.iter() {
+                if is_provisionable(pod) {
+                    pending.insert(pod.metadata.uid.clone().unwrap_or_default());
+                }
             }
         }
         // New pending pods open (or extend) a batch; pods still pending after a pass (their
@@ -145,7 +151,11 @@ impl Provisioner {
 
     /// One provisioning pass, now.
     pub async fn provision(&self) -> Result<Outcome, ProvisionError> {
-        let snapshot = Snapshot::read(self.kube.as_ref(), &self.catalog).await?;
+        let snapshot = {
+            let mut state = self.state.lock().await;
+            state.sync(self.kube.as_ref()).await?;
+            Snapshot::from_state(&state, &self.catalog)
+        };
         let mut outcome = Outcome::default();
         if snapshot.pending.is_empty() {
             return Ok(outcome);
@@ -183,6 +193,9 @@ impl Provisioner {
             };
             match self.kube.create(&ResourceKind::NODE_CLAIM, value).await {
                 Ok(created) => {
+                    // The next pass must count this claim as in-flight capacity even if the
+                    // watch has not delivered it yet: record our own write in the cache.
+                    self.state.lock().await.claims.observe(created.clone());
                     let name = created["metadata"]["name"]
                         .as_str()
                         .unwrap_or_default()

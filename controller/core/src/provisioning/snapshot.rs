@@ -16,7 +16,18 @@ use crate::resources::Resources;
 use crate::scheduling::{ExistingNode, PodInfo};
 use crate::seams::kube::{ListOptions, ResourceKind};
 use crate::seams::{KubeApi, KubeApiExt, KubeError};
+use crate::state::ClusterState;
 use crate::validation::validate_nodepool;
+
+/// The objects a snapshot is assembled from, by reference (from a list or from the caches).
+struct Objects<'a> {
+    pools: Vec<&'a NodePool>,
+    nodes: Vec<&'a Node>,
+    claims: Vec<&'a NodeClaim>,
+    pods: Vec<&'a Pod>,
+    daemonsets: Vec<&'a DaemonSet>,
+    namespaces: Vec<&'a Namespace>,
+}
 
 /// Inputs of one scheduling run.
 #[derive(Clone, Debug, Default)]
@@ -58,7 +69,8 @@ fn taint(t: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
 }
 
 impl Snapshot {
-    /// Reads everything a pass needs. Fails only when a list call fails (retry the pass).
+    /// Reads everything a pass needs by listing through the seam (one-off passes such as a dry
+    /// run). Fails only when a list call fails (retry the pass).
     pub async fn read(kube: &dyn KubeApi, catalog: &Catalog) -> Result<Self, KubeError> {
         let all = ListOptions::default();
         let pools: Vec<NodePool> = kube.list_decodable(&ResourceKind::NODE_POOL, &all).await?;
@@ -69,19 +81,56 @@ impl Snapshot {
             kube.list_decodable(&ResourceKind::DAEMON_SET, &all).await?;
         let namespaces: Vec<Namespace> =
             kube.list_decodable(&ResourceKind::NAMESPACE, &all).await?;
+        Ok(Self::assemble(
+            Objects {
+                pools: pools.iter().collect(),
+                nodes: nodes.iter().collect(),
+                claims: claims.iter().collect(),
+                pods: pods.iter().collect(),
+                daemonsets: daemonsets.iter().collect(),
+                namespaces: namespaces.iter().collect(),
+            },
+            catalog,
+        ))
+    }
 
+    /// What a pass needs, from the controller's watch-fed caches.
+    pub fn from_state(state: &ClusterState, catalog: &Catalog) -> Self {
+        Self::assemble(
+            Objects {
+                pools: state.pools.iter().map(|o| &**o).collect(),
+                nodes: state.nodes.iter().map(|o| &**o).collect(),
+                claims: state.claims.iter().map(|o| &**o).collect(),
+                pods: state.pods.iter().map(|o| &**o).collect(),
+                daemonsets: state.daemonsets.iter().map(|o| &**o).collect(),
+                namespaces: state.namespaces.iter().map(|o| &**o).collect(),
+            },
+            catalog,
+        )
+    }
+
+    fn assemble(objects: Objects<'_>, catalog: &Catalog) -> Self {
+        let Objects {
+            pools,
+            nodes,
+            claims,
+            pods,
+            daemonsets,
+            namespaces,
+        } = objects;
         let mut snapshot = Snapshot {
             pools: pools
                 .into_iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none() && validate_nodepool(p).is_ok())
+                .cloned()
                 .collect(),
             ..Default::default()
         };
         for ns in namespaces {
-            if let Some(name) = ns.metadata.name {
+            if let Some(name) = &ns.metadata.name {
                 snapshot
                     .namespaces
-                    .insert(name, ns.metadata.labels.unwrap_or_default());
+                    .insert(name.clone(), ns.metadata.labels.clone().unwrap_or_default());
             }
         }
         let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
@@ -144,7 +193,7 @@ impl Snapshot {
             }
         }
         for ds in daemonsets {
-            let template = ds.spec.map(|s| s.template).unwrap_or_default();
+            let template = ds.spec.clone().map(|s| s.template).unwrap_or_default();
             let pod = Pod {
                 metadata: template.metadata.unwrap_or_default(),
                 spec: template.spec,
@@ -155,7 +204,7 @@ impl Snapshot {
             }
         }
         snapshot.pending.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(snapshot)
+        snapshot
     }
 }
 

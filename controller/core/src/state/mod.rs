@@ -1,0 +1,64 @@
+//! The cluster as the controller knows it: watch-fed caches of the kinds its passes read.
+//!
+//! Passes read from here instead of listing through the seam, so an idle pass costs nothing and a
+//! busy one decodes only what changed. The cache is eventually consistent like any informer: a
+//! pass sees the writes of earlier passes once the watch has delivered them (the in-memory API
+//! server delivers synchronously, so in the simulation that is the next sync).
+
+pub mod reflector;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+
+pub use reflector::Reflector;
+
+use crate::api::{NodeClaim, NodePool};
+use crate::seams::kube::ResourceKind;
+use crate::seams::{KubeApi, KubeError};
+
+/// Watch-fed caches of every kind the controllers read.
+#[derive(Debug)]
+pub struct ClusterState {
+    pub pools: Reflector<NodePool>,
+    pub claims: Reflector<NodeClaim>,
+    pub nodes: Reflector<Node>,
+    pub pods: Reflector<Pod>,
+    pub daemonsets: Reflector<DaemonSet>,
+    pub namespaces: Reflector<Namespace>,
+}
+
+impl Default for ClusterState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ClusterState {
+    pub fn new() -> Self {
+        Self {
+            pools: Reflector::new(ResourceKind::NODE_POOL),
+            claims: Reflector::new(ResourceKind::NODE_CLAIM),
+            nodes: Reflector::new(ResourceKind::NODE),
+            pods: Reflector::new(ResourceKind::POD),
+            daemonsets: Reflector::new(ResourceKind::DAEMON_SET),
+            namespaces: Reflector::new(ResourceKind::NAMESPACE),
+        }
+    }
+
+    /// Syncs every cache (nodes before pods, as upstream reads them, so a pod bound after the
+    /// node sync is seen as pending at worst). Returns whether anything changed.
+    pub async fn sync(&mut self, kube: &dyn KubeApi) -> Result<bool, KubeError> {
+        let mut changed = false;
+        changed |= self.pools.sync(kube).await?;
+        changed |= self.nodes.sync(kube).await?;
+        changed |= self.claims.sync(kube).await?;
+        changed |= self.pods.sync(kube).await?;
+        changed |= self.daemonsets.sync(kube).await?;
+        changed |= self.namespaces.sync(kube).await?;
+        Ok(changed)
+    }
+}
+
+/// One cache shared by the controllers of an operator. An async mutex: a pass holds it only while
+/// it syncs and copies what it needs, never across its writes.
+pub type SharedState = std::sync::Arc<futures::lock::Mutex<ClusterState>>;

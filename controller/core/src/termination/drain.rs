@@ -262,8 +262,12 @@ pub fn plan(
             let delete_at = deadline
                 .checked_sub(SignedDuration::from_secs(grace))
                 .unwrap_or(deadline);
-            // Already terminating in time for the deadline: nothing to shorten.
-            let ends_in_time = deletion_time(pod).is_some_and(|t| t <= deadline);
+            // Already terminating in time for the deadline (or, past it, within the shortest
+            // grace a forced delete gives): deleting again would shorten nothing.
+            let floor = now
+                .checked_add(SignedDuration::from_secs(FORCED_GRACE_SECONDS_MIN))
+                .unwrap_or(now);
+            let ends_in_time = deletion_time(pod).is_some_and(|t| t <= deadline.max(floor));
             if now >= delete_at && !ends_in_time {
                 let left = deadline.duration_since(now).as_secs();
                 out.force_delete.push(PodAction {

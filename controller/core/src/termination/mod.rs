@@ -528,7 +528,7 @@ impl Termination {
                     "InstanceTerminating",
                     &format!("waiting for EC2 to report instance {id} terminated"),
                 ),
-                None,
+                Some(("Normal", "InstanceTerminating")),
             )
             .await?;
             return Ok(Stage::InstanceTerminating);

@@ -619,6 +619,10 @@ fn the_instance_is_terminated_and_finalizers_removed_only_after_ec2_reports_it_t
         w.condition("default-a", "InstanceTerminating"),
         Some((ConditionStatus::True, "InstanceTerminating".into()))
     );
+    assert!(
+        w.event_reasons()
+            .contains(&"InstanceTerminating".to_string())
+    );
     for _ in 0..2 {
         w.clock.advance(Duration::from_secs(10));
         assert_eq!(w.terminate("default-a"), Stage::InstanceTerminating);

@@ -144,7 +144,8 @@ impl World {
             clock.clone(),
             Arc::new(catalog),
             options,
-        );
+        )
+        .with_interruption_queue(cloud.clone(), format!("fakecloud://sqs/{CLUSTER}"));
         let mut events = scenario.workloads.clone();
         events.sort_by_key(|e| e.at);
         let mut world = World {

@@ -42,6 +42,29 @@ pub const EC2NODECLASS_HASH_ANNOTATION: &str = "karpenter.k8s.aws/ec2nodeclass-h
 pub const EC2NODECLASS_HASH_VERSION_ANNOTATION: &str =
     "karpenter.k8s.aws/ec2nodeclass-hash-version";
 
+/// Set by the interruption controller on a NodeClaim it deletes because of an interruption event:
+/// the message kind (`spot_interrupted`, `scheduled_change`, `instance_stopped`,
+/// `instance_terminated`). Ours, not upstream's: it lets termination (after a restart, too) tell
+/// an interrupted claim from an ordinary deletion.
+pub const INTERRUPTION_ANNOTATION: &str = "karpenter.sh/interruption";
+/// RFC 3339 time by which termination starts evicting an interrupted claim's pods even if its
+/// replacement capacity is not ready yet (absent: eviction is not held for replacements).
+pub const INTERRUPTION_EVICTION_DEADLINE_ANNOTATION: &str =
+    "karpenter.sh/interruption-eviction-deadline";
+/// Set by the provisioner on a deleting, interrupted NodeClaim once a provisioning pass planned
+/// capacity for its pods (so termination knows that "no replacement claim" means "none needed").
+pub const REPLACEMENT_PLANNED_ANNOTATION: &str = "karpenter.sh/replacement-planned";
+/// On a NodeClaim the provisioner created (or placed pods on) for pods of deleting NodeClaims:
+/// their names, comma separated and sorted. Termination holds an interrupted claim's eviction
+/// until these replacements are initialized.
+pub const REPLACES_ANNOTATION: &str = "karpenter.sh/replaces";
+/// Kubernetes' label that takes a node out of external load balancers; termination sets it
+/// (value `karpenter`, as upstream) so traffic stops before the instance does.
+pub const EXCLUDE_FROM_LOAD_BALANCERS_LABEL: &str =
+    "node.kubernetes.io/exclude-from-external-load-balancers";
+/// Annotation the kubelet puts on static (mirror) pods.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
 pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
 pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";

@@ -1,5 +1,6 @@
-//! The NodeClaim lifecycle: launch → registration → initialization, liveness, deletion, and
-//! garbage collection of instances and claims that lost each other.
+//! The NodeClaim lifecycle: launch → registration → initialization, liveness, and garbage
+//! collection of instances and claims that lost each other. Deleting claims are left to the
+//! termination controller (`crate::termination`).
 //!
 //! Every reconcile has the same shape: read the claim and its node, run the phases in order,
 //! stop at the first that is not done, write what changed. Nothing is remembered between
@@ -79,8 +80,8 @@ pub enum Step {
     DeletedRegistrationTimeout,
     /// Deleted because its NodeClass does not exist.
     DeletedNodeClassNotFound,
-    Finalizing,
-    Gone,
+    /// Being deleted: the termination controller finalizes it.
+    Deleting,
     Ready,
 }
 
@@ -173,8 +174,9 @@ impl Lifecycle {
         claim: &NodeClaim,
         nodes: &[Arc<Node>],
     ) -> Result<Step, LifecycleError> {
+        // A deleting claim belongs to the termination controller (drain, instance, finalizers).
         if claim.metadata.deletion_timestamp.is_some() {
-            return self.finalize(claim, nodes).await;
+            return Ok(Step::Deleting);
         }
         let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
         if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
@@ -457,71 +459,6 @@ impl Lifecycle {
             return Ok(Step::DeletedRegistrationTimeout);
         }
         Ok(Step::Waiting)
-    }
-
-    /// Deletion: remove the node, terminate the instance until EC2 reports it gone, then drop
-    /// the finalizer. (Draining the node is the termination controller's job.)
-    async fn finalize(
-        &self,
-        claim: &NodeClaim,
-        nodes: &[Arc<Node>],
-    ) -> Result<Step, LifecycleError> {
-        let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
-        if let Some(node) = provider_id.as_deref().and_then(|p| {
-            nodes
-                .iter()
-                .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p))
-        }) {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            if node.metadata.deletion_timestamp.is_none() {
-                self.kube
-                    .delete(
-                        &ResourceKind::NODE,
-                        &ObjectKey::cluster(name),
-                        &DeleteOptions::default(),
-                    )
-                    .await?;
-            }
-            return Ok(Step::Finalizing);
-        }
-        if let Some(instance_id) = provider_id
-            .as_deref()
-            .and_then(|p| p.rsplit('/').next())
-            .filter(|id| !id.is_empty())
-        {
-            let ids = vec![instance_id.to_string()];
-            let instances = self.ec2.describe_instances(&ids, &[]).await?;
-            let alive = instances.iter().any(|i| {
-                !matches!(
-                    i.state,
-                    InstanceState::ShuttingDown | InstanceState::Terminated
-                )
-            });
-            if alive {
-                self.ec2.terminate_instances(&ids).await?;
-                return Ok(Step::Finalizing);
-            }
-        }
-        let finalizers: Vec<String> = claim
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f != TERMINATION_FINALIZER)
-            .collect();
-        match self
-            .kube
-            .patch(
-                &ResourceKind::NODE_CLAIM,
-                &key(claim),
-                &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
-            )
-            .await
-        {
-            Ok(_) | Err(KubeError::NotFound(_)) => Ok(Step::Gone),
-            Err(err) => Err(err.into()),
-        }
     }
 
     /// Terminates cluster-tagged instances no NodeClaim knows (older than the grace period), and

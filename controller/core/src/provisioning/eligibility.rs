@@ -2,8 +2,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-/// Annotation the kubelet puts on static (mirror) pods.
-const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+use crate::api::labels::MIRROR_POD_ANNOTATION as MIRROR_ANNOTATION;
 
 /// A pod kube-scheduler could not place: `PodScheduled=False` with reason `Unschedulable`, not
 /// bound, not being preempted onto a node (`nominatedNodeName`), not terminal or deleting, not a
@@ -54,4 +53,29 @@ pub fn is_provisionable(pod: &Pod) -> bool {
                 && c.status == "False"
                 && c.reason.as_deref() == Some("Unschedulable")
         })
+}
+
+/// A pod bound to a node that is going away which needs a new home (upstream
+/// `IsReschedulable`): not terminal, not terminating (unless a StatefulSet owns it: its
+/// replacement keeps the name and must fit somewhere), not a DaemonSet's (the DaemonSet runs one
+/// on every node anyway), not a mirror pod.
+pub fn is_reschedulable(pod: &Pod) -> bool {
+    let owners = pod.metadata.owner_references.as_deref().unwrap_or_default();
+    let owned_by = |kind: &str| owners.iter().any(|o| o.kind == kind);
+    if matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    ) {
+        return false;
+    }
+    if pod.metadata.deletion_timestamp.is_some() && !owned_by("StatefulSet") {
+        return false;
+    }
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+        || owned_by("Node");
+    !mirror && !owned_by("DaemonSet")
 }

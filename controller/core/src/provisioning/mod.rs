@@ -13,21 +13,23 @@ mod eligibility;
 mod nodeclaim;
 mod snapshot;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use batcher::{BatchWindow, Batcher};
-pub use eligibility::is_provisionable;
+pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
 pub use snapshot::Snapshot;
 
+use crate::api::labels::{REPLACEMENT_PLANNED_ANNOTATION, REPLACES_ANNOTATION};
 use crate::catalog::Catalog;
 use crate::lifecycle::UnavailableOfferings;
 use crate::scheduling::{self, Input};
-use crate::seams::kube::{EventRecord, ObjectKey, ResourceKind};
+use crate::seams::kube::{EventRecord, ObjectKey, Patch, ResourceKind};
 use crate::seams::{Clock, KubeApi, KubeError};
-use crate::state::SharedState;
+use crate::state::{ClusterState, SharedState};
+use snapshot::{ClaimFacts, NodeFacts, nodes_going_away};
 
 /// Knobs of the provisioner.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -116,10 +118,25 @@ impl Provisioner {
         let now = self.clock.now();
         let mut pending = BTreeSet::new();
         {
+            // Nodes and claims before pods (as the snapshot reads them), so a pod on a node that
+            // starts going away after these syncs is noticed on the next tick, never misread.
             let mut state = self.state.lock().await;
+            state.nodes.sync(self.kube.as_ref()).await?;
+            state.claims.sync(self.kube.as_ref()).await?;
             state.pods.sync(self.kube.as_ref()).await?;
+            let going_away = Self::nodes_going_away(&state);
             for pod in state.pods.iter() {
-                if is_provisionable(pod) {
+                let node = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .unwrap_or_default();
+                if !node.is_empty() && !going_away.contains_key(node) {
+                    continue;
+                }
+                // Pods on nodes going away count as pending too: replacement capacity is planned
+                // before they are evicted.
+                if is_provisionable(pod) || (!node.is_empty() && is_reschedulable(pod)) {
                     pending.insert(pod.metadata.uid.clone().unwrap_or_default());
                 }
             }
@@ -140,6 +157,38 @@ impl Provisioner {
         self.batcher.reset();
         self.last_pass = Some(now);
         self.provision().await.map(Some)
+    }
+
+    /// Names of nodes going away (see [`nodes_going_away`]), from the caches.
+    fn nodes_going_away(state: &ClusterState) -> BTreeMap<String, Option<String>> {
+        nodes_going_away(
+            state.nodes.iter().map(|n| NodeFacts {
+                name: n.metadata.name.as_deref().unwrap_or_default(),
+                provider_id: n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .filter(|p| !p.is_empty()),
+                going: n.metadata.deletion_timestamp.is_some()
+                    || n.spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_ref())
+                        .is_some_and(|taints| {
+                            taints
+                                .iter()
+                                .any(|t| t.key == crate::api::labels::DISRUPTED_TAINT_KEY)
+                        }),
+            }),
+            state.claims.iter().map(|c| ClaimFacts {
+                name: c.metadata.name.as_deref().unwrap_or_default(),
+                provider_id: c
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .filter(|p| !p.is_empty()),
+                deleting: c.metadata.deletion_timestamp.is_some(),
+            }),
+        )
     }
 
     /// How long the loop may sleep before the next tick matters.
@@ -173,21 +222,42 @@ impl Provisioner {
             namespaces: &snapshot.namespaces,
             options: self.options.scheduling,
         });
+        // Claims whose displaced pods could not get their planned capacity this pass: they are
+        // not marked planned, so termination keeps waiting (bounded) for the next pass.
+        let mut unplanned: BTreeSet<String> = BTreeSet::new();
+        let replaced_by = |pods: &[String]| -> BTreeSet<String> {
+            pods.iter()
+                .filter_map(|p| snapshot.displaced.get(p).cloned().flatten())
+                .collect()
+        };
         for planned in &results.new_claims {
             let Some(pool) = snapshot
                 .pools
                 .iter()
                 .find(|p| p.metadata.name.as_deref() == Some(planned.node_pool.as_str()))
             else {
+                unplanned.extend(replaced_by(&planned.pods));
                 continue;
             };
-            let claim = nodeclaim_for(pool, planned);
+            let mut claim = nodeclaim_for(pool, planned);
+            let replaces = replaced_by(&planned.pods);
+            if !replaces.is_empty() {
+                claim
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(
+                        REPLACES_ANNOTATION.to_string(),
+                        replaces.iter().cloned().collect::<Vec<_>>().join(","),
+                    );
+            }
             let value = match serde_json::to_value(&claim) {
                 Ok(value) => value,
                 Err(err) => {
                     outcome
                         .failed_creates
                         .push(format!("{}: {err}", planned.node_pool));
+                    unplanned.extend(replaces);
                     continue;
                 }
             };
@@ -212,12 +282,29 @@ impl Provisioner {
                     outcome.nominated += planned.pods.len();
                     outcome.created.push(name);
                 }
-                Err(err) => outcome
-                    .failed_creates
-                    .push(format!("{}: {err}", planned.node_pool)),
+                Err(err) => {
+                    outcome
+                        .failed_creates
+                        .push(format!("{}: {err}", planned.node_pool));
+                    unplanned.extend(replaces);
+                }
             }
         }
         for placement in &results.existing_nodes {
+            // Displaced pods placed on a claim still in flight: that claim is their replacement.
+            if let Some(already) = snapshot.in_flight.get(&placement.node) {
+                let replaces = replaced_by(&placement.pods);
+                if !replaces.is_subset(already) {
+                    let all: Vec<String> = already.union(&replaces).cloned().collect();
+                    if let Err(err) = self
+                        .annotate(&placement.node, REPLACES_ANNOTATION, &all.join(","))
+                        .await
+                    {
+                        tracing::warn!(claim = %placement.node, %err, "recording replaced claims failed");
+                        unplanned.extend(replaces);
+                    }
+                }
+            }
             for pod in &placement.pods {
                 self.event(
                     pod,
@@ -239,7 +326,33 @@ impl Provisioner {
             .await;
         }
         outcome.unschedulable = results.unschedulable.len();
+        for claim in &snapshot.unplanned_interrupted {
+            let considered = snapshot
+                .displaced
+                .values()
+                .any(|c| c.as_deref() == Some(claim.as_str()));
+            if considered
+                && !unplanned.contains(claim)
+                && let Err(err) = self
+                    .annotate(claim, REPLACEMENT_PLANNED_ANNOTATION, "true")
+                    .await
+            {
+                tracing::warn!(%claim, %err, "marking replacement capacity planned failed");
+            }
+        }
         Ok(outcome)
+    }
+
+    /// Sets one annotation on a NodeClaim (metadata only: the spec is immutable).
+    async fn annotate(&self, claim: &str, key: &str, value: &str) -> Result<(), KubeError> {
+        self.kube
+            .patch(
+                &ResourceKind::NODE_CLAIM,
+                &ObjectKey::cluster(claim),
+                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await
+            .map(|_| ())
     }
 
     /// Records an event on a pod (`namespace/name`); events are best effort.

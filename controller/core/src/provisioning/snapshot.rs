@@ -3,13 +3,16 @@
 //! Nodes are read before pods (as upstream does) so a pod bound after the node list is seen as
 //! pending at worst, never as running on a node the pass does not know.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
-use super::eligibility::is_provisionable;
-use crate::api::labels::{DISRUPTED_TAINT_KEY, INITIALIZED_LABEL};
+use super::eligibility::{is_provisionable, is_reschedulable};
+use crate::api::labels::{
+    DISRUPTED_TAINT_KEY, INITIALIZED_LABEL, INTERRUPTION_ANNOTATION,
+    REPLACEMENT_PLANNED_ANNOTATION, REPLACES_ANNOTATION,
+};
 use crate::api::{NodeClaim, NodePool, Taint, TaintEffect};
 use crate::catalog::Catalog;
 use crate::resources::Resources;
@@ -39,6 +42,71 @@ pub struct Snapshot {
     pub daemonsets: Vec<PodInfo>,
     pub pending: Vec<PodInfo>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Pods in `pending` that are still bound to a node going away (replacement first), by
+    /// `namespace/name`, with the NodeClaim of that node (`None` for a Node without one).
+    pub displaced: BTreeMap<String, Option<String>>,
+    /// NodeClaims not yet nodes (the in-flight entries of `nodes`), with the claims they already
+    /// replace (their `karpenter.sh/replaces` annotation).
+    pub in_flight: BTreeMap<String, BTreeSet<String>>,
+    /// Deleting, interrupted NodeClaims no pass has planned replacement capacity for yet.
+    pub unplanned_interrupted: BTreeSet<String>,
+}
+
+/// What [`nodes_going_away`] needs to know about a Node.
+pub(crate) struct NodeFacts<'a> {
+    pub name: &'a str,
+    pub provider_id: Option<&'a str>,
+    /// Being deleted or tainted `karpenter.sh/disrupted`.
+    pub going: bool,
+}
+
+/// What [`nodes_going_away`] needs to know about a NodeClaim.
+pub(crate) struct ClaimFacts<'a> {
+    pub name: &'a str,
+    pub provider_id: Option<&'a str>,
+    pub deleting: bool,
+}
+
+/// Nodes whose pods need new capacity (being deleted, tainted disrupted, or whose NodeClaim is
+/// being deleted, as upstream includes pods of deleting nodes in its scheduling simulation),
+/// each with its NodeClaim's name if it has one.
+pub(crate) fn nodes_going_away<'a>(
+    nodes: impl IntoIterator<Item = NodeFacts<'a>>,
+    claims: impl IntoIterator<Item = ClaimFacts<'a>>,
+) -> BTreeMap<String, Option<String>> {
+    let claims: Vec<ClaimFacts<'a>> = claims.into_iter().collect();
+    let mut out = BTreeMap::new();
+    for node in nodes {
+        let claim = node
+            .provider_id
+            .filter(|p| !p.is_empty())
+            .and_then(|p| claims.iter().find(|c| c.provider_id == Some(p)));
+        if node.going || claim.is_some_and(|c| c.deleting) {
+            out.insert(node.name.to_string(), claim.map(|c| c.name.to_string()));
+        }
+    }
+    out
+}
+
+fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// The names in a `karpenter.sh/replaces` annotation.
+pub(crate) fn replaces(claim: &NodeClaim) -> BTreeSet<String> {
+    annotation(claim, REPLACES_ANNOTATION)
+        .map(|list| {
+            list.split(',')
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn resources(
@@ -133,6 +201,33 @@ impl Snapshot {
                     .insert(name.clone(), ns.metadata.labels.clone().unwrap_or_default());
             }
         }
+        let going_away = nodes_going_away(
+            nodes.iter().map(|n| NodeFacts {
+                name: n.metadata.name.as_deref().unwrap_or_default(),
+                provider_id: n.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+                going: n.metadata.deletion_timestamp.is_some()
+                    || n.spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_deref())
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|t| t.key == DISRUPTED_TAINT_KEY),
+            }),
+            claims.iter().map(|c| ClaimFacts {
+                name: c.metadata.name.as_deref().unwrap_or_default(),
+                provider_id: c.status.as_ref().and_then(|s| s.provider_id.as_deref()),
+                deleting: c.metadata.deletion_timestamp.is_some(),
+            }),
+        );
+        for claim in &claims {
+            if claim.metadata.deletion_timestamp.is_some()
+                && annotation(claim, INTERRUPTION_ANNOTATION).is_some()
+                && annotation(claim, REPLACEMENT_PLANNED_ANNOTATION).is_none()
+                && let Some(name) = &claim.metadata.name
+            {
+                snapshot.unplanned_interrupted.insert(name.clone());
+            }
+        }
         let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
         for node in &nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
@@ -156,8 +251,8 @@ impl Snapshot {
             snapshot.nodes.push(ExistingNode {
                 name,
                 initialized: ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true"),
-                deleting: node.metadata.deletion_timestamp.is_some()
-                    || taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY),
+                deleting: going_away
+                    .contains_key(node.metadata.name.as_deref().unwrap_or_default()),
                 capacity: resources(status.capacity.as_ref()),
                 allocatable: resources(status.allocatable.as_ref()),
                 labels,
@@ -175,6 +270,9 @@ impl Snapshot {
                 continue;
             }
             snapshot.nodes.push(in_flight(claim, catalog));
+            if let Some(name) = &claim.metadata.name {
+                snapshot.in_flight.insert(name.clone(), replaces(claim));
+            }
         }
         for pod in &pods {
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -182,10 +280,19 @@ impl Snapshot {
                 continue;
             }
             let bound = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-            if let Some(n) = bound.and_then(|node| by_name.get(&node).copied()) {
-                if let Ok(info) = PodInfo::from_pod(pod, Vec::new()) {
-                    snapshot.nodes[n].pods.push(info);
+            if let Some(node) = bound.as_ref().filter(|node| by_name.contains_key(*node)) {
+                let Ok(info) = PodInfo::from_pod(pod, Vec::new()) else {
+                    continue;
+                };
+                // Replacement first: a pod on a node going away is scheduled again now, so its
+                // new capacity is ready before it is evicted.
+                if let Some(claim) = going_away.get(node)
+                    && is_reschedulable(pod)
+                {
+                    snapshot.displaced.insert(info.key.clone(), claim.clone());
+                    snapshot.pending.push(info.clone());
                 }
+                snapshot.nodes[by_name[node]].pods.push(info);
             } else if is_provisionable(pod)
                 && let Ok(info) = PodInfo::from_pod(pod, Vec::new())
             {

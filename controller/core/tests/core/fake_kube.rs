@@ -1,25 +1,48 @@
 //! A small in-memory `KubeApi` for core tests: objects by (kind, namespace, name), server-side
-//! `generateName`, resourceVersions, recorded events. (The simulation's API server, with watches,
-//! finalizers and PDB-aware eviction, lives in `sim`; this fake only has what core tests need.)
+//! `generateName`, resourceVersions, recorded events, recorded deletes and evictions, evictions a
+//! test refuses (as a PodDisruptionBudget would, 429) and scripted write failures. (The
+//! simulation's API server, with watches, finalizers and PDB-aware eviction, lives in `sim`;
+//! this fake only has what core tests need.)
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, ListOptions, ObjectKey, ObjectList, Patch,
     ResourceKind, WatchStream,
 };
-use karpenter_core::seams::{KubeApi, KubeError};
+use karpenter_core::seams::{Clock, KubeApi, KubeError};
 use serde_json::{Value, json};
 
 type Key = (&'static str, Option<String>, String);
+
+/// One delete or eviction call a test can look at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// `delete` or `evict`.
+    pub verb: &'static str,
+    /// The resource plural (`pods`, `nodeclaims`, ...).
+    pub kind: &'static str,
+    /// `namespace/name` for namespaced kinds, `name` otherwise.
+    pub name: String,
+    pub options: DeleteOptions,
+    /// `ok` or the error's text.
+    pub outcome: String,
+}
 
 #[derive(Default)]
 pub struct FakeKube {
     objects: Mutex<BTreeMap<Key, Value>>,
     events: Mutex<Vec<EventRecord>>,
     counter: Mutex<u64>,
+    calls: Mutex<Vec<Call>>,
+    /// Pods (`namespace/name`) whose eviction a PodDisruptionBudget refuses (429).
+    refused: Mutex<BTreeSet<String>>,
+    /// Errors the next patch/delete calls return, in order (then calls succeed again).
+    failures: Mutex<Vec<KubeError>>,
+    /// Time for deletionTimestamps (a fixed instant without one).
+    clock: Mutex<Option<Arc<dyn Clock>>>,
 }
 
 impl FakeKube {
@@ -66,6 +89,78 @@ impl FakeKube {
     pub fn events(&self) -> Vec<EventRecord> {
         self.events.lock().unwrap().clone()
     }
+
+    /// Delete and evict calls so far, oldest first.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// One object by kind and name (`namespace/name` for namespaced kinds).
+    pub fn object(&self, kind: &ResourceKind, name: &str) -> Option<Value> {
+        let (namespace, name) = match name.split_once('/') {
+            Some((ns, n)) => (Some(ns.to_string()), n.to_string()),
+            None => (None, name.to_string()),
+        };
+        self.objects
+            .lock()
+            .unwrap()
+            .get(&(kind.plural, namespace, name))
+            .cloned()
+    }
+
+    /// Evictions of `pod` (`namespace/name`) are refused with 429 until [`Self::allow_eviction`].
+    pub fn refuse_eviction(&self, pod: &str) {
+        self.refused.lock().unwrap().insert(pod.to_string());
+    }
+
+    pub fn allow_eviction(&self, pod: &str) {
+        self.refused.lock().unwrap().remove(pod);
+    }
+
+    /// The next patch/delete calls fail with these errors, one each.
+    pub fn fail_next_writes(&self, errors: impl IntoIterator<Item = KubeError>) {
+        self.failures.lock().unwrap().extend(errors);
+    }
+
+    /// deletionTimestamps come from `clock` from now on.
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        *self.clock.lock().unwrap() = Some(clock);
+    }
+
+    fn now_text(&self) -> String {
+        match &*self.clock.lock().unwrap() {
+            Some(clock) => jiff::Timestamp::from_second(clock.now().as_second())
+                .unwrap_or(clock.now())
+                .to_string(),
+            None => "2026-01-01T00:00:00Z".to_string(),
+        }
+    }
+
+    fn scripted_failure(&self) -> Option<KubeError> {
+        let mut failures = self.failures.lock().unwrap();
+        (!failures.is_empty()).then(|| failures.remove(0))
+    }
+
+    fn record_call(
+        &self,
+        verb: &'static str,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+        options: &DeleteOptions,
+        outcome: &str,
+    ) {
+        let name = match &key.namespace {
+            Some(ns) => format!("{ns}/{}", key.name),
+            None => key.name.clone(),
+        };
+        self.calls.lock().unwrap().push(Call {
+            verb,
+            kind: kind.plural,
+            name,
+            options: options.clone(),
+            outcome: outcome.to_string(),
+        });
+    }
 }
 
 impl FakeKube {
@@ -78,6 +173,9 @@ impl FakeKube {
         patch: &Patch,
         status: bool,
     ) -> Result<Value, KubeError> {
+        if let Some(err) = self.scripted_failure() {
+            return Err(err);
+        }
         let id = (kind.plural, key.namespace.clone(), key.name.clone());
         let mut objects = self.objects.lock().unwrap();
         let object = objects
@@ -198,8 +296,14 @@ impl KubeApi for FakeKube {
         &self,
         kind: &ResourceKind,
         key: &ObjectKey,
-        _: &DeleteOptions,
+        options: &DeleteOptions,
     ) -> Result<DeleteOutcome, KubeError> {
+        if let Some(err) = self.scripted_failure() {
+            self.record_call("delete", kind, key, options, &err.to_string());
+            return Err(err);
+        }
+        self.record_call("delete", kind, key, options, "ok");
+        let now = self.now_text();
         let id = (kind.plural, key.namespace.clone(), key.name.clone());
         let mut objects = self.objects.lock().unwrap();
         let Some(object) = objects.get_mut(&id) else {
@@ -209,14 +313,38 @@ impl KubeApi for FakeKube {
             .as_array()
             .is_some_and(|f| !f.is_empty())
         {
-            object["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            if object["metadata"]["deletionTimestamp"].is_null() {
+                object["metadata"]["deletionTimestamp"] = json!(now);
+            }
             return Ok(DeleteOutcome::Marked(object.clone()));
         }
         objects.remove(&id);
         Ok(DeleteOutcome::Deleted)
     }
 
-    async fn evict(&self, _: &ObjectKey, _: &DeleteOptions) -> Result<(), KubeError> {
+    /// Refused pods get 429; others are removed at once (no kubelet here to wait for).
+    async fn evict(&self, pod: &ObjectKey, options: &DeleteOptions) -> Result<(), KubeError> {
+        let name = format!(
+            "{}/{}",
+            pod.namespace.as_deref().unwrap_or("default"),
+            pod.name
+        );
+        let id = (
+            ResourceKind::POD.plural,
+            pod.namespace.clone(),
+            pod.name.clone(),
+        );
+        if self.refused.lock().unwrap().contains(&name)
+            && self.objects.lock().unwrap().contains_key(&id)
+        {
+            let err = KubeError::TooManyRequests(format!(
+                "Cannot evict pod as it would violate the pod's disruption budget: {name}"
+            ));
+            self.record_call("evict", &ResourceKind::POD, pod, options, &err.to_string());
+            return Err(err);
+        }
+        self.record_call("evict", &ResourceKind::POD, pod, options, "ok");
+        self.objects.lock().unwrap().remove(&id);
         Ok(())
     }
 

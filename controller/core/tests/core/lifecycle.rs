@@ -1,5 +1,6 @@
 //! The NodeClaim lifecycle against fakecloud: launch, registration, initialization, liveness,
-//! capacity errors, adoption after a restart, deletion and garbage collection.
+//! capacity errors, adoption after a restart, hand-over of deleting claims to termination, and
+//! garbage collection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,10 @@ use fakecloud::{Config, FakeCloud, Pool};
 use karpenter_core::api::NodeClaim;
 use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::lifecycle::{Lifecycle, Options, Step, UnavailableOfferings};
+use karpenter_core::metrics::Metrics;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, Ec2, KubeApi, ManualClock};
+use karpenter_core::termination::{Stage, Termination};
 use serde_json::{Value, json};
 
 use super::fake_kube::FakeKube;
@@ -20,6 +23,7 @@ struct World {
     clock: Arc<ManualClock>,
     ice: Arc<UnavailableOfferings>,
     lifecycle: Lifecycle,
+    termination: std::sync::Mutex<Termination>,
 }
 
 fn world() -> World {
@@ -52,12 +56,19 @@ fn world() -> World {
         ice.clone(),
         options,
     );
+    let termination = std::sync::Mutex::new(Termination::new(
+        kube.clone(),
+        cloud.clone(),
+        clock.clone(),
+        Arc::new(Metrics::new()),
+    ));
     World {
         kube,
         cloud,
         clock,
         ice,
         lifecycle,
+        termination,
     }
 }
 
@@ -89,6 +100,11 @@ impl World {
 
     fn reconcile(&self) -> Vec<(String, Result<Step, String>)> {
         futures::executor::block_on(self.lifecycle.reconcile_all()).expect("reconcile")
+    }
+
+    fn terminate(&self) -> Vec<(String, Result<Stage, String>)> {
+        let mut termination = self.termination.lock().unwrap();
+        futures::executor::block_on(termination.reconcile_all()).expect("terminate")
     }
 
     /// What the kubelet does when the instance boots: a Node with the claim's provider id.
@@ -209,7 +225,12 @@ fn an_insufficient_capacity_error_deletes_the_claim_and_marks_the_offerings_unav
     assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedInsufficientCapacity));
     assert_eq!(
         w.reconcile()[0].1,
-        Ok(Step::Gone),
+        Ok(Step::Deleting),
+        "a deleting claim is left to termination"
+    );
+    assert_eq!(
+        w.terminate()[0].1,
+        Ok(Stage::Terminated),
         "no instance to terminate: the finalizer goes"
     );
     assert!(w.claim("default-b").is_none());
@@ -253,8 +274,10 @@ fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
     assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting));
     w.clock.advance(Duration::from_secs(61));
     assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedRegistrationTimeout));
-    // Marked (finalizer) then finalized: the instance is terminated and the claim goes away.
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Finalizing));
+    // Marked (finalizer) then finalized by termination: the instance is terminated and the
+    // claim goes away once EC2 reports it terminated.
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Deleting));
+    assert_eq!(w.terminate()[0].1, Ok(Stage::InstanceTerminating));
     futures::executor::block_on(async {
         w.clock.advance(Duration::from_secs(120));
         let ids: Vec<String> = w
@@ -274,7 +297,7 @@ fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
                 | karpenter_core::seams::ec2::InstanceState::Terminated
         )));
     });
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Gone));
+    assert_eq!(w.terminate()[0].1, Ok(Stage::Terminated));
     assert!(w.claim("default-c").is_none());
 }
 

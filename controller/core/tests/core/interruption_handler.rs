@@ -1,0 +1,630 @@
+//! The interruption controller against fakecloud's queue: what each message kind does, message
+//! deletion and redelivery, duplicates, and replacement capacity before eviction (through the
+//! whole Operator).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fakecloud::{Config, FakeCloud};
+use karpenter_core::api::NodeClaim;
+use karpenter_core::catalog::Catalog;
+use karpenter_core::interruption::messages::{
+    DETAIL_TYPE_REBALANCE_RECOMMENDATION, DETAIL_TYPE_SPOT_INTERRUPTION, DETAIL_TYPE_STATE_CHANGE,
+    Event, Metadata, RebalanceRecommendationDetail, SOURCE_EC2, SpotInterruptionDetail,
+    StateChangeDetail,
+};
+use karpenter_core::interruption::{InterruptionHandler, Outcome, PollReport};
+use karpenter_core::metrics::{MessageTypeLabels, Metrics};
+use karpenter_core::operator::{self, Operator, StepReport};
+use karpenter_core::seams::KubeError;
+use karpenter_core::seams::kube::ResourceKind;
+use karpenter_core::seams::{Clock, ManualClock};
+use karpenter_core::termination::Stage;
+use serde_json::{Value, json};
+
+use super::fake_kube::FakeKube;
+use super::termination::{pod, world};
+
+const QUEUE: &str = "https://sqs.us-west-2.amazonaws.com/123456789012/sim";
+
+fn metadata(detail_type: &str, instance: &str, time: jiff::Timestamp) -> Metadata {
+    Metadata {
+        version: "0".into(),
+        id: format!("event-{instance}"),
+        detail_type: detail_type.into(),
+        source: SOURCE_EC2.into(),
+        account: "123456789012".into(),
+        time,
+        region: "us-west-2".into(),
+        resources: vec![format!(
+            "arn:aws:ec2:us-west-2:123456789012:instance/{instance}"
+        )],
+    }
+}
+
+fn spot_warning(instance: &str, time: jiff::Timestamp) -> String {
+    Event {
+        metadata: metadata(DETAIL_TYPE_SPOT_INTERRUPTION, instance, time),
+        detail: SpotInterruptionDetail {
+            instance_id: instance.into(),
+            instance_action: "terminate".into(),
+        },
+    }
+    .to_json()
+}
+
+fn rebalance(instance: &str, time: jiff::Timestamp) -> String {
+    Event {
+        metadata: metadata(DETAIL_TYPE_REBALANCE_RECOMMENDATION, instance, time),
+        detail: RebalanceRecommendationDetail {
+            instance_id: instance.into(),
+        },
+    }
+    .to_json()
+}
+
+fn state_change(instance: &str, state: &str, time: jiff::Timestamp) -> String {
+    Event {
+        metadata: metadata(DETAIL_TYPE_STATE_CHANGE, instance, time),
+        detail: StateChangeDetail {
+            instance_id: instance.into(),
+            state: state.into(),
+        },
+    }
+    .to_json()
+}
+
+/// A NodeClaim that says it runs `instance` (the handler matches claims by provider id only).
+fn claim_for(name: &str, instance: &str) -> Value {
+    json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "finalizers": ["karpenter.sh/termination"],
+                     "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+        "status": {"providerID": format!("aws:///us-west-2a/{instance}")}
+    })
+}
+
+struct Queue {
+    kube: Arc<FakeKube>,
+    cloud: Arc<FakeCloud>,
+    clock: Arc<ManualClock>,
+    metrics: Arc<Metrics>,
+    handler: InterruptionHandler,
+}
+
+fn queue() -> Queue {
+    let clock = Arc::new(ManualClock::new(
+        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
+    ));
+    let cloud = Arc::new(FakeCloud::new(
+        clock.clone(),
+        Catalog::builtin(),
+        Config::default(),
+    ));
+    let kube = Arc::new(FakeKube::default());
+    kube.set_clock(clock.clone());
+    let metrics = Arc::new(Metrics::new());
+    let handler = InterruptionHandler::new(
+        kube.clone(),
+        cloud.clone(),
+        clock.clone(),
+        metrics.clone(),
+        QUEUE.into(),
+    );
+    Queue {
+        kube,
+        cloud,
+        clock,
+        metrics,
+        handler,
+    }
+}
+
+impl Queue {
+    fn poll(&self) -> PollReport {
+        futures::executor::block_on(self.handler.poll()).expect("poll")
+    }
+
+    fn claim(&self, name: &str) -> NodeClaim {
+        serde_json::from_value(
+            self.kube
+                .object(&ResourceKind::NODE_CLAIM, name)
+                .expect("claim"),
+        )
+        .expect("decodes")
+    }
+
+    fn claim_deletes(&self) -> usize {
+        self.kube
+            .calls()
+            .iter()
+            .filter(|c| c.verb == "delete" && c.kind == "nodeclaims" && c.outcome == "ok")
+            .count()
+    }
+}
+
+#[test]
+fn a_rebalance_recommendation_only_records_an_event() {
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    q.cloud.inject_message(&rebalance("i-0a", q.clock.now()));
+    let report = q.poll();
+    assert_eq!(
+        report.messages[0].1,
+        Outcome::Recorded {
+            claims: vec!["default-a".into()]
+        }
+    );
+    assert_eq!(report.deleted, 1);
+    assert_eq!(q.cloud.queue_depth(), 0);
+    assert!(q.claim("default-a").metadata.deletion_timestamp.is_none());
+    assert_eq!(q.claim_deletes(), 0);
+    assert!(
+        q.kube
+            .events()
+            .iter()
+            .any(|e| e.reason == "SpotRebalanceRecommendation")
+    );
+}
+
+#[test]
+fn a_message_about_an_unknown_instance_is_deleted() {
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    q.cloud
+        .inject_message(&spot_warning("i-0unknown", q.clock.now()));
+    let report = q.poll();
+    assert_eq!(
+        report.messages[0].1,
+        Outcome::UnknownInstance {
+            instance_ids: vec!["i-0unknown".into()]
+        }
+    );
+    assert_eq!(q.cloud.queue_depth(), 0, "deleted, not left to come back");
+    assert_eq!(q.claim_deletes(), 0);
+}
+
+#[test]
+fn a_malformed_message_is_counted_and_deleted_without_blocking_the_queue() {
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    q.cloud.inject_message("{\"not\": \"an event\"");
+    q.cloud.inject_malformed_message();
+    q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
+    let report = q.poll();
+    assert!(matches!(report.messages[0].1, Outcome::Malformed(_)));
+    assert!(matches!(report.messages[1].1, Outcome::Malformed(_)));
+    assert!(matches!(report.messages[2].1, Outcome::Deleted { .. }));
+    assert_eq!(report.deleted, 3);
+    assert_eq!(q.cloud.queue_depth(), 0);
+    assert_eq!(q.metrics.interruption_malformed.get(), 2);
+    assert_eq!(
+        q.metrics
+            .interruption_received
+            .get_or_create(&MessageTypeLabels {
+                message_type: "malformed".into()
+            })
+            .get(),
+        2
+    );
+    assert_eq!(q.metrics.interruption_deleted.get(), 3);
+}
+
+#[test]
+fn a_duplicate_message_causes_one_action() {
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    let body = spot_warning("i-0a", q.clock.now());
+    q.cloud.inject_message(&body);
+    q.cloud.inject_message(&body);
+    let report = q.poll();
+    assert!(matches!(report.messages[0].1, Outcome::Deleted { .. }));
+    assert_eq!(
+        report.messages[1].1,
+        Outcome::AlreadyDeleting {
+            claims: vec!["default-a".into()]
+        }
+    );
+    // A third copy, redelivered later, is a no-op too.
+    q.clock.advance(Duration::from_secs(40));
+    q.cloud.inject_message(&body);
+    assert!(matches!(
+        q.poll().messages[0].1,
+        Outcome::AlreadyDeleting { .. }
+    ));
+    assert_eq!(q.claim_deletes(), 1, "one delete of the claim");
+    assert_eq!(
+        q.kube
+            .events()
+            .iter()
+            .filter(|e| e.reason == "SpotInterrupted" && e.key.name == "default-a")
+            .count(),
+        1
+    );
+    assert_eq!(q.cloud.queue_depth(), 0);
+    let claim = q.claim("default-a");
+    let annotations = claim.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations["karpenter.sh/interruption"], "spot_interrupted");
+    let deadline: jiff::Timestamp = annotations["karpenter.sh/interruption-eviction-deadline"]
+        .parse()
+        .expect("deadline");
+    assert_eq!(
+        deadline,
+        "2026-01-01T00:01:30Z".parse::<jiff::Timestamp>().unwrap(),
+        "warning time + 90 s"
+    );
+}
+
+#[test]
+fn a_retryable_failure_leaves_the_message_for_redelivery() {
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    q.cloud
+        .inject_message(&state_change("i-0a", "stopping", q.clock.now()));
+    q.kube
+        .fail_next_writes([KubeError::Unavailable("etcd timeout".into())]);
+    let report = q.poll();
+    assert!(matches!(report.messages[0].1, Outcome::Retry(_)));
+    assert_eq!(report.deleted, 0);
+    assert_eq!(q.cloud.queue_depth(), 1, "left in the queue");
+    assert!(q.claim("default-a").metadata.deletion_timestamp.is_none());
+    // Hidden for the visibility timeout, then redelivered and acted on.
+    assert!(q.poll().messages.is_empty());
+    q.clock.advance(Duration::from_secs(31));
+    let report = q.poll();
+    assert_eq!(
+        report.messages[0].1,
+        Outcome::Deleted {
+            kind: karpenter_core::interruption::messages::Kind::InstanceStopped,
+            claims: vec!["default-a".into()]
+        }
+    );
+    assert_eq!(q.cloud.queue_depth(), 0);
+    assert!(q.claim("default-a").metadata.deletion_timestamp.is_some());
+}
+
+#[test]
+fn a_state_change_to_terminated_deletes_the_claim_and_its_drain_starts_at_once() {
+    let mut w = world();
+    let node = w.node("default-a", None);
+    w.kube.apply(&ResourceKind::POD, pod("web", &node, |_| {}));
+    let instance = w
+        .claim("default-a")
+        .and_then(|c| c.status.and_then(|s| s.provider_id))
+        .and_then(|p| p.rsplit('/').next().map(str::to_string))
+        .expect("instance");
+    let handler = InterruptionHandler::new(
+        w.kube.clone(),
+        w.cloud.clone(),
+        w.clock.clone(),
+        w.metrics.clone(),
+        QUEUE.into(),
+    );
+    w.cloud
+        .inject_message(&state_change(&instance, "shutting-down", w.clock.now()));
+    let report = futures::executor::block_on(handler.poll()).expect("poll");
+    assert!(matches!(report.messages[0].1, Outcome::Deleted { .. }));
+    let claim = w.claim("default-a").expect("claim");
+    let annotations = claim.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations["karpenter.sh/interruption"],
+        "instance_terminated"
+    );
+    assert!(
+        !annotations.contains_key("karpenter.sh/interruption-eviction-deadline"),
+        "no waiting for a replacement"
+    );
+    assert_eq!(w.terminate("default-a"), Stage::Draining { waiting: 1 });
+    assert_eq!(w.evicted(), ["default/web"], "evicted in the same pass");
+}
+
+// --- Replacement first, through the whole Operator ---------------------------------------------
+
+struct Cluster {
+    kube: Arc<FakeKube>,
+    cloud: Arc<FakeCloud>,
+    clock: Arc<ManualClock>,
+    operator: Operator,
+}
+
+fn cluster() -> Cluster {
+    let clock = Arc::new(ManualClock::new(
+        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
+    ));
+    let catalog = Catalog::builtin();
+    let cloud = Arc::new(FakeCloud::new(
+        clock.clone(),
+        catalog.clone(),
+        Config::default(),
+    ));
+    let kube = Arc::new(FakeKube::default());
+    kube.set_clock(clock.clone());
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}]}
+    }));
+    kube.apply(
+        &ResourceKind::NODE_POOL,
+        json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "pool-uid"},
+            "spec": {"template": {"spec": {
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m6i.large"]}
+                ],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+            }}}
+        }),
+    );
+    let options = operator::Options {
+        lifecycle: karpenter_core::lifecycle::Options {
+            cluster_name: "sim".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let operator = Operator::new(
+        kube.clone(),
+        cloud.clone(),
+        clock.clone(),
+        Arc::new(catalog),
+        options,
+    )
+    .with_interruption_queue(cloud.clone(), QUEUE.into());
+    Cluster {
+        kube,
+        cloud,
+        clock,
+        operator,
+    }
+}
+
+impl Cluster {
+    fn step(&mut self) -> StepReport {
+        let report = futures::executor::block_on(self.operator.step()).expect("step");
+        self.clock.advance(Duration::from_secs(1));
+        report
+    }
+
+    fn claims(&self) -> Vec<NodeClaim> {
+        self.kube
+            .all(&ResourceKind::NODE_CLAIM)
+            .into_iter()
+            .map(|c| serde_json::from_value(c).expect("decodes"))
+            .collect()
+    }
+
+    fn claim(&self, name: &str) -> NodeClaim {
+        serde_json::from_value(
+            self.kube
+                .object(&ResourceKind::NODE_CLAIM, name)
+                .expect("claim"),
+        )
+        .expect("decodes")
+    }
+
+    fn pending_pod(&self, name: &str, cpu: &str) {
+        self.kube.apply(
+            &ResourceKind::POD,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+                "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]},
+                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+            }),
+        );
+    }
+
+    /// What the kubelet and kube-scheduler would do: a Node for `claim`'s instance, and `pods`
+    /// bound to it and running.
+    fn join(&self, claim: &str, pods: &[&str]) -> String {
+        let provider_id = self
+            .claim(claim)
+            .status
+            .and_then(|s| s.provider_id)
+            .expect("launched");
+        let node = format!("node-{claim}");
+        self.kube.apply(
+            &ResourceKind::NODE,
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node},
+                "spec": {"providerID": provider_id},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                           "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
+            }),
+        );
+        for name in pods {
+            let mut pod = self
+                .kube
+                .object(&ResourceKind::POD, &format!("default/{name}"))
+                .expect("pod");
+            pod["spec"]["nodeName"] = json!(node);
+            pod["status"] = json!({"phase": "Running"});
+            self.kube.apply(&ResourceKind::POD, pod);
+        }
+        node
+    }
+
+    fn instance_of(&self, claim: &str) -> String {
+        self.claim(claim)
+            .status
+            .and_then(|s| s.provider_id)
+            .and_then(|p| p.rsplit('/').next().map(str::to_string))
+            .expect("instance")
+    }
+
+    fn evictions(&self) -> Vec<String> {
+        self.kube
+            .calls()
+            .into_iter()
+            .filter(|c| c.verb == "evict")
+            .map(|c| c.name)
+            .collect()
+    }
+
+    fn initialized(&self, claim: &str) -> bool {
+        self.claim(claim)
+            .status
+            .is_some_and(|s| karpenter_core::api::conditions::is_true(&s.conditions, "Initialized"))
+    }
+
+    /// Claims (by name) whose `karpenter.sh/replaces` names `old`.
+    fn replacements_of(&self, old: &str) -> Vec<String> {
+        self.claims()
+            .into_iter()
+            .filter(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("karpenter.sh/replaces"))
+                    .is_some_and(|list| list.split(',').any(|n| n == old))
+            })
+            .filter_map(|c| c.metadata.name)
+            .collect()
+    }
+
+    /// A claim for `pod`, launched, its node joined and initialized, the pod running on it.
+    fn running(&mut self, pods: &[&str]) -> Vec<String> {
+        for pod in pods {
+            self.pending_pod(pod, "1500m");
+        }
+        let mut created = Vec::new();
+        for _ in 0..3 {
+            if let Some(outcome) = self.step().provisioned {
+                created.extend(outcome.created);
+            }
+        }
+        assert_eq!(created.len(), pods.len(), "one claim per pod");
+        for (claim, pod) in created.iter().zip(pods) {
+            self.join(claim, &[pod]);
+        }
+        self.step();
+        self.step();
+        for claim in &created {
+            assert!(self.initialized(claim), "{claim} initialized");
+        }
+        created
+    }
+}
+
+#[test]
+fn a_spot_warning_creates_an_annotated_replacement_before_any_eviction_and_eviction_waits_for_it() {
+    let mut c = cluster();
+    let old = c.running(&["web"]).remove(0);
+    assert!(c.cloud.interrupt_spot(&c.instance_of(&old)));
+    let report = c.step();
+    assert!(matches!(
+        report.interruption,
+        Some(Ok(PollReport { ref messages, .. })) if matches!(messages[0].1, Outcome::Deleted { .. })
+    ));
+    assert!(c.claim(&old).metadata.deletion_timestamp.is_some());
+    assert!(
+        report
+            .termination
+            .contains(&(old.clone(), Ok(Stage::AwaitingReplacement)))
+    );
+    // The next pass plans the replacement for the pod still running on the interrupted node.
+    let report = c.step();
+    let created = report.provisioned.expect("a pass ran").created;
+    assert_eq!(created.len(), 1);
+    assert_eq!(
+        c.replacements_of(&old),
+        created,
+        "annotated with what it replaces"
+    );
+    assert_eq!(
+        c.claim(&old).metadata.annotations.unwrap_or_default()["karpenter.sh/replacement-planned"],
+        "true"
+    );
+    for _ in 0..20 {
+        c.step();
+    }
+    assert!(
+        c.evictions().is_empty(),
+        "nothing evicted before the replacement is ready"
+    );
+    // The replacement joins and initializes: eviction starts.
+    c.join(&created[0], &[]);
+    let mut steps = 0;
+    while c.evictions().is_empty() && steps < 5 {
+        c.step();
+        steps += 1;
+    }
+    assert!(c.initialized(&created[0]));
+    assert_eq!(c.evictions(), ["default/web"]);
+    assert!(
+        steps <= 3,
+        "eviction follows initialization ({steps} steps)"
+    );
+}
+
+#[test]
+fn eviction_of_a_spot_interrupted_node_starts_at_the_bound_when_the_replacement_is_not_ready() {
+    let mut c = cluster();
+    let old = c.running(&["web"]).remove(0);
+    let warned = c.clock.now();
+    assert!(c.cloud.interrupt_spot(&c.instance_of(&old)));
+    c.step();
+    let bound: jiff::Timestamp = c.claim(&old).metadata.annotations.unwrap_or_default()
+        ["karpenter.sh/interruption-eviction-deadline"]
+        .parse()
+        .expect("deadline");
+    assert_eq!(
+        bound,
+        jiff::Timestamp::from_second(warned.as_second()).unwrap() + Duration::from_secs(90)
+    );
+    while c.clock.now() < bound {
+        assert!(
+            c.evictions().is_empty(),
+            "no eviction before the bound at {}",
+            c.clock.now()
+        );
+        c.step();
+    }
+    assert!(
+        c.evictions().is_empty(),
+        "none in the step before the bound"
+    );
+    c.step();
+    assert_eq!(c.evictions(), ["default/web"]);
+    let replacements = c.replacements_of(&old);
+    assert_eq!(replacements.len(), 1);
+    assert!(!c.initialized(&replacements[0]), "it never joined");
+}
+
+#[test]
+fn many_interrupted_nodes_are_replaced_in_one_provisioning_pass() {
+    let mut c = cluster();
+    let old = c.running(&["a", "b", "c"]);
+    for claim in &old {
+        assert!(c.cloud.interrupt_spot(&c.instance_of(claim)));
+    }
+    let report = c.step();
+    let Some(Ok(poll)) = report.interruption else {
+        panic!("polled")
+    };
+    assert_eq!(poll.deleted, 3, "all three warnings in one step");
+    let report = c.step();
+    let created = report.provisioned.expect("one pass").created;
+    assert_eq!(created.len(), 3, "three replacements in that pass");
+    for claim in &old {
+        assert_eq!(
+            c.replacements_of(claim).len(),
+            1,
+            "{claim} has its replacement"
+        );
+        assert_eq!(
+            c.claim(claim).metadata.annotations.unwrap_or_default()["karpenter.sh/replacement-planned"],
+            "true"
+        );
+    }
+}

@@ -74,13 +74,20 @@ Feature: Capacity errors and cloud faults
     Then within 10 minutes all 5 pods are Running
     And no two nodes share an instance type, zone and capacity type
 
-  Scenario: EC2 throttling and server errors delay launches but never duplicate them
-    Given EC2 throttles 30% of calls
+  Scenario Outline: EC2 throttling and server errors delay launches but never duplicate them
+    Given the seed <seed>
+    And EC2 throttles 30% of calls
     And EC2 fails 10% of calls with a server error
     When the Deployment "web" with 8 replicas requesting 500m CPU is created
     Then within 10 minutes all 8 pods are Running
     And at most 3 nodes were launched
     And the world really injected "ec2-throttle, ec2-5xx" faults
+
+    Examples:
+      | seed |
+      | 1    |
+      | 2    |
+      | 3    |
 
   Scenario: instances EC2 shows late are not launched a second time
     Given EC2 shows new instances only after 20 seconds
@@ -88,10 +95,17 @@ Feature: Capacity errors and cloud faults
     Then within 5 minutes all 8 pods are Running
     And at most 3 nodes were launched
 
-  Scenario: API server errors and write conflicts do not stop provisioning
-    Given the API server fails 5% of calls
+  Scenario Outline: API server errors and write conflicts do not stop provisioning
+    Given the seed <seed>
+    And the API server fails 5% of calls
     And 10% of API writes conflict
     When the Deployment "web" with 8 replicas requesting 500m CPU is created
     Then within 10 minutes all 8 pods are Running
     And at most 3 nodes were launched
     And the world really injected "api-5xx, api-conflict" faults
+
+    Examples:
+      | seed |
+      | 1    |
+      | 7    |
+      | 8    |

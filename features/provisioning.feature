@@ -67,6 +67,41 @@ Feature: Provisioning
     And no node was launched
     And a FailedScheduling event for a pod of "orphan" says "no NodePool is ready"
 
+  Scenario: pods waiting for a NodePool run once one is created
+    Given the EC2NodeClass "default" from "seed-000-default.yaml"
+    When the Deployment "web" with 3 replicas requesting 500m CPU is created
+    And 1 minute passes
+    And the NodePool "default" from "seed-000-default.yaml" is applied
+    Then within 2 minutes all 3 pods are Running
+    And every node belongs to NodePool "default"
+
+  Scenario: a NodePool added for a team takes that team's pods
+    Given the NodePool "default" from "seed-000-default.yaml"
+    When this manifest is applied:
+      """
+      apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {name: batch}
+      spec:
+        template:
+          metadata:
+            labels: {team: batch}
+          spec:
+            requirements:
+              - {key: karpenter.k8s.aws/instance-category, operator: In, values: [m]}
+              - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+            nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      """
+    And the Deployment "jobs" with 4 replicas requesting 1 CPU is created with:
+      """
+      nodeSelector:
+        team: batch
+      """
+    Then within 2 minutes all 4 pods are Running
+    And every node belongs to NodePool "batch"
+    And every node is an on-demand instance
+    And every node has label "team" = "batch"
+
   Scenario: memory-hungry pods get memory-optimised instances
     Given the NodePool "default" from "seed-000-default.yaml"
     When the Deployment "cache" with 4 replicas requesting 1 CPU and 28Gi memory is created

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use fakecloud::Pool;
 use jiff::Timestamp;
-use karpenter_core::seams::Clock;
 use karpenter_core::seams::ec2::Instance;
 use karpenter_core::seams::kube::ResourceKind;
+use karpenter_core::seams::{Clock, KubeApi};
 use karpenter_sim::apiserver::{ApiFaultRates, ApiOperation};
 use karpenter_sim::scenario::{CloudKnobs, Scenario};
 use karpenter_sim::world::{EPOCH, World};
@@ -442,6 +442,59 @@ impl SimWorld {
     pub async fn delete_deployment(&mut self, name: &str) {
         self.scale(name, 0).await;
         self.deployments.remove(name);
+    }
+
+    /// Applies one manifest to the running cluster, as `kubectl apply` of a new object would:
+    /// a Karpenter object is validated first (an invalid one fails the step, as the API server
+    /// would refuse it), a Deployment starts its pods, anything else the API server stores is
+    /// created (a PodDisruptionBudget, a Namespace, a DaemonSet, ...).
+    pub async fn apply(&mut self, document: Value) {
+        let checked = karpenter_core::manifest::check_document(&document);
+        if let karpenter_core::manifest::Outcome::Invalid(violations) = &checked.outcome {
+            self.fail(format!(
+                "{}/{} is invalid: {violations}",
+                checked.kind, checked.name
+            ));
+        }
+        if checked.kind == "Deployment" {
+            let deployment = Deployment::from_manifest(&document).unwrap_or_else(|e| self.fail(e));
+            return self.create_deployment(deployment).await;
+        }
+        let kind = match checked.kind.as_str() {
+            "NodePool" => ResourceKind::NODE_POOL,
+            "EC2NodeClass" => ResourceKind::EC2_NODE_CLASS,
+            "Namespace" => ResourceKind::NAMESPACE,
+            "PodDisruptionBudget" => ResourceKind::POD_DISRUPTION_BUDGET,
+            "DaemonSet" => ResourceKind::DAEMON_SET,
+            "PersistentVolumeClaim" => ResourceKind::PERSISTENT_VOLUME_CLAIM,
+            "PersistentVolume" => ResourceKind::PERSISTENT_VOLUME,
+            "StorageClass" => ResourceKind::STORAGE_CLASS,
+            other => self.fail(format!("applying a {other} is not supported")),
+        };
+        self.world().await;
+        self.mark();
+        let mut document = document;
+        if kind.namespaced && document["metadata"]["namespace"].is_null() {
+            document["metadata"]["namespace"] = Value::from("default");
+        }
+        let result = match self.world.as_ref() {
+            Some(world) => {
+                let mut saved: BTreeMap<ApiOperation, ApiFaultRates> = BTreeMap::new();
+                world
+                    .api
+                    .configure(|c| saved = std::mem::take(&mut c.faults));
+                let result = world.api.create(&kind, document).await;
+                world.api.configure(|c| c.faults = saved);
+                result
+            }
+            None => unreachable!("built above"),
+        };
+        if let Err(err) = result {
+            self.fail(format!(
+                "the API server refused {}/{}: {err}",
+                checked.kind, checked.name
+            ));
+        }
     }
 
     /// Sets the free capacity of one pool now (a capacity wave mid-scenario).

@@ -19,6 +19,14 @@
 //!   the questions the `Then` steps ask of it.
 //! - [`offerings`]: the cheapest offering a NodePool allows that fits a set of pods, computed
 //!   from the catalog independently of the controller's scheduler (it is the check on it).
+//!
+//! Adding an area (termination, interruption, disruption) takes a `.feature` file and step
+//! functions over what is here: `SimWorld::world()` gives the API server (`world.api`: create,
+//! delete, `evict` with PodDisruptionBudgets) and fakecloud (`world.cloud`: `interrupt_spot`,
+//! `stop_instance`, fault knobs); `SimWorld::apply` creates a PodDisruptionBudget or any other
+//! manifest mid-scenario; an action step calls `SimWorld::mark` so "new nodes" count from it;
+//! `wait_until`/`holds_for` step time; [`observe::Snapshot`] maps nodes to instances
+//! (`NodeView::instance_id`) and pods to nodes.
 
 pub mod cluster;
 pub mod manifests;

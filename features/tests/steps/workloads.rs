@@ -92,6 +92,28 @@ async fn deployment_with_requests(
     }
 }
 
+/// A NodePool (with the EC2NodeClass it names, if the file holds it) added to the running
+/// cluster.
+#[when(expr = "the NodePool {string} from {string} is applied")]
+async fn nodepool_applied(w: &mut SimWorld, name: String, file: String) {
+    let documents = manifests::file_documents(&file).unwrap_or_else(|e| w.fail(e));
+    let pool = manifests::find(&documents, "NodePool", &name)
+        .unwrap_or_else(|e| w.fail(format!("{file}: {e}")))
+        .value
+        .clone();
+    w.apply(pool).await;
+}
+
+/// Any manifest (NodePool, PodDisruptionBudget, Deployment, ...) applied to the running cluster.
+#[when("this manifest is applied:")]
+async fn manifest_applied(w: &mut SimWorld, step: &Step) {
+    let text = step.docstring.clone().unwrap_or_default();
+    let documents = manifests::documents(&text).unwrap_or_else(|e| w.fail(e));
+    for document in documents {
+        w.apply(document.value).await;
+    }
+}
+
 #[when(expr = "the Deployment {string} is scaled to {int} replica(s)")]
 async fn scale(w: &mut SimWorld, name: String, replicas: usize) {
     w.scale(&name, replicas).await;

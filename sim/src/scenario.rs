@@ -69,6 +69,10 @@ pub struct CloudKnobs {
     /// Offerings without capacity at start: `[instance type, zone, capacity type]`.
     #[serde(default)]
     pub exhausted: Vec<(String, String, String)>,
+    /// Value of the `karpenter.sh/discovery` tag on the cloud's subnets and security group
+    /// (default: the cluster name, `sim`), so EC2NodeClasses written for another cluster's
+    /// discovery tag find their network as written.
+    pub discovery_tag: Option<String>,
 }
 
 /// Something the workload does at a point in simulated time.

@@ -81,6 +81,9 @@ impl World {
             cluster_name: CLUSTER.into(),
             ..CloudConfig::default()
         };
+        if let Some(tag) = &scenario.cloud.discovery_tag {
+            cloud_config.cluster_name = tag.clone();
+        }
         if let Some(units) = scenario.cloud.pool_capacity {
             cloud_config.pool_capacity_default = units;
         }
@@ -396,6 +399,12 @@ impl World {
             self.scenario.step
         });
         Ok(line)
+    }
+
+    /// Injected faults seen so far, by kind (`ec2-throttle`, `ec2-5xx`, `api-5xx`,
+    /// `api-conflict`, `api-other`): lets a scenario check its faults really happened.
+    pub fn faults_injected(&self) -> &BTreeMap<String, u64> {
+        &self.faults
     }
 
     /// Tallies the injected faults in this step's call logs, then clears them (the logs are

@@ -128,7 +128,7 @@ pub(crate) fn scheduled_change(
 
 /// Bodies that are not interruption events, for malformed-message injection: each breaks the
 /// parser a different way.
-pub(crate) const MALFORMED_BODIES: [&str; 6] = [
+pub const MALFORMED_BODIES: [&str; 6] = [
     "",
     "not json at all",
     "{\"version\":\"0\",\"detail-type\":",

@@ -9,10 +9,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
+use crate::rng::{FaultRngs, between, chance};
 use jiff::Timestamp;
-use rand_chacha::ChaCha8Rng;
-
-use crate::rng::{between, chance};
 
 /// The API operations the fake serves (AWS's names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -155,7 +153,7 @@ impl Faults {
         operation: Operation,
         now: Timestamp,
         rates: &BTreeMap<Operation, FaultRates>,
-        rng: &mut ChaCha8Rng,
+        rng: &mut FaultRngs,
     ) -> Decision {
         if let Some(fault) = self
             .scripts
@@ -200,21 +198,30 @@ fn scripted(fault: Fault) -> Decision {
     }
 }
 
-fn drawn(rates: &FaultRates, rng: &mut ChaCha8Rng) -> Decision {
+/// Each kind of fault draws from its own stream, and only when its rate is set: the kinds are
+/// tried in a fixed order and the first that hits is the call's error.
+fn drawn(rates: &FaultRates, rng: &mut FaultRngs) -> Decision {
     let mut decision = Decision::default();
-    if chance(rng, rates.throttle_rate) {
+    let throttle = chance(&mut rng.throttle, rates.throttle_rate);
+    let internal = chance(&mut rng.internal_error, rates.internal_error_rate);
+    let unavailable = chance(&mut rng.unavailable, rates.unavailable_rate);
+    let lost = chance(&mut rng.lost_response, rates.lost_response_rate);
+    if throttle {
         decision.error = Some(Injected::Throttle);
-    } else if chance(rng, rates.internal_error_rate) {
+    } else if internal {
         decision.error = Some(Injected::InternalError);
-    } else if chance(rng, rates.unavailable_rate) {
+    } else if unavailable {
         decision.error = Some(Injected::Unavailable);
-    } else if chance(rng, rates.lost_response_rate) {
+    } else if lost {
         decision.error = Some(Injected::InternalError);
         decision.apply_anyway = true;
     }
     if rates.latency_ms_max > 0 {
-        decision.latency =
-            Duration::from_millis(between(rng, rates.latency_ms_min, rates.latency_ms_max));
+        decision.latency = Duration::from_millis(between(
+            &mut rng.latency,
+            rates.latency_ms_min,
+            rates.latency_ms_max,
+        ));
     }
     decision
 }

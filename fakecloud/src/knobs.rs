@@ -22,6 +22,13 @@ use crate::sqs::SentMessage;
 use crate::state::{State, after};
 use crate::timeline::Due;
 
+/// Counts of what the queue's delivery knobs did (see [`FakeCloud::queue_faults`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueFaults {
+    pub duplicated: u64,
+    pub reordered: u64,
+}
+
 /// Knobs.
 impl FakeCloud {
     /// Changes behaviour knobs for the rest of the run (timings, boot model, spot interruption
@@ -138,23 +145,24 @@ impl FakeCloud {
         live
     }
 
-    /// Puts a raw body into the queue now (anything: foreign events, garbage).
+    /// Puts a raw body into the queue now (anything: foreign events, garbage). Its message id
+    /// comes from a stream of its own, so injecting does not change the ids of the cloud's events.
     pub fn inject_message(&self, body: &str) {
         let mut state = self.current();
         let state = &mut *state;
         state
             .queue
-            .enqueue(body, state.now, &state.config, &mut state.rng);
+            .enqueue(body, state.now, &state.config, &mut state.rng.injected);
     }
 
     /// Puts one malformed body (chosen by the seed) into the queue now, and returns it.
     pub fn inject_malformed_message(&self) -> String {
         let mut state = self.current();
         let state = &mut *state;
-        let body = MALFORMED_BODIES[state.rng.sqs.gen_range(0..MALFORMED_BODIES.len())];
+        let body = MALFORMED_BODIES[state.rng.injected.gen_range(0..MALFORMED_BODIES.len())];
         state
             .queue
-            .enqueue(body, state.now, &state.config, &mut state.rng);
+            .enqueue(body, state.now, &state.config, &mut state.rng.injected);
         body.to_string()
     }
 
@@ -248,6 +256,21 @@ impl FakeCloud {
     /// Messages lost to a full or missing queue.
     pub fn messages_dropped(&self) -> u64 {
         self.current().queue.dropped
+    }
+
+    /// What the queue's delivery knobs did so far: messages delivered again
+    /// (`duplicate_delivery_rate`) and receives whose batch was shuffled (`reorder_rate`).
+    pub fn queue_faults(&self) -> QueueFaults {
+        let state = self.current();
+        QueueFaults {
+            duplicated: state.queue.duplicated,
+            reordered: state.queue.reordered,
+        }
+    }
+
+    /// Calls served late by an injected latency (rates, windows or scripts) so far.
+    pub fn delayed_calls(&self) -> u64 {
+        self.current().delayed_calls
     }
 
     /// Every instance EC2 still knows, ignoring the consistency lag, sorted by id.

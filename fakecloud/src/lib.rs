@@ -48,8 +48,10 @@ pub use calls::CallRecord;
 pub use capacity::Pool;
 pub use config::Config;
 pub use cost::{CostLine, CostReport, InstanceCost, PricePoint};
+pub use events::MALFORMED_BODIES;
 pub use faults::{Fault, FaultRates, FaultWindow, Operation};
 pub use instances::SPOT_INTERRUPTION_NOTICE;
+pub use knobs::QueueFaults;
 pub use registration::{Registration, Taint, decode_user_data, parse_user_data};
 pub use sqs::SentMessage;
 
@@ -126,9 +128,14 @@ impl FakeCloud {
             let mut state = self.current();
             let now = state.now;
             let state = &mut *state;
-            state
-                .faults
-                .decide(operation, now, &state.config.faults, &mut state.rng.faults)
+            let decision =
+                state
+                    .faults
+                    .decide(operation, now, &state.config.faults, &mut state.rng.faults);
+            if !decision.latency.is_zero() {
+                state.delayed_calls += 1;
+            }
+            decision
         };
         if !decision.latency.is_zero() {
             tokio::time::sleep(decision.latency).await;

@@ -9,25 +9,54 @@ use rand_chacha::ChaCha8Rng;
 pub(crate) struct Rngs {
     /// Resource ids, event ids, message ids, receipt handles.
     pub ids: ChaCha8Rng,
-    pub faults: ChaCha8Rng,
+    pub faults: FaultRngs,
     pub boot: ChaCha8Rng,
     pub spot: ChaCha8Rng,
     pub sqs: ChaCha8Rng,
+    /// Whether a receive shuffles its batch (and the shuffle).
+    pub sqs_reorder: ChaCha8Rng,
+    /// Whether a received message is delivered again.
+    pub sqs_duplicate: ChaCha8Rng,
+    /// Ids and bodies of messages put into the queue from outside (`inject_message`), so
+    /// injecting does not shift the ids of the cloud's own events.
+    pub injected: ChaCha8Rng,
+}
+
+/// One stream per kind of API fault, so turning one kind on (throttling, say) does not change
+/// which calls another kind (5xx) hits.
+#[derive(Clone, Debug)]
+pub(crate) struct FaultRngs {
+    pub throttle: ChaCha8Rng,
+    pub internal_error: ChaCha8Rng,
+    pub unavailable: ChaCha8Rng,
+    pub lost_response: ChaCha8Rng,
+    pub latency: ChaCha8Rng,
+}
+
+fn stream(seed: u64, n: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(n);
+    rng
 }
 
 impl Rngs {
     pub fn new(seed: u64) -> Self {
-        let stream = |n: u64| {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            rng.set_stream(n);
-            rng
-        };
         Self {
-            ids: stream(1),
-            faults: stream(2),
-            boot: stream(3),
-            spot: stream(4),
-            sqs: stream(5),
+            ids: stream(seed, 1),
+            faults: FaultRngs {
+                // Throttling keeps the stream all faults shared before they had one each.
+                throttle: stream(seed, 2),
+                internal_error: stream(seed, 6),
+                unavailable: stream(seed, 7),
+                lost_response: stream(seed, 8),
+                latency: stream(seed, 9),
+            },
+            boot: stream(seed, 3),
+            spot: stream(seed, 4),
+            sqs: stream(seed, 5),
+            sqs_reorder: stream(seed, 10),
+            sqs_duplicate: stream(seed, 11),
+            injected: stream(seed, 12),
         }
     }
 }

@@ -11,6 +11,7 @@ use jiff::Timestamp;
 use karpenter_core::seams::sqs::{Message, RECEIVE_COUNT_MAX, RECEIVE_WAIT_MAX, Sqs, SqsError};
 use rand::RngCore;
 use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
 
 use crate::calls::{self, list};
 use crate::config::Config;
@@ -46,6 +47,10 @@ pub(crate) struct Queue {
     entries: BTreeMap<u64, Entry>,
     next_seq: u64,
     pub dropped: u64,
+    /// Messages delivered a second time by the `duplicate_delivery_rate` knob.
+    pub duplicated: u64,
+    /// Receives of two or more messages whose order the `reorder_rate` knob shuffled.
+    pub reordered: u64,
     sent: VecDeque<SentMessage>,
     sent_len_max: usize,
 }
@@ -57,19 +62,22 @@ impl Queue {
             entries: BTreeMap::new(),
             next_seq: 0,
             dropped: 0,
+            duplicated: 0,
+            reordered: 0,
             sent: VecDeque::new(),
             sent_len_max,
         }
     }
 
-    /// Adds a message at `time`; dropped (and counted) if the queue is missing or full.
-    pub fn enqueue(&mut self, body: &str, time: Timestamp, config: &Config, rng: &mut Rngs) {
+    /// Adds a message at `time`, its id drawn from `ids`; dropped (and counted) if the queue is
+    /// missing or full.
+    pub fn enqueue(&mut self, body: &str, time: Timestamp, config: &Config, ids: &mut ChaCha8Rng) {
         self.expire(time, config);
         if !self.exists || self.entries.len() >= config.queue_depth_max {
             self.dropped += 1;
             return;
         }
-        let message_id = uuid(&mut rng.sqs);
+        let message_id = uuid(ids);
         self.push(Entry {
             message_id: message_id.clone(),
             body: body.to_string(),
@@ -117,14 +125,17 @@ impl Queue {
             .filter(|(_, e)| e.visible_at <= now)
             .map(|(seq, _)| *seq)
             .collect();
-        if chance(&mut rng.sqs, config.reorder_rate) {
-            visible.shuffle(&mut rng.sqs);
+        if chance(&mut rng.sqs_reorder, config.reorder_rate) {
+            visible.shuffle(&mut rng.sqs_reorder);
+            if visible.len() > 1 {
+                self.reordered += 1;
+            }
         }
         visible.truncate(count);
         let hidden_until = after(now, Duration::from_secs(config.visibility_timeout_s));
         let mut messages = Vec::new();
         for seq in visible {
-            let duplicate = chance(&mut rng.sqs, config.duplicate_delivery_rate);
+            let duplicate = chance(&mut rng.sqs_duplicate, config.duplicate_delivery_rate);
             let tag = rng.sqs.next_u64();
             let Some(entry) = self.entries.get_mut(&seq) else {
                 continue;
@@ -146,6 +157,7 @@ impl Queue {
                     ..entry.clone()
                 };
                 self.push(copy);
+                self.duplicated += 1;
             }
         }
         messages
@@ -237,6 +249,9 @@ impl Sqs for FakeCloud {
                 &state.config.faults,
                 &mut state.rng.faults,
             );
+            if !decision.latency.is_zero() {
+                state.delayed_calls += 1;
+            }
             (decision, after(now, wait))
         };
         if !decision.latency.is_zero() {

@@ -42,6 +42,8 @@ pub(crate) struct State {
     pub queue: Queue,
     pub faults: Faults,
     pub calls: CallLog,
+    /// Calls an injected latency delayed (what `FakeCloud::delayed_calls` reports).
+    pub delayed_calls: u64,
 }
 
 impl State {
@@ -76,6 +78,7 @@ impl State {
             prices: Prices::new(&catalog, now),
             faults: Faults::default(),
             calls: CallLog::new(config.call_log_len_max),
+            delayed_calls: 0,
             queue: Queue::new(config.call_log_len_max),
             now,
             rng,
@@ -114,7 +117,9 @@ impl State {
                 self.recommend_rebalance(&id, time);
             }
             Due::ScheduledStop(id) => self.begin_stop(&id, time),
-            Due::Deliver(body) => self.queue.enqueue(&body, time, &self.config, &mut self.rng),
+            Due::Deliver(body) => self
+                .queue
+                .enqueue(&body, time, &self.config, &mut self.rng.sqs),
             Due::Capacity(pool, units) => {
                 self.capacity.set(&pool, units);
             }

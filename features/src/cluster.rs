@@ -209,6 +209,7 @@ impl SimWorld {
             manifests: manifests::join(&self.setup.documents),
             cloud: knobs,
             workloads: Vec::new(),
+            faults: Default::default(),
         };
         match World::new(self.seed, scenario).await {
             Ok(world) => {

@@ -175,7 +175,10 @@ impl ApiServer {
                 Err(injected.error(operation))
             }
         };
-        let outcome = calls::outcome(&result, describe);
+        let mut outcome = calls::outcome(&result, describe);
+        if let (Ok(_), Some(after)) = (&result, decision.disconnect_after_events) {
+            outcome.push_str(&format!(" (injected fault: drops after {after} events)"));
+        }
         let now = state.now;
         state
             .calls

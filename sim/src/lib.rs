@@ -7,8 +7,12 @@
 //! - [`kubelet`]: a kubelet stand-in that registers nodes for booted instances and runs pods.
 //! - [`world`]: everything above plus fakecloud and the controller, on one clock and one seed;
 //!   [`scenario`] describes a run, [`invariants`] are checked every step, [`report`] is the result.
+//! - [`faults`]: the fault catalogue ([`faults::FaultMix`]) a scenario or a caller turns on;
+//!   [`controller`]: the controller processes the world crashes, restarts and fails over.
 
 pub mod apiserver;
+pub mod controller;
+pub mod faults;
 pub mod invariants;
 pub mod kubelet;
 pub mod report;

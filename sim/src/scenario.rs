@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::faults::FaultMix;
+
 /// Scenarios shipped with the simulator, by name.
 pub const BUILTIN: [(&str, &str); 3] = [
     ("default", include_str!("../scenarios/default.yaml")),
@@ -40,6 +42,10 @@ pub struct Scenario {
     pub cloud: CloudKnobs,
     #[serde(default)]
     pub workloads: Vec<WorkloadEvent>,
+    /// Faults on from the start (see [`crate::faults`]; every one off by default), e.g.
+    /// `faults: {spot-storm: {at: [10m], share: 0.3}, controller-crash: {every: 30m}}`.
+    #[serde(default)]
+    pub faults: FaultMix,
 }
 
 fn default_step() -> Duration {
@@ -123,6 +129,13 @@ impl Scenario {
             serde_yaml::from_str(text).map_err(|e| ScenarioError::Invalid {
                 name: name.to_string(),
                 message: e.to_string(),
+            })?;
+        scenario
+            .faults
+            .validate()
+            .map_err(|message| ScenarioError::Invalid {
+                name: name.to_string(),
+                message: format!("faults: {message}"),
             })?;
         for event in &scenario.workloads {
             if event.deployment.is_some() == event.batch.is_some() {

@@ -1,30 +1,44 @@
 //! The world: the controller ([`Operator`]), the in-memory API server, the kube-scheduler and
 //! kubelet stand-ins and fakecloud, all on one clock and one seed, stepped in a fixed order.
 //!
-//! Every step: due workload events → fakecloud catches up → kubelet → kube-scheduler →
-//! controller → invariants → one event-log line. Time only moves between steps, so a run is a
-//! pure function of (seed, scenario, code): the event log's SHA-256 proves it.
+//! Every step: faults turned on or off since the last step take effect → due workload events and
+//! the ReplicaSet stand-in → fakecloud catches up → due faults fire → kubelet → kube-scheduler →
+//! controller processes → invariants → one event-log line, plus one line per fault that fired.
+//! Time only moves between steps, so a run is a pure function of (seed, scenario, faults, code):
+//! the event log's SHA-256 proves it.
+//!
+//! Faults ([`FaultMix`]) come from the scenario's `faults:` section and can be turned on and off
+//! during a run ([`World::set_faults`], [`World::clear_faults`]); with none on, the world is
+//! exactly the one without the fault machinery (same event log).
 
-use std::collections::BTreeMap;
+mod inject;
+mod workloads;
+
+pub use inject::{CRASH_CALLS_MAX, NEVER_ALLOWS_PDB_PREFIX, Storm};
+
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config as CloudConfig, FakeCloud, Pool};
+use fakecloud::{BootModel, Config as CloudConfig, FakeCloud, Pool};
 use jiff::Timestamp;
 use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::manifest::{KarpenterObject, Outcome, check_document, parse_documents};
-use karpenter_core::operator::{self, Operator};
-use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::operator;
+use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::apiserver::{ApiServer, ApiServerConfig};
+use crate::controller::{Controllers, LOST_LEASE, Seams};
+use crate::faults::{self, FaultMix};
 use crate::invariants::{Invariants, Observation, ObserverCache};
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::report::{NodesReport, PodsReport, Report};
-use crate::scenario::{Scenario, WorkloadEvent};
+use crate::scenario::Scenario;
 use crate::scheduler::{Scheduler, SchedulerConfig};
+use inject::{Fired, Injector, count};
+use workloads::Workloads;
 
 /// The simulated epoch every run starts at.
 pub const EPOCH: &str = "2026-01-01T00:00:00Z";
@@ -38,6 +52,8 @@ pub enum WorldError {
     Manifests(String),
     #[error("api: {0}")]
     Api(#[from] karpenter_core::seams::KubeError),
+    #[error("faults: {0}")]
+    Faults(String),
 }
 
 pub struct World {
@@ -48,16 +64,16 @@ pub struct World {
     pub cloud: Arc<FakeCloud>,
     scheduler: Scheduler,
     kubelet: Kubelet,
-    operator: Operator,
+    controllers: Controllers,
     start: Timestamp,
-    events: Vec<WorkloadEvent>,
-    /// Batch pods and when they finish.
-    batch_ends: BTreeMap<String, Timestamp>,
+    workloads: Workloads,
     /// Pod name → first time it was seen pending, and when it started running.
     pending_since: BTreeMap<String, Timestamp>,
     pending_seconds: Vec<f64>,
     log: Sha256,
     log_lines: u64,
+    /// The last [`RECENT_LINES_MAX`] event-log lines, for failure messages.
+    recent: VecDeque<String>,
     pub invariants: Invariants,
     observer: ObserverCache,
     instances_seen: BTreeMap<String, (String, CapacityType)>,
@@ -66,7 +82,13 @@ pub struct World {
     last_version: Option<String>,
     last_cloud: (usize, usize),
     faults: BTreeMap<String, u64>,
+    injector: Injector,
+    /// A fault mix to turn on at the start of the next step.
+    pending_faults: Option<FaultMix>,
 }
+
+/// Event-log lines kept in memory for [`World::recent_log`].
+pub const RECENT_LINES_MAX: usize = 500;
 
 /// Simulated time after a step in which nothing changed.
 pub const IDLE_STEP: Duration = Duration::from_secs(10);
@@ -126,6 +148,7 @@ impl World {
                 ..Default::default()
             });
         }
+        scenario.faults.validate().map_err(WorldError::Faults)?;
         let kube: Arc<dyn KubeApi> = api.clone();
         let scheduler = Scheduler::new(kube.clone(), clock.clone(), SchedulerConfig::default());
         let kubelet = Kubelet::new(
@@ -141,16 +164,16 @@ impl World {
             },
             ..Default::default()
         };
-        let operator = Operator::new(
-            kube.clone(),
-            cloud.clone(),
-            clock.clone(),
-            Arc::new(catalog),
+        let controllers = Controllers::new(Seams {
+            api: kube.clone(),
+            cloud: cloud.clone(),
+            clock: clock.clone(),
+            catalog: Arc::new(catalog),
             options,
-        )
-        .with_interruption_queue(cloud.clone(), format!("fakecloud://sqs/{CLUSTER}"));
-        let mut events = scenario.workloads.clone();
-        events.sort_by_key(|e| e.at);
+            queue_url: format!("fakecloud://sqs/{CLUSTER}"),
+        });
+        let workloads = Workloads::new(scenario.workloads.clone());
+        let pending_faults = (!scenario.faults.is_empty()).then(|| scenario.faults.clone());
         let mut world = World {
             seed,
             scenario,
@@ -159,14 +182,14 @@ impl World {
             cloud,
             scheduler,
             kubelet,
-            operator,
+            controllers,
             start,
-            events,
-            batch_ends: BTreeMap::new(),
+            workloads,
             pending_since: BTreeMap::new(),
             pending_seconds: Vec::new(),
             log: Sha256::new(),
             log_lines: 0,
+            recent: VecDeque::new(),
             invariants: Invariants::default(),
             observer: ObserverCache::default(),
             instances_seen: BTreeMap::new(),
@@ -174,6 +197,8 @@ impl World {
             last_version: None,
             last_cloud: (0, 0),
             faults: BTreeMap::new(),
+            injector: Injector::new(seed),
+            pending_faults,
         };
         world.apply_manifests().await?;
         Ok(world)
@@ -192,6 +217,9 @@ impl World {
                     return Err(WorldError::Manifests(format!("document {index}: {v}")));
                 }
                 Outcome::Other if checked.kind == "Namespace" => ResourceKind::NAMESPACE,
+                Outcome::Other if checked.kind == "PodDisruptionBudget" => {
+                    ResourceKind::POD_DISRUPTION_BUDGET
+                }
                 Outcome::Other => {
                     return Err(WorldError::Manifests(format!(
                         "document {index}: unsupported kind {}",
@@ -212,115 +240,76 @@ impl World {
         self.now().duration_since(self.start).unsigned_abs()
     }
 
-    fn pod(name: &str, owner: &str, cpu: &str, memory: &str) -> Value {
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": owner}},
-            "spec": {"containers": [{"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
-            "status": {"phase": "Pending"}
-        })
+    /// Turns `mix` on from the next step (replacing the faults on now). Rate-like faults take
+    /// effect at once then; discrete ones fire at their times from then on (times already past
+    /// are skipped). Knobs the mix leaves unset keep the scenario's values.
+    pub fn set_faults(&mut self, mix: FaultMix) {
+        self.pending_faults = Some(mix);
     }
 
-    /// Applies workload events that are due.
-    async fn apply_workloads(&mut self) -> Result<(), WorldError> {
-        while self.events.first().is_some_and(|e| e.at <= self.elapsed()) {
-            let event = self.events.remove(0);
-            if let Some(d) = &event.deployment {
-                let pods = self
-                    .api
-                    .list(&ResourceKind::POD, &Default::default())
-                    .await?
-                    .items;
-                let mut mine: Vec<String> = pods
-                    .iter()
-                    .filter(|p| {
-                        p["metadata"]["labels"]["app"] == json!(d.name)
-                            && p["metadata"]["deletionTimestamp"].is_null()
-                    })
-                    .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
-                    .collect();
-                mine.sort();
-                let want = d.replicas as usize;
-                let mut next = mine.len();
-                while mine.len() < want {
-                    let name = format!("{}-{next}", d.name);
-                    next += 1;
-                    if self
-                        .api
-                        .create(
-                            &ResourceKind::POD,
-                            Self::pod(&name, &d.name, &d.cpu, &d.memory),
-                        )
-                        .await
-                        .is_ok()
-                    {
-                        mine.push(name);
-                    }
-                }
-                while mine.len() > want {
-                    let name = mine.pop().unwrap_or_default();
-                    self.api
-                        .delete(
-                            &ResourceKind::POD,
-                            &ObjectKey::namespaced("default", name),
-                            &DeleteOptions::default(),
-                        )
-                        .await?;
-                }
-            }
-            if let Some(b) = &event.batch {
-                for i in 0..b.pods {
-                    let name = format!("{}-{i}", b.name);
-                    self.api
-                        .create(
-                            &ResourceKind::POD,
-                            Self::pod(&name, &b.name, &b.cpu, &b.memory),
-                        )
-                        .await?;
-                    let ends = self
-                        .now()
-                        .saturating_add(
-                            jiff::SignedDuration::try_from(b.run_for).unwrap_or_default(),
-                        )
-                        .unwrap_or(self.now());
-                    self.batch_ends.insert(name, ends);
-                }
-            }
-        }
-        // Batch pods that ran their course complete (they are deleted, as a Job's pods would be
-        // cleaned up).
-        let now = self.now();
-        if !self.batch_ends.values().any(|end| *end <= now) {
-            return Ok(());
-        }
-        let pods = self
-            .api
-            .list(&ResourceKind::POD, &Default::default())
-            .await?
-            .items;
-        for pod in pods {
-            let name = pod["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let running = pod["status"]["phase"] == json!("Running");
-            if running && self.batch_ends.get(&name).is_some_and(|end| *end <= now) {
-                self.batch_ends.remove(&name);
-                self.api
-                    .delete(
-                        &ResourceKind::POD,
-                        &ObjectKey::namespaced("default", name),
-                        &DeleteOptions::default(),
-                    )
-                    .await?;
-            }
-        }
-        Ok(())
+    /// Turns every fault off from the next step: knobs back to the scenario's, capacity waves
+    /// ended (pools refilled), budgets removed, no more storms, crashes or failovers. Controller
+    /// processes that are down still restart after their downtime, and replicas elected with
+    /// leader failover keep electing (removing the election would be a fault of its own).
+    pub fn clear_faults(&mut self) {
+        self.pending_faults = Some(FaultMix::default());
     }
 
-    /// One step of the world; returns the event-log line it appended.
-    /// Runs harness work (the workload, the observer) with the API server's injected faults
-    /// switched off: faults are for the controller, not for the world watching it.
+    /// The faults on now (as of the last step).
+    pub fn faults(&self) -> &FaultMix {
+        &self.injector.mix
+    }
+
+    /// Spot storms that hit, in order.
+    pub fn storms(&self) -> &[Storm] {
+        &self.injector.storms
+    }
+
+    /// The controller processes (for tests: who leads, how often leadership changed).
+    pub fn controllers(&self) -> &Controllers {
+        &self.controllers
+    }
+
+    /// Replica counts of the Deployments as last set by the workload.
+    pub fn deployments(&self) -> BTreeMap<String, u32> {
+        self.workloads.replicas()
+    }
+
+    /// Simulated time since the start of the run.
+    pub fn elapsed_time(&self) -> Duration {
+        self.elapsed()
+    }
+
+    /// Turns on the mix set since the last step, if any; true if it did.
+    async fn apply_pending_faults(&mut self) -> Result<bool, WorldError> {
+        let Some(mix) = self.pending_faults.take() else {
+            return Ok(false);
+        };
+        mix.validate().map_err(WorldError::Faults)?;
+        let cleared = mix.is_empty();
+        let deployments = Workloads::deployment_names(&self.scenario.workloads);
+        self.injector
+            .set(
+                mix,
+                self.elapsed(),
+                &self.scenario.cloud,
+                &deployments,
+                &self.cloud,
+                &self.api,
+            )
+            .await?;
+        if self.injector.mix.leader_failover.is_some() {
+            self.controllers.enable_election();
+        }
+        if cleared {
+            self.injector.restore_all(&self.cloud);
+        }
+        Ok(true)
+    }
+
+    /// Takes the API server's injected faults off (returning them): harness work (the workload,
+    /// the observer) runs without them, since faults are for the controller, not for the world
+    /// watching it.
     fn suspend_api_faults(
         &self,
     ) -> BTreeMap<crate::apiserver::ApiOperation, crate::apiserver::ApiFaultRates> {
@@ -337,15 +326,55 @@ impl World {
         self.api.configure(|c| c.faults = saved);
     }
 
+    /// One step of the world; returns the step's event-log line (fault lines follow it in the
+    /// log).
     pub async fn step(&mut self) -> Result<String, WorldError> {
-        let saved = self.suspend_api_faults();
-        let workloads = self.apply_workloads().await;
+        let before = self.faults.clone();
+        // Harness work (turning faults on or off, the workload) runs with the API server's
+        // injected faults off; a new mix's rates are what is resumed afterwards.
+        let mut saved = self.suspend_api_faults();
+        let setup = self.apply_pending_faults().await;
+        if matches!(setup, Ok(true)) {
+            saved = self.suspend_api_faults();
+        }
+        let elapsed = self.elapsed();
+        let now = self.now();
+        let workloads = self.workloads.step(self.api.as_ref(), elapsed, now).await;
         self.resume_api_faults(saved);
+        setup?;
         workloads?;
         self.cloud.advance_to_now();
+        let mut fault_lines = Vec::new();
+        let fired = self
+            .injector
+            .fire(elapsed, &self.cloud, &mut self.faults, &mut fault_lines);
+        self.carry_out(fired, &mut fault_lines);
         let kubelet = self.kubelet.tick().await;
         let scheduler = self.scheduler.step().await;
-        let controller = self.operator.step().await;
+        let controllers = self.controllers.step().await;
+        for identity in &controllers.starts {
+            fault_lines.push(format!(
+                "t={} controller {identity} started",
+                elapsed.as_secs()
+            ));
+        }
+        for (identity, cause) in &controllers.deaths {
+            if cause.contains(LOST_LEASE) {
+                // Not a fault: what a process does when its lease runs out.
+                fault_lines.push(format!(
+                    "t={} controller {identity} exited: {cause}",
+                    elapsed.as_secs()
+                ));
+            } else {
+                fault_lines.push(format!(
+                    "t={} fault={} {identity} died {cause}",
+                    elapsed.as_secs(),
+                    faults::CONTROLLER_CRASH
+                ));
+                count(&mut self.faults, faults::CONTROLLER_CRASH, 1);
+            }
+        }
+        let controller = controllers.report;
         let saved = self.suspend_api_faults();
         let observation = Observation::read(
             &mut self.observer,
@@ -361,7 +390,7 @@ impl World {
         // Names the run chose (generated by the seeded API server) make the log seed-specific.
         let created = controller
             .as_ref()
-            .ok()
+            .and_then(|r| r.as_ref().ok())
             .and_then(|r| r.provisioned.as_ref())
             .map(|o| o.created.join(","))
             .unwrap_or_default();
@@ -377,12 +406,29 @@ impl World {
             created,
             u8::from(kubelet.is_err())
                 + u8::from(scheduler.is_err())
-                + u8::from(controller.is_err()),
+                + u8::from(controller.as_ref().is_some_and(|r| r.is_err())),
         );
-        self.log.update(line.as_bytes());
-        self.log.update(b"\n");
-        self.log_lines += 1;
+        self.append(&line);
         self.count_faults();
+        self.injector.tally_cloud(&self.cloud, &mut self.faults);
+        let counted: Vec<String> = self
+            .faults
+            .iter()
+            .filter_map(|(name, n)| {
+                let was = before.get(name).copied().unwrap_or(0);
+                (*n > was).then(|| format!("{name}+{}", n - was))
+            })
+            .collect();
+        for fault_line in fault_lines {
+            self.append(&fault_line);
+        }
+        if !counted.is_empty() {
+            self.append(&format!(
+                "t={} faults {}",
+                self.elapsed().as_secs(),
+                counted.join(" ")
+            ));
+        }
         // A step that changed nothing (no API write, same cloud) is followed by a longer one:
         // nothing can happen sooner than a timer, and the controllers' own loops poll at 10 s.
         let version = self.api.resource_version().to_string();
@@ -393,16 +439,97 @@ impl World {
         let idle = self.last_version.as_ref() == Some(&version) && self.last_cloud == cloud;
         self.last_version = Some(version);
         self.last_cloud = cloud;
+        // With leader election on, the lease is a timer too: a leader renews every retry period
+        // (and must within its renew deadline), so an idle step never skips a renewal.
+        let idle_step = if self.controllers.election() {
+            IDLE_STEP.min(karpenter_core::leader::RETRY_PERIOD)
+        } else {
+            IDLE_STEP
+        };
+        // Nor past a fault that is due or a process that restarts: they happen on time.
+        let elapsed = self.elapsed();
+        let restart = self
+            .controllers
+            .next_restart()
+            .map(|t| t.duration_since(self.start).unsigned_abs());
+        let idle_step = [self.injector.next_due(), restart]
+            .into_iter()
+            .flatten()
+            .filter(|due| *due > elapsed)
+            .map(|due| due - elapsed)
+            .fold(idle_step, Duration::min);
         self.clock.advance(if idle {
-            self.scenario.step.max(IDLE_STEP)
+            self.scenario.step.max(idle_step)
         } else {
             self.scenario.step
         });
         Ok(line)
     }
 
-    /// Injected faults seen so far, by kind (`ec2-throttle`, `ec2-5xx`, `api-5xx`,
-    /// `api-conflict`, `api-other`): lets a scenario check its faults really happened.
+    fn append(&mut self, line: &str) {
+        self.log.update(line.as_bytes());
+        self.log.update(b"\n");
+        self.log_lines += 1;
+        if self.recent.len() == RECENT_LINES_MAX {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(line.to_string());
+    }
+
+    /// The last event-log lines (at most [`RECENT_LINES_MAX`]), oldest first: what happened just
+    /// before a failure.
+    pub fn recent_log(&self) -> Vec<String> {
+        self.recent.iter().cloned().collect()
+    }
+
+    /// Crashes and failovers the injector fired this step.
+    fn carry_out(&mut self, fired: Vec<Fired>, lines: &mut Vec<String>) {
+        let t = self.elapsed().as_secs();
+        let now = self.now();
+        for fault in fired {
+            match fault {
+                Fired::Crash {
+                    point,
+                    calls,
+                    downtime,
+                    pick,
+                } => {
+                    let running = self.controllers.running_indices();
+                    if running.is_empty() {
+                        continue;
+                    }
+                    let index = running[(pick % running.len() as u64) as usize];
+                    if let Some(identity) =
+                        self.controllers.arm_crash(index, point, calls, downtime)
+                    {
+                        lines.push(format!(
+                            "t={t} fault={} armed {identity} point={point:?} calls={calls}",
+                            faults::CONTROLLER_CRASH
+                        ));
+                    }
+                }
+                Fired::Failover { downtime } => {
+                    let Some(index) = self.controllers.leader_index() else {
+                        continue;
+                    };
+                    if let Some(identity) =
+                        self.controllers
+                            .kill(index, "killed as the leader", now, downtime)
+                    {
+                        lines.push(format!(
+                            "t={t} fault={} killed leader {identity}",
+                            faults::LEADER_FAILOVER
+                        ));
+                        count(&mut self.faults, faults::LEADER_FAILOVER, 1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Injected faults seen so far, by name (the names of [`faults::FAULT_NAMES`], plus
+    /// `api-other` for API faults of no listed kind): lets a scenario check its faults really
+    /// happened.
     pub fn faults_injected(&self) -> &BTreeMap<String, u64> {
         &self.faults
     }
@@ -426,8 +553,14 @@ impl World {
         }
         for call in self.api.calls() {
             let outcome = format!("{call:?}");
-            let kind = if !outcome.contains("injected fault") {
+            let refused_by_sim_budget = call.operation == crate::apiserver::ApiOperation::Evict
+                && outcome.contains(NEVER_ALLOWS_PDB_PREFIX);
+            let kind = if refused_by_sim_budget {
+                Some(faults::PDB_NEVER_ALLOWS)
+            } else if !outcome.contains("injected fault") {
                 None
+            } else if outcome.contains("drops after") {
+                Some(faults::API_WATCH_DROP)
             } else if outcome.contains("503") {
                 Some("api-5xx")
             } else if outcome.contains("modified") {
@@ -454,10 +587,29 @@ impl World {
                     .push(now.duration_since(since).as_secs_f64());
             }
         }
+        let lagging = self.injector.mix.ec2_consistency_lag.is_some();
+        let boot_ms_max = BootModel::default().boot_duration_ms_max;
         for (id, info) in &observation.instances {
-            self.instances_seen
-                .entry(id.clone())
-                .or_insert_with(|| info.clone());
+            if self.instances_seen.contains_key(id) {
+                continue;
+            }
+            self.instances_seen.insert(id.clone(), info.clone());
+            // What the boot model drew for it: never, or slower than a normal boot can be.
+            if let Some(boot) = self.cloud.boot(id) {
+                match boot.ready_at {
+                    None => count(&mut self.faults, faults::NEVER_BOOT, 1),
+                    Some(ready) => {
+                        let ms = ready.duration_since(boot.launch_time).as_millis();
+                        if ms > i128::from(boot_ms_max) {
+                            count(&mut self.faults, faults::SLOW_BOOT, 1);
+                        }
+                    }
+                }
+            }
+            // Launched while describes lag: invisible to DescribeInstances for that long.
+            if lagging {
+                count(&mut self.faults, faults::EC2_CONSISTENCY_LAG, 1);
+            }
         }
         self.terminated_seen = self
             .instances_seen

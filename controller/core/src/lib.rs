@@ -10,6 +10,7 @@
 pub mod api;
 pub mod catalog;
 pub mod interruption;
+pub mod leader;
 pub mod lifecycle;
 pub mod manifest;
 pub mod metrics;

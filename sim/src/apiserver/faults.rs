@@ -9,10 +9,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
+use crate::apiserver::rng::{FaultRngs, between, chance};
 use karpenter_core::seams::KubeError;
-use rand_chacha::ChaCha8Rng;
-
-use crate::apiserver::rng::{between, chance};
 
 /// The calls of the `KubeApi` seam, as the fault knobs and the call log name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -172,7 +170,7 @@ impl Faults {
         &mut self,
         operation: ApiOperation,
         rates: &BTreeMap<ApiOperation, ApiFaultRates>,
-        rng: &mut ChaCha8Rng,
+        rng: &mut FaultRngs,
     ) -> Decision {
         if let Some(fault) = self
             .scripts
@@ -217,21 +215,32 @@ fn scripted(operation: ApiOperation, fault: ApiFault) -> Decision {
     }
 }
 
-fn drawn(operation: ApiOperation, rates: &ApiFaultRates, rng: &mut ChaCha8Rng) -> Decision {
+/// Each kind of fault draws from its own stream, and only when its rate is set and it applies to
+/// the operation: the kinds are tried in a fixed order and the first that hits is the call's.
+fn drawn(operation: ApiOperation, rates: &ApiFaultRates, rng: &mut FaultRngs) -> Decision {
     let mut decision = Decision::default();
-    if chance(rng, rates.unavailable_rate) {
+    let unavailable = chance(&mut rng.unavailable, rates.unavailable_rate);
+    let conflict = operation.can_conflict() && chance(&mut rng.conflict, rates.conflict_rate);
+    let lost = chance(&mut rng.lost_response, rates.lost_response_rate);
+    let disconnect = (operation == ApiOperation::Watch
+        && chance(&mut rng.disconnect, rates.disconnect_rate))
+    .then(|| between(&mut rng.disconnect, 0, rates.disconnect_after_events_max));
+    if unavailable {
         decision.error = Some(Injected::Unavailable);
-    } else if operation.can_conflict() && chance(rng, rates.conflict_rate) {
+    } else if conflict {
         decision.error = Some(Injected::Conflict);
-    } else if chance(rng, rates.lost_response_rate) {
+    } else if lost {
         decision.error = Some(Injected::Unavailable);
         decision.apply_anyway = true;
-    } else if operation == ApiOperation::Watch && chance(rng, rates.disconnect_rate) {
-        decision.disconnect_after_events = Some(between(rng, 0, rates.disconnect_after_events_max));
+    } else {
+        decision.disconnect_after_events = disconnect;
     }
     if rates.latency_ms_max > 0 {
-        decision.latency =
-            Duration::from_millis(between(rng, rates.latency_ms_min, rates.latency_ms_max));
+        decision.latency = Duration::from_millis(between(
+            &mut rng.latency,
+            rates.latency_ms_min,
+            rates.latency_ms_max,
+        ));
     }
     decision
 }

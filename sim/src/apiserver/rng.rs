@@ -16,8 +16,19 @@ pub(crate) const NAME_SUFFIX_LEN: usize = 5;
 pub(crate) struct Rngs {
     /// Generated names and uids.
     pub ids: ChaCha8Rng,
-    /// Fault decisions.
-    pub faults: ChaCha8Rng,
+    /// Fault decisions, one stream per kind.
+    pub faults: FaultRngs,
+}
+
+/// One stream per kind of injected fault, so turning one kind on (5xx, say) does not change which
+/// calls another kind (conflicts) hits.
+#[derive(Clone, Debug)]
+pub(crate) struct FaultRngs {
+    pub unavailable: ChaCha8Rng,
+    pub conflict: ChaCha8Rng,
+    pub lost_response: ChaCha8Rng,
+    pub disconnect: ChaCha8Rng,
+    pub latency: ChaCha8Rng,
 }
 
 impl Rngs {
@@ -29,7 +40,14 @@ impl Rngs {
         };
         Self {
             ids: stream(1),
-            faults: stream(2),
+            faults: FaultRngs {
+                // 5xx keeps the stream all faults shared before they had one each.
+                unavailable: stream(2),
+                conflict: stream(3),
+                lost_response: stream(4),
+                disconnect: stream(5),
+                latency: stream(6),
+            },
         }
     }
 }

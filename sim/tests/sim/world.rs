@@ -1,12 +1,23 @@
 //! Whole-world runs: determinism, and the scenarios the project promises (a burst converges
 //! within the batch window plus boot time, capacity errors fall back, never-booting instances
-//! are replaced without leaks).
+//! are replaced without leaks), and under the fault catalogue: spot storms, PDB-blocked drains,
+//! controller crashes mid-drain and mid-launch, leader failover, duplicate SQS messages, every
+//! fault firing, replay with faults, and the faults' independent random streams.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use karpenter_core::seams::KubeApi;
+use karpenter_core::seams::ec2::InstanceState;
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_sim::faults::{
+    self, ControllerCrash, CrashPoint, FAULT_NAMES, FaultMix, LeaderFailover, PdbNeverAllows, Rate,
+    SpotStorm,
+};
 use karpenter_sim::report::Report;
 use karpenter_sim::scenario::Scenario;
 use karpenter_sim::world::World;
+use serde_json::Value;
 
 const POOL: &str = r#"
 manifests: |
@@ -150,4 +161,811 @@ fn the_built_in_scenarios_parse() {
     for (name, text) in karpenter_sim::scenario::BUILTIN {
         Scenario::parse(name, text).expect("built-in scenario parses");
     }
+}
+
+// ---- faults ----
+
+/// A NodePool over `types` in `zones` with the capacity types given, and its EC2NodeClass;
+/// `extra` goes into the template's spec (a terminationGracePeriod, say).
+fn pool_manifests(types: &str, zones: &str, capacity: &str, extra: &str) -> String {
+    format!(
+        r#"manifests: |
+  apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {{name: default}}
+  spec:
+    template:
+      spec:
+        requirements:
+          - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
+          - {{key: karpenter.sh/capacity-type, operator: In, values: [{capacity}]}}
+          - {{key: node.kubernetes.io/instance-type, operator: In, values: [{types}]}}
+          - {{key: topology.kubernetes.io/zone, operator: In, values: [{zones}]}}
+        nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+{extra}
+    limits: {{cpu: 2000}}
+  ---
+  apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {{name: default}}
+  spec:
+    role: KarpenterNodeRole-sim
+    amiSelectorTerms: [{{alias: al2023@latest}}]
+    subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: sim}}}}]
+    securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: sim}}}}]
+"#
+    )
+}
+
+fn fault_scenario(manifests: &str, workloads: &str) -> Scenario {
+    let text =
+        format!("name: faults\nduration: 2h\nstep: 1s\n{manifests}\nworkloads:\n{workloads}");
+    Scenario::parse("faults", &text).expect("test scenario parses")
+}
+
+/// Runs `future` on a current-thread runtime with paused time: injected latency sleeps there
+/// (and passes at once), where `futures::executor` has no timer.
+fn on_runtime<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds")
+        .block_on(future)
+}
+
+async fn world(seed: u64, scenario: Scenario) -> World {
+    World::new(seed, scenario).await.expect("world builds")
+}
+
+/// Steps until `elapsed` is reached.
+async fn run_until(world: &mut World, elapsed: Duration) {
+    while world.elapsed_time() < elapsed {
+        world.step().await.expect("step");
+    }
+}
+
+fn pods(world: &World) -> Vec<Value> {
+    world.api.objects(&ResourceKind::POD)
+}
+
+fn running_not_deleting(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running" && pod["metadata"]["deletionTimestamp"].is_null()
+}
+
+/// Node name → EC2 instance id.
+fn node_instances(world: &World) -> BTreeMap<String, String> {
+    world
+        .api
+        .objects(&ResourceKind::NODE)
+        .iter()
+        .filter_map(|n| {
+            let name = n["metadata"]["name"].as_str()?.to_string();
+            let id = n["spec"]["providerID"]
+                .as_str()?
+                .rsplit('/')
+                .next()?
+                .to_string();
+            Some((name, id))
+        })
+        .collect()
+}
+
+/// Instances ever launched for each NodeClaim name (by the `karpenter.sh/nodeclaim` tag), with
+/// their states.
+fn instances_by_claim(world: &World) -> BTreeMap<String, Vec<(String, InstanceState)>> {
+    let mut out: BTreeMap<String, Vec<(String, InstanceState)>> = BTreeMap::new();
+    for instance in world.cloud.instances() {
+        if let Some(claim) = instance.tags.get("karpenter.sh/nodeclaim") {
+            out.entry(claim.clone())
+                .or_default()
+                .push((instance.instance_id.clone(), instance.state));
+        }
+    }
+    out
+}
+
+fn tally(report_or_world: &BTreeMap<String, u64>, name: &str) -> u64 {
+    report_or_world.get(name).copied().unwrap_or(0)
+}
+
+fn assert_invariants_held(world: &World, seed: u64) {
+    let failed: Vec<_> = world
+        .invariants
+        .results()
+        .into_iter()
+        .filter(|i| !i.held && i.name != "liveness")
+        .collect();
+    assert!(failed.is_empty(), "seed {seed}: {failed:?}");
+}
+
+#[test]
+fn a_spot_storm_on_200_nodes_loses_no_pod_beyond_the_two_minute_notice() {
+    // Pods of 1200m: one per m5.large. Spot first (cheapest), on-demand allowed; one zone, so
+    // the storm's 30% are 60 of 200 nodes at once, and their replacements can only be on-demand
+    // (the interrupted spot offering is marked unavailable). A second seed on a smaller cluster
+    // keeps the test within the suite's time budget.
+    let manifests = pool_manifests("m5.large", "us-west-2a", "spot, on-demand", "");
+    let storm_at = Duration::from_secs(2 * 60);
+    for (seed, replicas) in [(1, 200), (2, 30)] {
+        let s = fault_scenario(
+            &manifests,
+            &format!(
+                "  - at: 0s\n    deployment: {{name: web, replicas: {replicas}, cpu: 1200m, memory: 512Mi}}\n"
+            ),
+        );
+        futures::executor::block_on(async {
+            let mut mix = FaultMix::none();
+            mix.spot_storm = Some(SpotStorm {
+                at: vec![storm_at],
+                every: None,
+                share: 0.3,
+                zone: None,
+                instance_type: None,
+            });
+            let mut world = world(seed, s).await;
+            world.set_faults(mix);
+            run_until(&mut world, storm_at).await;
+            let running = pods(&world)
+                .iter()
+                .filter(|p| running_not_deleting(p))
+                .count();
+            assert_eq!(running, replicas, "seed {seed}: converged before the storm");
+            world.step().await.expect("step");
+            let storm = world.storms().first().cloned().expect("the storm hit");
+            assert_eq!(storm.at, storm_at, "seed {seed}: on time");
+            assert_eq!(
+                storm.instances.len(),
+                (replicas * 3).div_ceil(10),
+                "seed {seed}: 30% of the nodes"
+            );
+            let hit: BTreeSet<String> = storm.instances.iter().cloned().collect();
+            // Up to the end of the notice: every pod of the Deployment must be running on a node
+            // the storm did not hit.
+            run_until(&mut world, storm.at + Duration::from_secs(120)).await;
+            let nodes = node_instances(&world);
+            let safe = pods(&world)
+                .iter()
+                .filter(|p| p["metadata"]["labels"]["app"] == "web" && running_not_deleting(p))
+                .filter(|p| {
+                    p["spec"]["nodeName"]
+                        .as_str()
+                        .and_then(|n| nodes.get(n))
+                        .is_some_and(|id| !hit.contains(id))
+                })
+                .count();
+            assert_eq!(
+                safe, replicas,
+                "seed {seed}: pods running off the interrupted nodes 120 s after the warning"
+            );
+            let on_demand = world
+                .cloud
+                .instances()
+                .iter()
+                .filter(|i| {
+                    i.capacity_type == karpenter_core::catalog::CapacityType::OnDemand
+                        && matches!(i.state, InstanceState::Pending | InstanceState::Running)
+                })
+                .count();
+            assert_eq!(
+                on_demand,
+                hit.len(),
+                "seed {seed}: one on-demand replacement per interrupted node"
+            );
+            // Past the reclaim: nothing leaked or stuck.
+            run_until(&mut world, storm.at + Duration::from_secs(3 * 60)).await;
+            assert_invariants_held(&world, seed);
+            assert_eq!(tally(world.faults_injected(), faults::SPOT_STORM), 1);
+        });
+    }
+}
+
+/// Deletes the NodeClaim whose node holds the most pods of `app`; returns its name and instance.
+async fn delete_busiest_claim(world: &World, app: &str) -> (String, String) {
+    let nodes = node_instances(world);
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in pods(world) {
+        if pod["metadata"]["labels"]["app"] == app
+            && let Some(node) = pod["spec"]["nodeName"].as_str()
+        {
+            *per_node.entry(node.to_string()).or_default() += 1;
+        }
+    }
+    let (node, _) = per_node
+        .iter()
+        .max_by_key(|(name, n)| (**n, std::cmp::Reverse((*name).clone())))
+        .expect("pods are bound");
+    let instance = nodes[node].clone();
+    let claim = world
+        .api
+        .objects(&ResourceKind::NODE_CLAIM)
+        .into_iter()
+        .find(|c| {
+            c["status"]["providerID"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&instance))
+        })
+        .expect("the node has a claim");
+    let name = claim["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    world
+        .api
+        .delete(
+            &ResourceKind::NODE_CLAIM,
+            &ObjectKey::cluster(name.clone()),
+            &DeleteOptions::default(),
+        )
+        .await
+        .expect("delete the claim");
+    (name, instance)
+}
+
+#[test]
+fn a_drain_blocked_by_a_pdb_proceeds_when_the_termination_grace_period_expires() {
+    let manifests = pool_manifests(
+        "m5.xlarge",
+        "us-west-2a, us-west-2b",
+        "on-demand",
+        "        terminationGracePeriod: 5m",
+    );
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 6, cpu: 500m, memory: 512Mi}\n",
+    );
+    for seed in [3, 4] {
+        futures::executor::block_on(async {
+            let mut world = world(seed, s.clone()).await;
+            let mut mix = FaultMix::none();
+            mix.pdb_never_allows = Some(PdbNeverAllows { deployment: None });
+            world.set_faults(mix);
+            run_until(&mut world, Duration::from_secs(5 * 60)).await;
+            let (claim, instance) = delete_busiest_claim(&world, "web").await;
+            let deleted_at = world.elapsed_time();
+            let on_node = |world: &World| {
+                let nodes = node_instances(world);
+                pods(world)
+                    .iter()
+                    .filter(|p| {
+                        p["spec"]["nodeName"]
+                            .as_str()
+                            .and_then(|n| nodes.get(n))
+                            .is_some_and(|id| *id == instance)
+                    })
+                    .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                    .count()
+            };
+            let before = on_node(&world);
+            assert!(before > 0, "seed {seed}: the node holds web pods");
+            // The budget refuses every eviction: until the grace period's end minus the pods'
+            // own 30 s, nothing leaves.
+            run_until(&mut world, deleted_at + Duration::from_secs(5 * 60 - 40)).await;
+            assert_eq!(
+                on_node(&world),
+                before,
+                "seed {seed}: the PDB holds the drain"
+            );
+            let blocked = world
+                .api
+                .object(
+                    &ResourceKind::NODE_CLAIM,
+                    &ObjectKey::cluster(claim.clone()),
+                )
+                .expect("the claim waits");
+            let drained = blocked["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Drained")
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(
+                drained["reason"], "DisruptionBlocked",
+                "seed {seed}: {drained}"
+            );
+            assert!(tally(world.faults_injected(), faults::PDB_NEVER_ALLOWS) > 0);
+            // Past the deadline the pods are deleted and the node goes.
+            run_until(&mut world, deleted_at + Duration::from_secs(5 * 60 + 90)).await;
+            assert!(
+                world
+                    .api
+                    .object(
+                        &ResourceKind::NODE_CLAIM,
+                        &ObjectKey::cluster(claim.clone())
+                    )
+                    .is_none(),
+                "seed {seed}: the claim is gone after its terminationGracePeriod"
+            );
+            let state = world.cloud.instance(&instance).map(|i| i.state);
+            assert!(
+                matches!(
+                    state,
+                    Some(InstanceState::ShuttingDown | InstanceState::Terminated) | None
+                ),
+                "seed {seed}: instance {instance} is {state:?}"
+            );
+            run_until(&mut world, deleted_at + Duration::from_secs(10 * 60)).await;
+            let running = pods(&world)
+                .iter()
+                .filter(|p| running_not_deleting(p))
+                .count();
+            assert_eq!(
+                running, 6,
+                "seed {seed}: the evicted pods were replaced and run"
+            );
+            assert_invariants_held(&world, seed);
+        });
+    }
+}
+
+#[test]
+fn a_controller_killed_mid_drain_finishes_the_drain_after_restart() {
+    let manifests = pool_manifests("m5.xlarge", "us-west-2a, us-west-2b", "on-demand", "");
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 8, cpu: 500m, memory: 512Mi}\n",
+    );
+    for seed in [5, 6] {
+        futures::executor::block_on(async {
+            let mut world = world(seed, s.clone()).await;
+            run_until(&mut world, Duration::from_secs(5 * 60)).await;
+            let (claim, instance) = delete_busiest_claim(&world, "web").await;
+            let mut mix = FaultMix::none();
+            mix.controller_crash = Some(ControllerCrash {
+                at: vec![world.elapsed_time()],
+                every: None,
+                downtime: Duration::from_secs(30),
+                point: CrashPoint::AfterEviction,
+            });
+            world.set_faults(mix);
+            let deleted_at = world.elapsed_time();
+            run_until(&mut world, deleted_at + Duration::from_secs(60)).await;
+            assert_eq!(
+                tally(world.faults_injected(), faults::CONTROLLER_CRASH),
+                1,
+                "seed {seed}: the controller died after its first eviction"
+            );
+            world.clear_faults();
+            run_until(&mut world, deleted_at + Duration::from_secs(10 * 60)).await;
+            assert!(
+                world
+                    .api
+                    .object(
+                        &ResourceKind::NODE_CLAIM,
+                        &ObjectKey::cluster(claim.clone())
+                    )
+                    .is_none(),
+                "seed {seed}: the restarted controller finished the termination"
+            );
+            assert!(
+                !node_instances(&world).values().any(|id| *id == instance),
+                "seed {seed}: the node is gone"
+            );
+            let state = world.cloud.instance(&instance).map(|i| i.state);
+            assert!(
+                matches!(state, Some(InstanceState::Terminated) | None),
+                "seed {seed}: instance {instance} is {state:?}"
+            );
+            let stuck: Vec<Value> = world
+                .api
+                .objects(&ResourceKind::NODE_CLAIM)
+                .into_iter()
+                .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
+                .collect();
+            assert!(
+                stuck.is_empty(),
+                "seed {seed}: claims stuck deleting: {stuck:?}"
+            );
+            let running = pods(&world)
+                .iter()
+                .filter(|p| running_not_deleting(p))
+                .count();
+            assert_eq!(running, 8, "seed {seed}: every pod runs");
+            assert_invariants_held(&world, seed);
+        });
+    }
+}
+
+#[test]
+fn a_controller_killed_mid_launch_neither_leaks_nor_duplicates_the_instance() {
+    let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "");
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 3, cpu: 1200m, memory: 512Mi}\n",
+    );
+    // A restart before (20 s) and after (5 s lag < 20 s) EC2 shows the instance: adopted by its
+    // tag, or launched again with the claim's client token (EC2 returns the same instance).
+    for (seed, lag) in [(7, None), (8, Some(Duration::from_secs(40)))] {
+        futures::executor::block_on(async {
+            let mut world = world(seed, s.clone()).await;
+            let mut mix = FaultMix::none();
+            mix.controller_crash = Some(ControllerCrash {
+                at: vec![Duration::ZERO],
+                every: None,
+                downtime: Duration::from_secs(20),
+                point: CrashPoint::AfterLaunch,
+            });
+            mix.ec2_consistency_lag = lag.map(|lag| faults::Lag { lag });
+            world.set_faults(mix);
+            run_until(&mut world, Duration::from_secs(15 * 60)).await;
+            if std::env::var("SIM_SHOW_LOG").is_ok() {
+                eprintln!("{}", world.recent_log().join("\n"));
+            }
+            assert_eq!(
+                tally(world.faults_injected(), faults::CONTROLLER_CRASH),
+                1,
+                "seed {seed}: the controller died right after its first launch"
+            );
+            let claims: BTreeSet<String> = world
+                .api
+                .objects(&ResourceKind::NODE_CLAIM)
+                .iter()
+                .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+                .collect();
+            let launched = instances_by_claim(&world);
+            for (claim, instances) in &launched {
+                assert_eq!(
+                    instances.len(),
+                    1,
+                    "seed {seed}: claim {claim} launched more than once: {instances:?}"
+                );
+                assert!(
+                    claims.contains(claim),
+                    "seed {seed}: {claim} is gone: {instances:?}"
+                );
+                assert!(
+                    matches!(instances[0].1, InstanceState::Running),
+                    "seed {seed}: {instances:?}"
+                );
+            }
+            assert_eq!(launched.len(), 3, "seed {seed}: one instance per pod");
+            let running = pods(&world)
+                .iter()
+                .filter(|p| running_not_deleting(p))
+                .count();
+            assert_eq!(running, 3, "seed {seed}");
+            assert_invariants_held(&world, seed);
+        });
+    }
+}
+
+#[test]
+fn leader_failover_keeps_one_leader_and_the_standby_takes_over() {
+    let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "");
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 2, cpu: 1200m, memory: 512Mi}\n  - at: 6m\n    deployment: {name: web, replicas: 5, cpu: 1200m, memory: 512Mi}\n",
+    );
+    for seed in [9, 10] {
+        futures::executor::block_on(async {
+            let mut world = world(seed, s.clone()).await;
+            let mut mix = FaultMix::none();
+            mix.leader_failover = Some(LeaderFailover {
+                at: vec![Duration::from_secs(5 * 60)],
+                every: None,
+                downtime: Duration::from_secs(60),
+            });
+            world.set_faults(mix);
+            run_until(&mut world, Duration::from_secs(5 * 60)).await;
+            let first = world.controllers().leader().map(str::to_string);
+            assert_eq!(first.as_deref(), Some("karpenter-0-0"), "seed {seed}");
+            assert_eq!(world.controllers().running().len(), 2);
+            // The failover: the leader dies; nobody leads until the lease expires.
+            let mut killed_at = None;
+            let mut took_over_at = None;
+            while world.elapsed_time() < Duration::from_secs(20 * 60) {
+                world.step().await.expect("step");
+                if killed_at.is_none()
+                    && tally(world.faults_injected(), faults::LEADER_FAILOVER) == 1
+                {
+                    killed_at = Some(world.elapsed_time());
+                }
+                if took_over_at.is_none()
+                    && killed_at.is_some()
+                    && world.controllers().leader() == Some("karpenter-1-0")
+                {
+                    took_over_at = Some(world.elapsed_time());
+                }
+            }
+            let killed_at = killed_at.expect("the leader was killed");
+            let took_over_at = took_over_at.expect("the standby took over");
+            let gap = took_over_at - killed_at;
+            assert!(
+                gap >= Duration::from_secs(10) && gap <= Duration::from_secs(15 + 2 + 2),
+                "seed {seed}: took over {gap:?} after the kill (lease 15 s, retry 2 s)"
+            );
+            assert_eq!(
+                world.controllers().leader_overlaps(),
+                0,
+                "seed {seed}: two leaders"
+            );
+            assert_eq!(world.controllers().leader_changes(), 1, "seed {seed}");
+            // The killed replica came back as a new candidate and follows.
+            assert!(
+                world
+                    .controllers()
+                    .running()
+                    .contains(&"karpenter-0-1".to_string()),
+                "seed {seed}: {:?}",
+                world.controllers().running()
+            );
+            // The scale-up after the failover was served by the new leader.
+            let running = pods(&world)
+                .iter()
+                .filter(|p| running_not_deleting(p))
+                .count();
+            assert_eq!(
+                running, 5,
+                "seed {seed}: the cluster converged under the new leader"
+            );
+            assert_invariants_held(&world, seed);
+        });
+    }
+}
+
+#[test]
+fn duplicate_sqs_messages_cause_one_action() {
+    let manifests = pool_manifests("m5.large", "us-west-2a", "spot, on-demand", "");
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 4, cpu: 1200m, memory: 512Mi}\n",
+    );
+    for seed in [11, 12] {
+        futures::executor::block_on(async {
+            let mut world = world(seed, s.clone()).await;
+            let mut mix = FaultMix::none();
+            // Every message is delivered twice.
+            mix.sqs_duplicate = Some(Rate { rate: 1.0 });
+            mix.spot_storm = Some(SpotStorm {
+                at: vec![Duration::from_secs(5 * 60)],
+                every: None,
+                share: 0.5,
+                zone: None,
+                instance_type: None,
+            });
+            world.set_faults(mix);
+            run_until(&mut world, Duration::from_secs(15 * 60)).await;
+            let storm = world.storms().first().cloned().expect("the storm hit");
+            assert_eq!(storm.instances.len(), 2, "seed {seed}");
+            assert!(
+                tally(world.faults_injected(), faults::SQS_DUPLICATE) >= 2,
+                "seed {seed}"
+            );
+            let mut actions: BTreeMap<String, usize> = BTreeMap::new();
+            for event in world.api.events() {
+                if event.event.reason == "TerminatingOnInterruption"
+                    && event.event.involved == ResourceKind::NODE_CLAIM
+                {
+                    *actions.entry(event.event.key.name.clone()).or_default() += 1;
+                }
+            }
+            assert_eq!(actions.len(), 2, "seed {seed}: {actions:?}");
+            assert!(
+                actions.values().all(|n| *n == 1),
+                "seed {seed}: one action per interrupted claim: {actions:?}"
+            );
+            let running = pods(&world)
+                .iter()
+                .filter(|p| running_not_deleting(p))
+                .count();
+            assert_eq!(running, 4, "seed {seed}");
+            // One replacement per interrupted node: 4 first, 2 more.
+            assert_eq!(world.cloud.instances().len(), 6, "seed {seed}");
+            assert_invariants_held(&world, seed);
+        });
+    }
+}
+
+/// Every fault at an intensity that fires within a quarter of an hour on a small cluster, with
+/// the discrete ones at fixed times from `from` on.
+fn loud_mix(from: Duration) -> FaultMix {
+    let mut mix = FaultMix::all();
+    let at = |m: u64| from + Duration::from_secs(60 * m);
+    if let Some(f) = &mut mix.spot_storm {
+        f.every = None;
+        f.at = vec![at(1), at(9)];
+        f.share = 0.5;
+    }
+    if let Some(f) = &mut mix.capacity_wave {
+        f.every = None;
+        f.at = vec![at(4)];
+        f.duration = Duration::from_secs(5 * 60);
+    }
+    mix.slow_boot = Some(faults::Fraction { fraction: 0.5 });
+    mix.never_boot = Some(faults::Fraction { fraction: 0.3 });
+    mix.sqs_reorder = Some(Rate { rate: 1.0 });
+    if let Some(f) = &mut mix.sqs_malformed {
+        f.every = Some(Duration::from_secs(3 * 60));
+    }
+    if let Some(f) = &mut mix.controller_crash {
+        f.every = None;
+        f.at = vec![at(2), at(8)];
+    }
+    if let Some(f) = &mut mix.leader_failover {
+        f.every = None;
+        f.at = vec![at(6)];
+    }
+    mix
+}
+
+/// Eight pods of 1200m on m5.large (one per node), spot or on-demand, in two zones.
+fn small_cluster() -> Scenario {
+    let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "spot, on-demand", "");
+    fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 8, cpu: 1200m, memory: 512Mi}\n",
+    )
+}
+
+#[test]
+fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off() {
+    let minutes = |m: u64| Duration::from_secs(60 * m);
+    for seed in [21, 22] {
+        on_runtime(async {
+            let mut world = world(seed, small_cluster()).await;
+            run_until(&mut world, minutes(3)).await;
+            // Safety phase: every fault on for 12 minutes.
+            world.set_faults(loud_mix(minutes(3)));
+            run_until(&mut world, minutes(15)).await;
+            let fired = world.faults_injected().clone();
+            let silent: Vec<&str> = FAULT_NAMES
+                .iter()
+                .copied()
+                .filter(|name| tally(&fired, name) == 0)
+                .collect();
+            assert!(
+                silent.is_empty(),
+                "seed {seed}: never fired: {silent:?} ({fired:?})"
+            );
+            assert_eq!(world.controllers().leader_overlaps(), 0, "seed {seed}");
+            // Liveness phase: with the faults off the cluster converges and stays clean (long
+            // enough for an instance that never boots to reach its registration timeout).
+            world.clear_faults();
+            run_until(&mut world, minutes(35)).await;
+            let running = pods(&world)
+                .iter()
+                .filter(|p| running_not_deleting(p))
+                .count();
+            assert_eq!(
+                running,
+                8,
+                "seed {seed}: converged after the faults\n{}",
+                world.recent_log().join("\n")
+            );
+            assert_invariants_held(&world, seed);
+            let stuck: Vec<Value> = world
+                .api
+                .objects(&ResourceKind::NODE_CLAIM)
+                .into_iter()
+                .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
+                .collect();
+            assert!(
+                stuck.is_empty(),
+                "seed {seed}: claims stuck deleting: {stuck:?}"
+            );
+            assert!(
+                world
+                    .api
+                    .objects(&ResourceKind::POD_DISRUPTION_BUDGET)
+                    .is_empty(),
+                "seed {seed}: clearing the faults removes their budgets"
+            );
+        });
+    }
+}
+
+#[test]
+fn a_run_with_faults_replays_bit_for_bit() {
+    let run = |seed| {
+        on_runtime(async {
+            let mut world = world(seed, small_cluster()).await;
+            world.set_faults(loud_mix(Duration::ZERO));
+            world
+                .run(Some(Duration::from_secs(8 * 60)), &mut |_, _| {})
+                .await
+                .expect("world runs")
+        })
+    };
+    let a = run(31);
+    let b = run(31);
+    assert_eq!(a, b, "two runs of one seed with faults must be identical");
+    assert!(!a.faults_injected.is_empty());
+}
+
+#[test]
+fn turning_a_fault_on_does_not_move_when_another_fires() {
+    let storm_times = |with_5xx: bool| {
+        futures::executor::block_on(async {
+            let mut world = world(41, small_cluster()).await;
+            let mut mix = FaultMix::none();
+            mix.spot_storm = Some(SpotStorm {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(4 * 60)),
+                share: 0.2,
+                zone: None,
+                instance_type: None,
+            });
+            if with_5xx {
+                mix.api_5xx = Some(Rate { rate: 0.05 });
+                mix.sqs_duplicate = Some(Rate { rate: 0.5 });
+            }
+            world.set_faults(mix);
+            run_until(&mut world, Duration::from_secs(20 * 60)).await;
+            world.storms().iter().map(|s| s.at).collect::<Vec<_>>()
+        })
+    };
+    let alone = storm_times(false);
+    assert!(alone.len() >= 3, "{alone:?}");
+    assert_eq!(alone, storm_times(true));
+}
+
+#[test]
+fn scenario_files_set_faults_by_their_stable_names() {
+    let manifests = pool_manifests("m5.large", "us-west-2a", "spot", "");
+    let text = format!(
+        "name: f\nduration: 1h\n{manifests}\nfaults:\n  spot-storm: {{at: [10m], share: 0.5}}\n  ec2-5xx: {{rate: 0.02}}\n  api-watch-drop: {{rate: 0.1}}\n  controller-crash: {{every: 30m, point: after-launch}}\n  pdb-never-allows: {{}}\n"
+    );
+    let s = Scenario::parse("f", &text).expect("parses");
+    assert_eq!(
+        s.faults.names(),
+        vec![
+            "spot-storm",
+            "ec2-5xx",
+            "api-watch-drop",
+            "controller-crash",
+            "pdb-never-allows"
+        ]
+    );
+    assert_eq!(
+        s.faults.controller_crash.as_ref().map(|c| c.point),
+        Some(CrashPoint::AfterLaunch)
+    );
+    let typo = format!("name: f\nduration: 1h\n{manifests}\nfaults:\n  spot-strom: {{}}\n");
+    assert!(
+        Scenario::parse("f", &typo).is_err(),
+        "an unknown fault is an error"
+    );
+    let bad = format!("name: f\nduration: 1h\n{manifests}\nfaults:\n  api-5xx: {{rate: 1.5}}\n");
+    let err = Scenario::parse("f", &bad).expect_err("a rate above 1 is an error");
+    assert!(err.to_string().contains("api-5xx.rate"), "{err}");
+    // Without a faults section nothing is on.
+    assert!(
+        Scenario::load("default")
+            .expect("built in")
+            .faults
+            .is_empty()
+    );
+}
+
+#[test]
+fn fault_mixes_are_drawn_per_seed_and_serialize_by_name() {
+    assert_eq!(FaultMix::draw(5), FaultMix::draw(5));
+    let mixes: Vec<FaultMix> = (0..20).map(FaultMix::draw).collect();
+    assert!(
+        mixes.iter().any(|m| m != &mixes[0]),
+        "seeds give different mixes"
+    );
+    for name in FAULT_NAMES {
+        let on = mixes.iter().filter(|m| m.names().contains(&name)).count();
+        assert!(
+            on > 0 && on < 20,
+            "{name} is on for some seeds and off for others ({on}/20)"
+        );
+    }
+    for mix in &mixes {
+        mix.validate().expect("drawn intensities are valid");
+    }
+    let all = FaultMix::all();
+    assert_eq!(all.names(), FAULT_NAMES.to_vec());
+    let json = serde_json::to_value(&all).expect("serializes");
+    let keys: Vec<&str> = json
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, FAULT_NAMES.to_vec(), "keys are the stable names");
+    let back: FaultMix = serde_json::from_value(json).expect("round-trips");
+    assert_eq!(back, all);
 }

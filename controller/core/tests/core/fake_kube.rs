@@ -177,6 +177,7 @@ impl FakeKube {
             return Err(err);
         }
         let id = (kind.plural, key.namespace.clone(), key.name.clone());
+        let mut counter = self.counter.lock().unwrap();
         let mut objects = self.objects.lock().unwrap();
         let object = objects
             .get_mut(&id)
@@ -184,6 +185,16 @@ impl FakeKube {
         let Patch::Merge(patch) = patch else {
             return Err(KubeError::Invalid("only merge patches".into()));
         };
+        // Optimistic concurrency, as the API server does it: a patch carrying a stale
+        // resourceVersion is a 409, and every write gets a new one.
+        if let Some(wanted) = patch["metadata"]["resourceVersion"].as_str()
+            && object["metadata"]["resourceVersion"].as_str() != Some(wanted)
+        {
+            return Err(KubeError::Conflict(format!(
+                "{}: the object has been modified (resourceVersion {wanted} is stale)",
+                key.name
+            )));
+        }
         let mut patch = patch.clone();
         if status {
             patch = json!({"status": patch["status"].clone()});
@@ -191,6 +202,8 @@ impl FakeKube {
             map.remove("status");
         }
         json_patch::merge(object, &patch);
+        *counter += 1;
+        object["metadata"]["resourceVersion"] = json!(counter.to_string());
         let done = object["metadata"]["deletionTimestamp"].is_string()
             && object["metadata"]["finalizers"]
                 .as_array()

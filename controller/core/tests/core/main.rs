@@ -8,6 +8,7 @@ mod examples;
 mod fake_kube;
 mod interruption;
 mod interruption_handler;
+mod leader;
 mod lifecycle;
 mod plan;
 mod properties;

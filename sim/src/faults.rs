@@ -1,0 +1,705 @@
+//! The fault catalogue: every fault the world can inject, named by a stable string, in one plain
+//! struct ([`FaultMix`]) that a scenario file (`faults:`), a test or a swarm runner fills in.
+//!
+//! | name | what the world does |
+//! |---|---|
+//! | `spot-storm` | at given times or a seeded rate, a share of the live spot instances of one zone (optionally one instance type) get EC2's two-minute interruption warning at once |
+//! | `capacity-wave` | every pool of one zone (spot, on-demand or both) runs dry, and is restored after a while |
+//! | `slow-boot`, `never-boot` | a fraction of launched instances boot slowly (up to 10 min) or never |
+//! | `ec2-throttle`, `ec2-5xx`, `ec2-latency` | EC2 calls are throttled, fail with a 5xx, or are served late |
+//! | `ec2-consistency-lag` | launched instances stay invisible to `DescribeInstances` for a while |
+//! | `sqs-duplicate`, `sqs-reorder`, `sqs-malformed` | interruption messages are delivered twice, out of order, or are garbage |
+//! | `api-conflict`, `api-5xx`, `api-watch-drop` | API-server writes conflict, calls fail with a 503, watches drop |
+//! | `controller-crash` | the controller process dies (at any seam call, right after a launch or an eviction) and a new one starts after a downtime |
+//! | `leader-failover` | two replicas elect a leader over a Lease; the leader is killed and the other takes over once the lease expires |
+//! | `pdb-never-allows` | a PodDisruptionBudget with `maxUnavailable: 0` covers a Deployment |
+//!
+//! Every fault is off unless its field is set. Randomness is per fault: each fault draws from its
+//! own streams of the run's seed ([`stream`]), so turning one fault on never changes when or
+//! where another fires. What fired is tallied by name in the report's `faultsInjected` and logged
+//! in the event log.
+
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// Every fault's stable name, in catalogue order.
+pub const FAULT_NAMES: [&str; 17] = [
+    SPOT_STORM,
+    CAPACITY_WAVE,
+    SLOW_BOOT,
+    NEVER_BOOT,
+    EC2_THROTTLE,
+    EC2_5XX,
+    EC2_LATENCY,
+    EC2_CONSISTENCY_LAG,
+    SQS_DUPLICATE,
+    SQS_REORDER,
+    SQS_MALFORMED,
+    API_CONFLICT,
+    API_5XX,
+    API_WATCH_DROP,
+    CONTROLLER_CRASH,
+    LEADER_FAILOVER,
+    PDB_NEVER_ALLOWS,
+];
+
+pub const SPOT_STORM: &str = "spot-storm";
+pub const CAPACITY_WAVE: &str = "capacity-wave";
+pub const SLOW_BOOT: &str = "slow-boot";
+pub const NEVER_BOOT: &str = "never-boot";
+pub const EC2_THROTTLE: &str = "ec2-throttle";
+pub const EC2_5XX: &str = "ec2-5xx";
+pub const EC2_LATENCY: &str = "ec2-latency";
+pub const EC2_CONSISTENCY_LAG: &str = "ec2-consistency-lag";
+pub const SQS_DUPLICATE: &str = "sqs-duplicate";
+pub const SQS_REORDER: &str = "sqs-reorder";
+pub const SQS_MALFORMED: &str = "sqs-malformed";
+pub const API_CONFLICT: &str = "api-conflict";
+pub const API_5XX: &str = "api-5xx";
+pub const API_WATCH_DROP: &str = "api-watch-drop";
+pub const CONTROLLER_CRASH: &str = "controller-crash";
+pub const LEADER_FAILOVER: &str = "leader-failover";
+pub const PDB_NEVER_ALLOWS: &str = "pdb-never-allows";
+
+/// What a stream of a fault is used for: when it fires, or what it hits when it does. Kept apart
+/// so that what a fault hits (which depends on the cluster) never shifts when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    Schedule,
+    Target,
+}
+
+/// The random stream of one fault's `purpose`, derived from the run's seed and the fault's place
+/// in [`FAULT_NAMES`] (streams 1000 and up: clear of every other stream of the seed).
+pub fn stream(seed: u64, fault: &str, purpose: Purpose) -> ChaCha8Rng {
+    let index = FAULT_NAMES
+        .iter()
+        .position(|n| *n == fault)
+        .unwrap_or(FAULT_NAMES.len()) as u64;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(1000 + index * 2 + u64::from(purpose == Purpose::Target));
+    rng
+}
+
+/// `Vec<Duration>` as a list of humantime strings (`[90s, 10m]`).
+mod durations {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(values: &[Duration], s: S) -> Result<S::Ok, S::Error> {
+        values
+            .iter()
+            .map(|d| humantime::format_duration(*d).to_string())
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Duration>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| humantime::parse_duration(text).map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+/// When a discrete fault fires: at the given times since the start of the run, and, with
+/// `every`, at a seeded rate (exponential gaps with that mean, drawn from the fault's own
+/// stream). Times already past when the fault is turned on are skipped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Schedule {
+    pub at: Vec<Duration>,
+    pub every: Option<Duration>,
+}
+
+impl Schedule {
+    pub fn at(times: impl IntoIterator<Item = Duration>) -> Self {
+        Self {
+            at: times.into_iter().collect(),
+            every: None,
+        }
+    }
+
+    pub fn every(mean: Duration) -> Self {
+        Self {
+            at: Vec::new(),
+            every: Some(mean),
+        }
+    }
+}
+
+/// The discrete faults' `at` and `every`.
+pub trait Scheduled {
+    fn schedule(&self) -> Schedule;
+}
+
+macro_rules! scheduled {
+    ($($t:ty),*) => {$(
+        impl Scheduled for $t {
+            fn schedule(&self) -> Schedule {
+                Schedule { at: self.at.clone(), every: self.every }
+            }
+        }
+    )*};
+}
+
+scheduled!(
+    SpotStorm,
+    CapacityWave,
+    Malformed,
+    ControllerCrash,
+    LeaderFailover
+);
+
+/// `spot-storm`: a share of the live spot instances of one zone get an interruption warning at
+/// once (EC2 reclaims them two minutes later).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpotStorm {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+    /// Share of the candidate instances warned (0..1; at least one when there is a candidate).
+    #[serde(default = "default_storm_share")]
+    pub share: f64,
+    /// The zone hit; by default one zone with live spot instances, drawn by the seed.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Only instances of this type; by default every type.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+}
+
+fn default_storm_share() -> f64 {
+    0.3
+}
+
+/// `capacity-wave`: every pool of one zone (of `capacity_type`, or spot and on-demand) has no
+/// free capacity for `duration`, then gets back what it had.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityWave {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+    #[serde(with = "humantime_serde", default = "default_wave_duration")]
+    pub duration: Duration,
+    /// The zone; by default one with live instances (else any), drawn by the seed.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// `spot` or `on-demand`; by default both.
+    #[serde(default)]
+    pub capacity_type: Option<String>,
+}
+
+fn default_wave_duration() -> Duration {
+    Duration::from_secs(10 * 60)
+}
+
+/// A fraction of something (instances that boot slowly or never): 0..1.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fraction {
+    pub fraction: f64,
+}
+
+/// A fraction of calls or messages a fault hits: 0..1.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rate {
+    pub rate: f64,
+}
+
+/// `ec2-latency`: every EC2 call is served after a delay drawn uniformly from the bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Latency {
+    pub latency_ms_min: u64,
+    pub latency_ms_max: u64,
+}
+
+/// `ec2-consistency-lag`: how long a launched instance stays invisible to `DescribeInstances`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lag {
+    #[serde(with = "humantime_serde")]
+    pub lag: Duration,
+}
+
+/// `sqs-malformed`: a body that is not an interruption event is put into the queue.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Malformed {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+}
+
+/// `api-watch-drop`: a share of watches end after a number of events drawn up to the bound, as a
+/// dropped connection does; the client re-watches.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WatchDrop {
+    pub rate: f64,
+    #[serde(default = "default_watch_events_max")]
+    pub after_events_max: u64,
+}
+
+fn default_watch_events_max() -> u64 {
+    20
+}
+
+/// Where in its work a crashing controller dies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrashPoint {
+    /// At a seam call of its next step drawn by the seed (or after the step, if it makes fewer).
+    #[default]
+    Anywhere,
+    /// Right after its next successful `CreateFleet`, before it records the instance.
+    AfterLaunch,
+    /// Right after its next successful eviction, with the rest of the drain still to do.
+    AfterEviction,
+}
+
+/// `controller-crash`: the controller process dies; a new one starts `downtime` later and must
+/// carry on from what the API server and EC2 hold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControllerCrash {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+    #[serde(with = "humantime_serde", default = "default_downtime")]
+    pub downtime: Duration,
+    #[serde(default)]
+    pub point: CrashPoint,
+}
+
+fn default_downtime() -> Duration {
+    Duration::from_secs(20)
+}
+
+/// `leader-failover`: two replicas run with leader election over a Lease; at each firing the
+/// leader is killed (it restarts `downtime` later as a new candidate) and the other replica takes
+/// over once the lease expires.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderFailover {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+    #[serde(with = "humantime_serde", default = "default_downtime")]
+    pub downtime: Duration,
+}
+
+/// `pdb-never-allows`: a PodDisruptionBudget with `maxUnavailable: 0` over `deployment` (by
+/// default over every Deployment of the scenario, one budget each). Drains of nodes holding
+/// those pods end only by a terminationGracePeriod or the instance going away.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PdbNeverAllows {
+    #[serde(default)]
+    pub deployment: Option<String>,
+}
+
+/// Which faults are on, and how hard. `Default` is every fault off.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct FaultMix {
+    pub spot_storm: Option<SpotStorm>,
+    pub capacity_wave: Option<CapacityWave>,
+    pub slow_boot: Option<Fraction>,
+    pub never_boot: Option<Fraction>,
+    pub ec2_throttle: Option<Rate>,
+    #[serde(rename = "ec2-5xx")]
+    pub ec2_5xx: Option<Rate>,
+    pub ec2_latency: Option<Latency>,
+    pub ec2_consistency_lag: Option<Lag>,
+    pub sqs_duplicate: Option<Rate>,
+    pub sqs_reorder: Option<Rate>,
+    pub sqs_malformed: Option<Malformed>,
+    pub api_conflict: Option<Rate>,
+    #[serde(rename = "api-5xx")]
+    pub api_5xx: Option<Rate>,
+    pub api_watch_drop: Option<WatchDrop>,
+    pub controller_crash: Option<ControllerCrash>,
+    pub leader_failover: Option<LeaderFailover>,
+    pub pdb_never_allows: Option<PdbNeverAllows>,
+}
+
+impl FaultMix {
+    /// No fault.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Every fault on at the intensity [`FaultMix::draw`] uses for it.
+    pub fn all() -> Self {
+        Self {
+            spot_storm: Some(SpotStorm {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(20 * 60)),
+                share: 0.3,
+                zone: None,
+                instance_type: None,
+            }),
+            capacity_wave: Some(CapacityWave {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(30 * 60)),
+                duration: Duration::from_secs(10 * 60),
+                zone: None,
+                capacity_type: None,
+            }),
+            slow_boot: Some(Fraction { fraction: 0.2 }),
+            never_boot: Some(Fraction { fraction: 0.1 }),
+            ec2_throttle: Some(Rate { rate: 0.1 }),
+            ec2_5xx: Some(Rate { rate: 0.03 }),
+            ec2_latency: Some(Latency {
+                latency_ms_min: 50,
+                latency_ms_max: 500,
+            }),
+            ec2_consistency_lag: Some(Lag {
+                lag: Duration::from_secs(8),
+            }),
+            sqs_duplicate: Some(Rate { rate: 0.2 }),
+            sqs_reorder: Some(Rate { rate: 0.3 }),
+            sqs_malformed: Some(Malformed {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(10 * 60)),
+            }),
+            api_conflict: Some(Rate { rate: 0.03 }),
+            api_5xx: Some(Rate { rate: 0.02 }),
+            api_watch_drop: Some(WatchDrop {
+                rate: 0.2,
+                after_events_max: 20,
+            }),
+            controller_crash: Some(ControllerCrash {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(30 * 60)),
+                downtime: Duration::from_secs(20),
+                point: CrashPoint::Anywhere,
+            }),
+            leader_failover: Some(LeaderFailover {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(40 * 60)),
+                downtime: Duration::from_secs(30),
+            }),
+            pdb_never_allows: Some(PdbNeverAllows { deployment: None }),
+        }
+    }
+
+    /// A mix for swarm testing: each fault on or off by the seed (about half of them on), each
+    /// with a moderate intensity drawn within a range. Every fault draws the same number of
+    /// values from the one stream whether it ends up on or not, so one fault's intensity does
+    /// not depend on whether another was drawn on.
+    pub fn draw(seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(999);
+        let on = |rng: &mut ChaCha8Rng| rng.gen_bool(0.5);
+        let minutes = |rng: &mut ChaCha8Rng, lo: u64, hi: u64| {
+            Duration::from_secs(60 * rng.gen_range(lo..=hi))
+        };
+        let mut mix = Self::default();
+        let (flag, every, share) = (
+            on(&mut rng),
+            minutes(&mut rng, 10, 40),
+            rng.gen_range(0.1..=0.5),
+        );
+        if flag {
+            mix.spot_storm = Some(SpotStorm {
+                at: Vec::new(),
+                every: Some(every),
+                share,
+                zone: None,
+                instance_type: None,
+            });
+        }
+        let (flag, every, duration) = (
+            on(&mut rng),
+            minutes(&mut rng, 20, 60),
+            minutes(&mut rng, 3, 15),
+        );
+        if flag {
+            mix.capacity_wave = Some(CapacityWave {
+                at: Vec::new(),
+                every: Some(every),
+                duration,
+                zone: None,
+                capacity_type: None,
+            });
+        }
+        let (flag, fraction) = (on(&mut rng), rng.gen_range(0.05..=0.3));
+        if flag {
+            mix.slow_boot = Some(Fraction { fraction });
+        }
+        let (flag, fraction) = (on(&mut rng), rng.gen_range(0.02..=0.15));
+        if flag {
+            mix.never_boot = Some(Fraction { fraction });
+        }
+        let (flag, rate) = (on(&mut rng), rng.gen_range(0.02..=0.2));
+        if flag {
+            mix.ec2_throttle = Some(Rate { rate });
+        }
+        let (flag, rate) = (on(&mut rng), rng.gen_range(0.01..=0.05));
+        if flag {
+            mix.ec2_5xx = Some(Rate { rate });
+        }
+        let (flag, max) = (on(&mut rng), rng.gen_range(100..=2000));
+        if flag {
+            mix.ec2_latency = Some(Latency {
+                latency_ms_min: 20,
+                latency_ms_max: max,
+            });
+        }
+        let (flag, lag) = (on(&mut rng), rng.gen_range(2..=30));
+        if flag {
+            mix.ec2_consistency_lag = Some(Lag {
+                lag: Duration::from_secs(lag),
+            });
+        }
+        let (flag, rate) = (on(&mut rng), rng.gen_range(0.05..=0.3));
+        if flag {
+            mix.sqs_duplicate = Some(Rate { rate });
+        }
+        let (flag, rate) = (on(&mut rng), rng.gen_range(0.1..=0.5));
+        if flag {
+            mix.sqs_reorder = Some(Rate { rate });
+        }
+        let (flag, every) = (on(&mut rng), minutes(&mut rng, 2, 20));
+        if flag {
+            mix.sqs_malformed = Some(Malformed {
+                at: Vec::new(),
+                every: Some(every),
+            });
+        }
+        let (flag, rate) = (on(&mut rng), rng.gen_range(0.01..=0.05));
+        if flag {
+            mix.api_conflict = Some(Rate { rate });
+        }
+        let (flag, rate) = (on(&mut rng), rng.gen_range(0.005..=0.03));
+        if flag {
+            mix.api_5xx = Some(Rate { rate });
+        }
+        let (flag, rate, events) = (
+            on(&mut rng),
+            rng.gen_range(0.05..=0.3),
+            rng.gen_range(5..=50),
+        );
+        if flag {
+            mix.api_watch_drop = Some(WatchDrop {
+                rate,
+                after_events_max: events,
+            });
+        }
+        let (flag, every, point) = (
+            on(&mut rng),
+            minutes(&mut rng, 10, 60),
+            rng.gen_range(0..3u8),
+        );
+        if flag {
+            mix.controller_crash = Some(ControllerCrash {
+                at: Vec::new(),
+                every: Some(every),
+                downtime: Duration::from_secs(20),
+                point: match point {
+                    0 => CrashPoint::Anywhere,
+                    1 => CrashPoint::AfterLaunch,
+                    _ => CrashPoint::AfterEviction,
+                },
+            });
+        }
+        let (flag, every) = (on(&mut rng), minutes(&mut rng, 15, 60));
+        if flag {
+            mix.leader_failover = Some(LeaderFailover {
+                at: Vec::new(),
+                every: Some(every),
+                downtime: Duration::from_secs(30),
+            });
+        }
+        if on(&mut rng) {
+            mix.pdb_never_allows = Some(PdbNeverAllows { deployment: None });
+        }
+        mix
+    }
+
+    /// Whether no fault is on.
+    pub fn is_empty(&self) -> bool {
+        self.names().is_empty()
+    }
+
+    /// The names of the faults that are on, in catalogue order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let on = [
+            self.spot_storm.is_some(),
+            self.capacity_wave.is_some(),
+            self.slow_boot.is_some(),
+            self.never_boot.is_some(),
+            self.ec2_throttle.is_some(),
+            self.ec2_5xx.is_some(),
+            self.ec2_latency.is_some(),
+            self.ec2_consistency_lag.is_some(),
+            self.sqs_duplicate.is_some(),
+            self.sqs_reorder.is_some(),
+            self.sqs_malformed.is_some(),
+            self.api_conflict.is_some(),
+            self.api_5xx.is_some(),
+            self.api_watch_drop.is_some(),
+            self.controller_crash.is_some(),
+            self.leader_failover.is_some(),
+            self.pdb_never_allows.is_some(),
+        ];
+        FAULT_NAMES
+            .iter()
+            .zip(on)
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    /// Checks the intensities (fractions and rates within 0..1, bounds in order, schedules with
+    /// a non-zero mean gap); the error names the fault and the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let unit = |name: &str, field: &str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{name}.{field} must be within 0..1, not {v}"))
+            }
+        };
+        let schedule = |name: &str, s: &Schedule| match s.every {
+            Some(d) if d.is_zero() => Err(format!("{name}.every must be longer than 0s")),
+            _ => Ok(()),
+        };
+        if let Some(f) = &self.spot_storm {
+            schedule(SPOT_STORM, &f.schedule())?;
+            unit(SPOT_STORM, "share", f.share)?;
+        }
+        if let Some(f) = &self.capacity_wave {
+            schedule(CAPACITY_WAVE, &f.schedule())?;
+            if let Some(ct) = &f.capacity_type
+                && !matches!(ct.as_str(), "spot" | "on-demand")
+            {
+                return Err(format!(
+                    "{CAPACITY_WAVE}.capacityType must be spot or on-demand, not {ct:?}"
+                ));
+            }
+        }
+        for (name, f) in [(SLOW_BOOT, &self.slow_boot), (NEVER_BOOT, &self.never_boot)] {
+            if let Some(f) = f {
+                unit(name, "fraction", f.fraction)?;
+            }
+        }
+        for (name, r) in [
+            (EC2_THROTTLE, &self.ec2_throttle),
+            (EC2_5XX, &self.ec2_5xx),
+            (SQS_DUPLICATE, &self.sqs_duplicate),
+            (SQS_REORDER, &self.sqs_reorder),
+            (API_CONFLICT, &self.api_conflict),
+            (API_5XX, &self.api_5xx),
+        ] {
+            if let Some(r) = r {
+                unit(name, "rate", r.rate)?;
+            }
+        }
+        if let Some(l) = &self.ec2_latency
+            && l.latency_ms_min > l.latency_ms_max
+        {
+            return Err(format!(
+                "{EC2_LATENCY}.latencyMsMin {} is above latencyMsMax {}",
+                l.latency_ms_min, l.latency_ms_max
+            ));
+        }
+        if let Some(f) = &self.sqs_malformed {
+            schedule(SQS_MALFORMED, &f.schedule())?;
+        }
+        if let Some(w) = &self.api_watch_drop {
+            unit(API_WATCH_DROP, "rate", w.rate)?;
+        }
+        if let Some(f) = &self.controller_crash {
+            schedule(CONTROLLER_CRASH, &f.schedule())?;
+        }
+        if let Some(f) = &self.leader_failover {
+            schedule(LEADER_FAILOVER, &f.schedule())?;
+        }
+        Ok(())
+    }
+}
+
+/// When a discrete fault fires next: its fixed times and, with a rate, exponential gaps drawn from
+/// the fault's schedule stream (one draw per firing, whatever the cluster looks like).
+#[derive(Clone, Debug)]
+pub(crate) struct Timer {
+    /// Fixed times still to come, ascending.
+    at: Vec<Duration>,
+    every: Option<Duration>,
+    next_random: Option<Duration>,
+    rng: ChaCha8Rng,
+}
+
+impl Timer {
+    /// A timer for `schedule` started at `now` (times since the start of the run).
+    pub fn new(schedule: &Schedule, rng: ChaCha8Rng, now: Duration) -> Self {
+        let mut at: Vec<Duration> = schedule.at.iter().copied().filter(|t| *t >= now).collect();
+        at.sort();
+        let mut timer = Self {
+            at,
+            every: schedule.every,
+            next_random: None,
+            rng,
+        };
+        timer.next_random = timer.gap().map(|gap| now + gap);
+        timer
+    }
+
+    fn gap(&mut self) -> Option<Duration> {
+        let mean = self.every?.as_secs_f64();
+        // Exponential with that mean, in whole seconds (the world's step), at least one.
+        let uniform: f64 = self.rng.r#gen::<f64>();
+        let seconds = -mean * (1.0 - uniform).ln();
+        Some(Duration::from_secs(
+            seconds.clamp(1.0, mean * 50.0).round() as u64
+        ))
+    }
+
+    /// When it fires next, if ever.
+    pub fn next(&self) -> Option<Duration> {
+        [self.at.first().copied(), self.next_random]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Whether the fault fires at `now` (at most once per call; a time missed fires late, and
+    /// the ones after it keep their places).
+    pub fn due(&mut self, now: Duration) -> bool {
+        if self.at.first().is_some_and(|t| *t <= now) {
+            self.at.remove(0);
+            return true;
+        }
+        if let Some(due) = self.next_random.filter(|t| *t <= now) {
+            // From when it was due, not when it fired: the times are the stream's alone.
+            self.next_random = self.gap().map(|gap| due + gap);
+            return true;
+        }
+        false
+    }
+}

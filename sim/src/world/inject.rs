@@ -1,0 +1,522 @@
+//! How the world turns a [`FaultMix`] into effects: knobs of fakecloud and the API server for the
+//! rate-like faults, timers for the discrete ones (storms, waves, malformed messages, crashes,
+//! failovers), PodDisruptionBudgets for `pdb-never-allows`; and how it tallies what fired.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use fakecloud::{FakeCloud, FaultRates, MALFORMED_BODIES, Operation, Pool, QueueFaults};
+use karpenter_core::catalog::CapacityType;
+use karpenter_core::seams::ec2::InstanceState;
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::{KubeApi, KubeError};
+use rand::Rng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+
+use crate::apiserver::{ApiFaultRates, ApiServer};
+use crate::faults::{self, FaultMix, Purpose, Scheduled, Timer};
+use crate::scenario::CloudKnobs;
+
+/// Name prefix of the budgets `pdb-never-allows` creates (one per Deployment).
+pub const NEVER_ALLOWS_PDB_PREFIX: &str = "sim-never-allows-";
+
+/// Largest number of seam calls into its step at which an `anywhere` crash strikes (a busy step
+/// makes a few hundred; a crash drawn past the step's last call strikes after the step).
+pub const CRASH_CALLS_MAX: u64 = 300;
+
+/// A spot storm as it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Storm {
+    /// Simulated time since the start of the run.
+    pub at: Duration,
+    pub zone: String,
+    /// Instances warned, sorted.
+    pub instances: Vec<String>,
+}
+
+/// A capacity wave in progress.
+#[derive(Clone, Debug)]
+struct Wave {
+    until: Duration,
+    zone: String,
+    /// Pools emptied and their free units before.
+    pools: Vec<(Pool, u32)>,
+}
+
+/// The discrete faults' timers and target streams, and what is in progress.
+pub(crate) struct Injector {
+    seed: u64,
+    pub mix: FaultMix,
+    timers: BTreeMap<&'static str, Timer>,
+    targets: BTreeMap<&'static str, ChaCha8Rng>,
+    waves: Vec<Wave>,
+    pub storms: Vec<Storm>,
+    /// Budgets created for `pdb-never-allows`, by name.
+    budgets: BTreeSet<String>,
+    /// Counters of fakecloud last seen (their increase is this step's tally).
+    queue: QueueFaults,
+    delayed_calls: u64,
+}
+
+/// A discrete fault that fires this step, for the world to carry out.
+pub(crate) enum Fired {
+    /// Crash a controller process at `point` (or at the `calls`-th call of its step).
+    Crash {
+        point: faults::CrashPoint,
+        calls: u64,
+        downtime: Duration,
+        /// Draw among the running replicas.
+        pick: u64,
+    },
+    /// Kill the leading controller process.
+    Failover { downtime: Duration },
+}
+
+impl Injector {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            mix: FaultMix::default(),
+            timers: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            waves: Vec::new(),
+            storms: Vec::new(),
+            budgets: BTreeSet::new(),
+            queue: QueueFaults::default(),
+            delayed_calls: 0,
+        }
+    }
+
+    /// Turns `mix` on at `elapsed` (replacing the previous one): knobs now, timers from now, the
+    /// budgets created or removed. A fault whose settings did not change keeps its timer.
+    pub async fn set(
+        &mut self,
+        mix: FaultMix,
+        elapsed: Duration,
+        base: &CloudKnobs,
+        deployments: &[String],
+        cloud: &FakeCloud,
+        api: &ApiServer,
+    ) -> Result<(), KubeError> {
+        let old = std::mem::replace(&mut self.mix, mix);
+        let mix = self.mix.clone();
+        let schedules = [
+            (
+                faults::SPOT_STORM,
+                mix.spot_storm.as_ref().map(|f| f.schedule()),
+                old.spot_storm != mix.spot_storm,
+            ),
+            (
+                faults::CAPACITY_WAVE,
+                mix.capacity_wave.as_ref().map(|f| f.schedule()),
+                old.capacity_wave != mix.capacity_wave,
+            ),
+            (
+                faults::SQS_MALFORMED,
+                mix.sqs_malformed.as_ref().map(|f| f.schedule()),
+                old.sqs_malformed != mix.sqs_malformed,
+            ),
+            (
+                faults::CONTROLLER_CRASH,
+                mix.controller_crash.as_ref().map(|f| f.schedule()),
+                old.controller_crash != mix.controller_crash,
+            ),
+            (
+                faults::LEADER_FAILOVER,
+                mix.leader_failover.as_ref().map(|f| f.schedule()),
+                old.leader_failover != mix.leader_failover,
+            ),
+        ];
+        for (name, schedule, changed) in schedules {
+            match schedule {
+                None => {
+                    self.timers.remove(name);
+                }
+                Some(schedule) if changed || !self.timers.contains_key(name) => {
+                    let rng = faults::stream(self.seed, name, Purpose::Schedule);
+                    self.timers
+                        .insert(name, Timer::new(&schedule, rng, elapsed));
+                    self.targets
+                        .entry(name)
+                        .or_insert_with(|| faults::stream(self.seed, name, Purpose::Target));
+                }
+                Some(_) => {}
+            }
+        }
+        if mix.capacity_wave.is_none() {
+            self.end_waves(Duration::MAX, cloud);
+        }
+        // Budgets: one per Deployment named (or every Deployment).
+        let wanted: BTreeSet<String> = match &mix.pdb_never_allows {
+            None => BTreeSet::new(),
+            Some(spec) => match &spec.deployment {
+                Some(name) => BTreeSet::from([name.clone()]),
+                None => deployments.iter().cloned().collect(),
+            },
+        }
+        .into_iter()
+        .map(|d| format!("{NEVER_ALLOWS_PDB_PREFIX}{d}"))
+        .collect();
+        for name in self.budgets.difference(&wanted) {
+            api.delete(
+                &ResourceKind::POD_DISRUPTION_BUDGET,
+                &ObjectKey::namespaced("default", name.clone()),
+                &DeleteOptions::default(),
+            )
+            .await?;
+        }
+        for name in wanted.difference(&self.budgets) {
+            let app = name.trim_start_matches(NEVER_ALLOWS_PDB_PREFIX);
+            let pdb = json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}},
+            });
+            match api.create(&ResourceKind::POD_DISRUPTION_BUDGET, pdb).await {
+                Ok(_) | Err(KubeError::AlreadyExists(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        self.budgets = wanted;
+        // Last: the API server's rates apply to calls after this one.
+        self.apply_knobs(&self.mix, base, cloud, api);
+        Ok(())
+    }
+
+    /// The rate-like faults: each knob is the mix's value if the fault is on, else the
+    /// scenario's own knob, else the component's default. Nothing is touched when neither the
+    /// mix nor the scenario sets anything, so a world without faults is exactly as built.
+    fn apply_knobs(&self, mix: &FaultMix, base: &CloudKnobs, cloud: &FakeCloud, api: &ApiServer) {
+        let defaults = fakecloud::Config::default();
+        let base_ec2 = FaultRates {
+            throttle_rate: base.ec2_throttle_rate.unwrap_or(0.0),
+            unavailable_rate: base.ec2_unavailable_rate.unwrap_or(0.0),
+            ..FaultRates::default()
+        };
+        let mut ec2 = base_ec2;
+        if let Some(r) = &mix.ec2_throttle {
+            ec2.throttle_rate = r.rate;
+        }
+        if let Some(r) = &mix.ec2_5xx {
+            ec2.unavailable_rate = r.rate;
+        }
+        if let Some(l) = &mix.ec2_latency {
+            ec2.latency_ms_min = l.latency_ms_min;
+            ec2.latency_ms_max = l.latency_ms_max;
+        }
+        cloud.configure(|c| {
+            c.faults.clear();
+            for operation in Operation::ALL {
+                // The mix's EC2 faults are for EC2; the queue keeps the scenario's.
+                let sqs = matches!(
+                    operation,
+                    Operation::ReceiveMessage | Operation::DeleteMessage
+                );
+                let rates = if sqs { base_ec2 } else { ec2 };
+                if rates != FaultRates::default() {
+                    c.faults.insert(operation, rates);
+                }
+            }
+            c.boot.slow_boot_fraction = mix
+                .slow_boot
+                .map(|f| f.fraction)
+                .or(base.slow_boot_fraction)
+                .unwrap_or(defaults.boot.slow_boot_fraction);
+            c.boot.never_boot_fraction = mix
+                .never_boot
+                .map(|f| f.fraction)
+                .or(base.never_boot_fraction)
+                .unwrap_or(defaults.boot.never_boot_fraction);
+            c.eventual_consistency_lag_ms = mix
+                .ec2_consistency_lag
+                .map(|l| l.lag.as_millis() as u64)
+                .or(base.eventual_consistency_lag_ms)
+                .unwrap_or(defaults.eventual_consistency_lag_ms);
+            c.duplicate_delivery_rate = mix.sqs_duplicate.map_or(0.0, |r| r.rate);
+            c.reorder_rate = mix.sqs_reorder.map_or(0.0, |r| r.rate);
+        });
+        let mut rates = ApiFaultRates {
+            unavailable_rate: base.api_unavailable_rate.unwrap_or(0.0),
+            conflict_rate: base.api_conflict_rate.unwrap_or(0.0),
+            ..ApiFaultRates::default()
+        };
+        if let Some(r) = &mix.api_5xx {
+            rates.unavailable_rate = r.rate;
+        }
+        if let Some(r) = &mix.api_conflict {
+            rates.conflict_rate = r.rate;
+        }
+        if let Some(w) = &mix.api_watch_drop {
+            rates.disconnect_rate = w.rate;
+            rates.disconnect_after_events_max = w.after_events_max;
+        }
+        if rates == ApiFaultRates::default() {
+            api.configure(|c| c.faults.clear());
+        } else {
+            api.set_fault_rates_all(rates);
+        }
+    }
+
+    /// When the next discrete fault is due or a wave ends (the world does not step past it).
+    pub fn next_due(&self) -> Option<Duration> {
+        self.timers
+            .values()
+            .filter_map(Timer::next)
+            .chain(self.waves.iter().map(|w| w.until))
+            .min()
+    }
+
+    /// Fires what is due at `elapsed`: storms, waves (and ends those that are over), malformed
+    /// messages; crashes and failovers are returned for the world to carry out. Each firing is
+    /// tallied in `tally` and described in `lines`.
+    pub fn fire(
+        &mut self,
+        elapsed: Duration,
+        cloud: &FakeCloud,
+        tally: &mut BTreeMap<String, u64>,
+        lines: &mut Vec<String>,
+    ) -> Vec<Fired> {
+        let t = elapsed.as_secs();
+        for wave in self.end_waves(elapsed, cloud) {
+            lines.push(format!(
+                "t={t} fault={} zone={} restored={}",
+                faults::CAPACITY_WAVE,
+                wave.zone,
+                wave.pools.len()
+            ));
+        }
+        let mut fired = Vec::new();
+        let names: Vec<&'static str> = self.timers.keys().copied().collect();
+        for name in names {
+            let due = self.timers.get_mut(name).is_some_and(|t| t.due(elapsed));
+            if !due {
+                continue;
+            }
+            let mix = self.mix.clone();
+            match name {
+                faults::SPOT_STORM => {
+                    if let Some(spec) = &mix.spot_storm
+                        && let Some(storm) = self.storm(spec, elapsed, cloud)
+                    {
+                        lines.push(format!(
+                            "t={t} fault={name} zone={} warned={} [{}]",
+                            storm.zone,
+                            storm.instances.len(),
+                            storm.instances.join(",")
+                        ));
+                        count(tally, name, 1);
+                        self.storms.push(storm);
+                    }
+                }
+                faults::CAPACITY_WAVE => {
+                    if let Some(spec) = &mix.capacity_wave
+                        && let Some(wave) = self.wave(spec, elapsed, cloud)
+                    {
+                        lines.push(format!(
+                            "t={t} fault={name} zone={} emptied={} until={}",
+                            wave.zone,
+                            wave.pools.len(),
+                            wave.until.as_secs()
+                        ));
+                        count(tally, name, 1);
+                        self.waves.push(wave);
+                    }
+                }
+                faults::SQS_MALFORMED => {
+                    let rng = self.target(name);
+                    let body = MALFORMED_BODIES[rng.gen_range(0..MALFORMED_BODIES.len())];
+                    cloud.inject_message(body);
+                    lines.push(format!("t={t} fault={name} body={body:?}"));
+                    count(tally, name, 1);
+                }
+                faults::CONTROLLER_CRASH => {
+                    if let Some(spec) = &mix.controller_crash {
+                        let rng = self.target(name);
+                        let calls = rng.gen_range(1..=CRASH_CALLS_MAX);
+                        let pick = rng.r#gen::<u64>();
+                        fired.push(Fired::Crash {
+                            point: spec.point,
+                            calls,
+                            downtime: spec.downtime,
+                            pick,
+                        });
+                    }
+                }
+                faults::LEADER_FAILOVER => {
+                    if let Some(spec) = &mix.leader_failover {
+                        fired.push(Fired::Failover {
+                            downtime: spec.downtime,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        fired
+    }
+
+    fn target(&mut self, name: &'static str) -> &mut ChaCha8Rng {
+        let seed = self.seed;
+        self.targets
+            .entry(name)
+            .or_insert_with(|| faults::stream(seed, name, Purpose::Target))
+    }
+
+    /// Warns a share of the live spot instances of one zone.
+    fn storm(
+        &mut self,
+        spec: &faults::SpotStorm,
+        elapsed: Duration,
+        cloud: &FakeCloud,
+    ) -> Option<Storm> {
+        let mut by_zone: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for instance in cloud.instances() {
+            let live = matches!(
+                instance.state,
+                InstanceState::Pending | InstanceState::Running
+            );
+            let type_ok = spec
+                .instance_type
+                .as_ref()
+                .is_none_or(|t| *t == instance.instance_type);
+            if live && instance.capacity_type == CapacityType::Spot && type_ok {
+                by_zone
+                    .entry(instance.zone.clone())
+                    .or_default()
+                    .push(instance.instance_id.clone());
+            }
+        }
+        let rng = self.target(faults::SPOT_STORM);
+        // Always the same draws, whatever the cluster holds.
+        let zone_draw = rng.r#gen::<u64>();
+        let mut shuffle_rng =
+            faults::stream(rng.r#gen::<u64>(), faults::SPOT_STORM, Purpose::Target);
+        let zone = match &spec.zone {
+            Some(zone) => zone.clone(),
+            None => {
+                let zones: Vec<&String> = by_zone.keys().collect();
+                if zones.is_empty() {
+                    return None;
+                }
+                zones[(zone_draw % zones.len() as u64) as usize].clone()
+            }
+        };
+        let mut candidates = by_zone.remove(&zone)?;
+        let n = ((spec.share * candidates.len() as f64).ceil() as usize).clamp(1, candidates.len());
+        candidates.shuffle(&mut shuffle_rng);
+        let mut chosen: Vec<String> = candidates.into_iter().take(n).collect();
+        chosen.sort();
+        let warned: Vec<String> = chosen
+            .into_iter()
+            .filter(|id| cloud.interrupt_spot(id))
+            .collect();
+        (!warned.is_empty()).then_some(Storm {
+            at: elapsed,
+            zone,
+            instances: warned,
+        })
+    }
+
+    /// Empties every pool of one zone (of the capacity types asked for).
+    fn wave(
+        &mut self,
+        spec: &faults::CapacityWave,
+        elapsed: Duration,
+        cloud: &FakeCloud,
+    ) -> Option<Wave> {
+        let pools = cloud.pools();
+        let live: BTreeSet<String> = cloud
+            .instances()
+            .into_iter()
+            .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+            .map(|i| i.zone)
+            .collect();
+        let all: BTreeSet<String> = pools.iter().map(|(p, _)| p.zone.clone()).collect();
+        let rng = self.target(faults::CAPACITY_WAVE);
+        let zone_draw = rng.r#gen::<u64>();
+        let zone = match &spec.zone {
+            Some(zone) => zone.clone(),
+            None => {
+                let zones: Vec<&String> = if live.is_empty() {
+                    all.iter().collect()
+                } else {
+                    live.iter().collect()
+                };
+                if zones.is_empty() {
+                    return None;
+                }
+                zones[(zone_draw % zones.len() as u64) as usize].clone()
+            }
+        };
+        let types: Vec<CapacityType> = match spec.capacity_type.as_deref() {
+            Some(label) => CapacityType::from_label(label).into_iter().collect(),
+            None => vec![CapacityType::Spot, CapacityType::OnDemand],
+        };
+        let emptied: Vec<(Pool, u32)> = pools
+            .into_iter()
+            .filter(|(p, _)| p.zone == zone && types.contains(&p.capacity_type))
+            .collect();
+        if emptied.is_empty() {
+            return None;
+        }
+        for (pool, _) in &emptied {
+            cloud.set_pool_capacity(pool, 0);
+        }
+        Some(Wave {
+            until: elapsed + spec.duration,
+            zone,
+            pools: emptied,
+        })
+    }
+
+    /// Gives waves that are over (all of them with `Duration::MAX`) their capacity back.
+    fn end_waves(&mut self, elapsed: Duration, cloud: &FakeCloud) -> Vec<Wave> {
+        let (over, going): (Vec<Wave>, Vec<Wave>) = std::mem::take(&mut self.waves)
+            .into_iter()
+            .partition(|w| w.until <= elapsed);
+        self.waves = going;
+        for wave in &over {
+            for (pool, units) in &wave.pools {
+                cloud.set_pool_capacity(pool, *units);
+            }
+        }
+        over
+    }
+
+    /// Ends every wave now (faults cleared): capacity comes back at once.
+    pub fn restore_all(&mut self, cloud: &FakeCloud) -> usize {
+        self.end_waves(Duration::MAX, cloud).len()
+    }
+
+    /// Tallies what fakecloud's counters say happened since the last call.
+    pub fn tally_cloud(&mut self, cloud: &FakeCloud, tally: &mut BTreeMap<String, u64>) {
+        let queue = cloud.queue_faults();
+        count(
+            tally,
+            faults::SQS_DUPLICATE,
+            queue.duplicated.saturating_sub(self.queue.duplicated),
+        );
+        count(
+            tally,
+            faults::SQS_REORDER,
+            queue.reordered.saturating_sub(self.queue.reordered),
+        );
+        self.queue = queue;
+        let delayed = cloud.delayed_calls();
+        count(
+            tally,
+            faults::EC2_LATENCY,
+            delayed.saturating_sub(self.delayed_calls),
+        );
+        self.delayed_calls = delayed;
+    }
+}
+
+/// Adds `n` to a tally (no entry for 0, so the report lists only faults that fired).
+pub(crate) fn count(tally: &mut BTreeMap<String, u64>, name: &str, n: u64) {
+    if n > 0 {
+        *tally.entry(name.to_string()).or_insert(0) += n;
+    }
+}

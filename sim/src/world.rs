@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::apiserver::{ApiServer, ApiServerConfig};
 use crate::controller::{Controllers, LOST_LEASE, Seams};
-use crate::faults::{self, FaultMix};
+use crate::faults::{self, CrashPoint, FaultMix};
 use crate::invariants::{Invariants, Observation, ObserverCache};
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::report::{NodesReport, PodsReport, Report};
@@ -494,11 +494,17 @@ impl World {
                     downtime,
                     pick,
                 } => {
+                    // A crash at a launch or an eviction strikes the process doing that work
+                    // (the leader); one anywhere strikes any running process.
                     let running = self.controllers.running_indices();
-                    if running.is_empty() {
-                        continue;
-                    }
-                    let index = running[(pick % running.len() as u64) as usize];
+                    let leader = self.controllers.leader_index();
+                    let index = match (point, leader) {
+                        (CrashPoint::AfterLaunch | CrashPoint::AfterEviction, Some(leader)) => {
+                            leader
+                        }
+                        _ if running.is_empty() => continue,
+                        _ => running[(pick % running.len() as u64) as usize],
+                    };
                     if let Some(identity) =
                         self.controllers.arm_crash(index, point, calls, downtime)
                     {

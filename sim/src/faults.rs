@@ -14,6 +14,14 @@
 //! | `leader-failover` | two replicas elect a leader over a Lease; the leader is killed and the other takes over once the lease expires |
 //! | `pdb-never-allows` | a PodDisruptionBudget with `maxUnavailable: 0` covers a Deployment |
 //!
+//! What a tally in the report's `faultsInjected` counts: for `ec2-*` rates, `api-*` rates and
+//! `sqs-duplicate`/`sqs-reorder`, the calls, watches or messages hit (`sqs-reorder`: receives of
+//! two or more messages shuffled); for `slow-boot`/`never-boot`, instances whose boot was drawn
+//! slow or never; for `ec2-consistency-lag`, instances launched while it was on; for
+//! `pdb-never-allows`, evictions its budgets refused; for `controller-crash`, processes that died;
+//! for the other discrete faults, their firings (a storm that found no spot instance, or a
+//! failover with no leader, does not count).
+//!
 //! Every fault is off unless its field is set. Randomness is per fault: each fault draws from its
 //! own streams of the run's seed ([`stream`]), so turning one fault on never changes when or
 //! where another fires. What fired is tallied by name in the report's `faultsInjected` and logged

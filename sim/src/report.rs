@@ -16,9 +16,9 @@ pub struct Report {
     pub invariants: Vec<InvariantResult>,
     pub pods: PodsReport,
     pub nodes: NodesReport,
-    /// Faults that fired, by their stable names (`karpenter_sim::faults::FAULT_NAMES`: rate-like
-    /// faults count the calls or messages they hit, discrete ones their firings), plus
-    /// `api-other` for injected API faults of no listed kind. Only faults that fired appear.
+    /// Faults that fired, by their stable names (`karpenter_sim::faults::FAULT_NAMES`; what each
+    /// counts is in that module's docs), plus `api-other` for injected API faults of no listed
+    /// kind. Only faults that fired appear.
     pub faults_injected: BTreeMap<String, u64>,
     pub cost_dollars: f64,
     pub simulated_seconds: f64,

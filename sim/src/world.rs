@@ -502,10 +502,13 @@ impl World {
             }
         };
         let mut launched_by: BTreeMap<String, usize> = BTreeMap::new();
-        for (instance_type, ct) in self.instances_seen.values() {
-            *launched_by
-                .entry(format!("{instance_type}/{}", ct.label()))
-                .or_insert(0) += 1;
+        let mut terminated_by: BTreeMap<String, usize> = BTreeMap::new();
+        for (id, (instance_type, ct)) in &self.instances_seen {
+            let kind = format!("{instance_type}/{}", ct.label());
+            if !observation.instances.contains_key(id) {
+                *terminated_by.entry(kind.clone()).or_insert(0) += 1;
+            }
+            *launched_by.entry(kind).or_insert(0) += 1;
         }
         Report {
             seed: self.seed,
@@ -525,6 +528,7 @@ impl World {
                 launched: self.instances_seen.len(),
                 terminated: self.terminated_seen,
                 launched_by_type: launched_by,
+                terminated_by_type: terminated_by,
             },
             faults_injected: self.faults.clone(),
             cost_dollars: self.cloud.cost_report().total_dollars,

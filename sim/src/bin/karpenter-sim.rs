@@ -172,7 +172,13 @@ fn print_report(report: &Report) {
         report.nodes.launched, report.nodes.terminated
     );
     for (kind, count) in &report.nodes.launched_by_type {
-        println!("  {kind}: {count}");
+        let gone = report
+            .nodes
+            .terminated_by_type
+            .get(kind)
+            .copied()
+            .unwrap_or(0);
+        println!("  {kind}: {count} launched, {gone} terminated");
     }
     if !report.faults_injected.is_empty() {
         let faults: Vec<String> = report

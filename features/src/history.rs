@@ -22,8 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fakecloud::FakeCloud;
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::api::labels::{
-    DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, INTERRUPTION_ANNOTATION,
-    INTERRUPTION_EVICTION_DEADLINE_ANNOTATION, REPLACES_ANNOTATION,
+    DISRUPTED_TAINT_KEY, INTERRUPTION_EVICTION_DEADLINE_ANNOTATION, REPLACES_ANNOTATION,
 };
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::ResourceKind;
@@ -37,16 +36,9 @@ pub struct PodRecord {
     pub name: String,
     /// The node it was last seen bound to.
     pub node: Option<String>,
-    /// Owned by a DaemonSet (drained in the DaemonSet tiers).
-    pub daemon: bool,
-    /// `priorityClassName` `system-cluster-critical` or `system-node-critical`.
-    pub critical: bool,
     /// Tolerates every taint (`operator: Exists` without a key) or `karpenter.sh/disrupted`:
     /// such a pod chose to stay, and termination does not wait for it.
     pub tolerates_disrupted: bool,
-    pub do_not_disrupt: bool,
-    /// When its phase was first seen `Running`.
-    pub running_since: Option<Timestamp>,
     /// When its deletion (an eviction or a delete) was requested.
     pub deletion_requested: Option<Timestamp>,
     /// When it left the API server.
@@ -69,23 +61,15 @@ impl PodRecord {
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeRecord {
-    pub instance_id: Option<String>,
-    /// When it was first seen tainted `karpenter.sh/disrupted:NoSchedule`.
-    pub disrupted_since: Option<Timestamp>,
-    /// Its deletionTimestamp.
-    pub deleting_since: Option<Timestamp>,
+    /// When it left the API server (its finalizers removed).
     pub gone: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClaimRecord {
-    pub created: Option<Timestamp>,
-    pub node_name: Option<String>,
     pub instance_id: Option<String>,
     /// The claims its `karpenter.sh/replaces` annotation names.
     pub replaces: BTreeSet<String>,
-    /// Its `karpenter.sh/interruption` annotation (the interruption kind), once seen.
-    pub interruption: Option<String>,
     /// Its `karpenter.sh/interruption-eviction-deadline` annotation, once seen.
     pub eviction_deadline: Option<Timestamp>,
     /// When `Initialized=True` was first seen.
@@ -108,7 +92,6 @@ impl ClaimRecord {
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InstanceRecord {
-    pub first_seen: Option<Timestamp>,
     /// When each state was first seen.
     pub states: BTreeMap<String, Timestamp>,
 }
@@ -197,9 +180,9 @@ impl History {
         let mut live = BTreeSet::new();
         for instance in cloud.instances() {
             live.insert(instance.instance_id.clone());
-            let record = self.instances.entry(instance.instance_id).or_default();
-            record.first_seen.get_or_insert(ran_at);
-            record
+            self.instances
+                .entry(instance.instance_id)
+                .or_default()
                 .states
                 .entry(state_label(instance.state))
                 .or_insert(ran_at);
@@ -231,27 +214,12 @@ impl History {
                     .to_string(),
                 name: name_of(pod),
                 node: None,
-                daemon: pod["metadata"]["ownerReferences"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|o| o["kind"] == "DaemonSet"),
-                critical: matches!(
-                    spec["priorityClassName"].as_str(),
-                    Some("system-cluster-critical" | "system-node-critical")
-                ),
                 tolerates_disrupted: tolerates_disrupted(spec),
-                do_not_disrupt: false,
-                running_since: None,
                 deletion_requested: None,
                 gone: None,
             });
             if let Some(node) = spec["nodeName"].as_str().filter(|n| !n.is_empty()) {
                 record.node = Some(node.to_string());
-            }
-            record.do_not_disrupt = annotation(pod, DO_NOT_DISRUPT_ANNOTATION) == Some("true");
-            if pod["status"]["phase"] == "Running" {
-                record.running_since.get_or_insert(ran_at);
             }
             if record.deletion_requested.is_none() {
                 record.deletion_requested = deletion_requested(pod);
@@ -270,22 +238,7 @@ impl History {
         for node in nodes {
             let name = name_of(node);
             present.insert(name.clone());
-            let record = self.nodes.entry(name).or_default();
-            record.gone = None;
-            if record.instance_id.is_none() {
-                record.instance_id = instance_of(&node["spec"]["providerID"]);
-            }
-            let disrupted = node["spec"]["taints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|t| t["key"] == DISRUPTED_TAINT_KEY && t["effect"] == "NoSchedule");
-            if disrupted {
-                record.disrupted_since.get_or_insert(ran_at);
-            }
-            if record.deleting_since.is_none() {
-                record.deleting_since = time(&node["metadata"]["deletionTimestamp"]);
-            }
+            self.nodes.entry(name).or_default().gone = None;
         }
         for (name, record) in &mut self.nodes {
             if record.gone.is_none() && !present.contains(name) {
@@ -300,10 +253,6 @@ impl History {
             let name = name_of(claim);
             present.insert(name.clone());
             let record = self.claims.entry(name).or_default();
-            record.created = time(&claim["metadata"]["creationTimestamp"]);
-            if let Some(node) = claim["status"]["nodeName"].as_str() {
-                record.node_name = Some(node.to_string());
-            }
             if record.instance_id.is_none() {
                 record.instance_id = instance_of(&claim["status"]["providerID"]);
             }
@@ -313,9 +262,6 @@ impl History {
                         .filter(|n| !n.is_empty())
                         .map(str::to_string),
                 );
-            }
-            if let Some(kind) = annotation(claim, INTERRUPTION_ANNOTATION) {
-                record.interruption = Some(kind.to_string());
             }
             if let Some(deadline) = annotation(claim, INTERRUPTION_EVICTION_DEADLINE_ANNOTATION) {
                 record.eviction_deadline = deadline.parse().ok();

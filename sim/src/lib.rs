@@ -7,11 +7,15 @@
 //! - [`kubelet`]: a kubelet stand-in that registers nodes for booted instances and runs pods.
 //! - [`world`]: everything above plus fakecloud and the controller, on one clock and one seed;
 //!   [`scenario`] describes a run, [`invariants`] are checked every step, [`report`] is the result.
+//! - [`swarm`]: many seeds, each with its own draw of faults, through a safety and a liveness
+//!   phase; [`bugs`] are test-only broken behaviours that show the invariants catch them.
 
 pub mod apiserver;
+pub mod bugs;
 pub mod invariants;
 pub mod kubelet;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;
+pub mod swarm;
 pub mod world;

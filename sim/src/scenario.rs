@@ -94,6 +94,9 @@ pub struct DeploymentSpec {
     pub replicas: u32,
     pub cpu: String,
     pub memory: String,
+    /// Annotations of its pods (e.g. `karpenter.sh/do-not-disrupt: "true"`).
+    #[serde(default)]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::apiserver::{ApiServer, ApiServerConfig};
-use crate::invariants::{Invariants, Observation, ObserverCache};
+use crate::bugs::{Bug, Seams};
+use crate::invariants::{Catalogue, Invariants, Observation, ObserverCache};
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::report::{NodesReport, PodsReport, Report};
 use crate::scenario::{Scenario, WorkloadEvent};
@@ -59,6 +60,8 @@ pub struct World {
     log: Sha256,
     log_lines: u64,
     pub invariants: Invariants,
+    /// The invariants that need history or attribution (checked after the step's observation).
+    catalogue: Catalogue,
     observer: ObserverCache,
     instances_seen: BTreeMap<String, (String, CapacityType)>,
     terminated_seen: usize,
@@ -73,6 +76,12 @@ pub const IDLE_STEP: Duration = Duration::from_secs(10);
 
 impl World {
     pub async fn new(seed: u64, scenario: Scenario) -> Result<Self, WorldError> {
+        Self::with_bug(seed, scenario, Bug::None).await
+    }
+
+    /// A world whose controller (or scheduler stand-in) sees the seams `bug` breaks: test-only,
+    /// to show an invariant catches the behaviour (see [`crate::bugs`]).
+    pub async fn with_bug(seed: u64, scenario: Scenario, bug: Bug) -> Result<Self, WorldError> {
         let start: Timestamp = EPOCH.parse().expect("EPOCH is a valid timestamp");
         let clock = Arc::new(ManualClock::new(start));
         let catalog = Catalog::builtin();
@@ -127,7 +136,12 @@ impl World {
             });
         }
         let kube: Arc<dyn KubeApi> = api.clone();
-        let scheduler = Scheduler::new(kube.clone(), clock.clone(), SchedulerConfig::default());
+        let seams = Seams::new(bug, api.clone(), cloud.clone(), clock.clone());
+        let scheduler = Scheduler::new(
+            seams.scheduler_kube.clone(),
+            clock.clone(),
+            SchedulerConfig::default(),
+        );
         let kubelet = Kubelet::new(
             kube.clone(),
             clock.clone(),
@@ -142,13 +156,17 @@ impl World {
             ..Default::default()
         };
         let operator = Operator::new(
-            kube.clone(),
-            cloud.clone(),
+            seams.controller_kube.clone(),
+            seams.controller_ec2.clone(),
             clock.clone(),
             Arc::new(catalog),
             options,
         )
-        .with_interruption_queue(cloud.clone(), format!("fakecloud://sqs/{CLUSTER}"));
+        .with_interruption_queue(
+            seams.controller_sqs.clone(),
+            format!("fakecloud://sqs/{CLUSTER}"),
+        );
+        let catalogue = Catalogue::new(seams.audit.clone(), &cloud);
         let mut events = scenario.workloads.clone();
         events.sort_by_key(|e| e.at);
         let mut world = World {
@@ -168,6 +186,7 @@ impl World {
             log: Sha256::new(),
             log_lines: 0,
             invariants: Invariants::default(),
+            catalogue,
             observer: ObserverCache::default(),
             instances_seen: BTreeMap::new(),
             terminated_seen: 0,
@@ -192,6 +211,9 @@ impl World {
                     return Err(WorldError::Manifests(format!("document {index}: {v}")));
                 }
                 Outcome::Other if checked.kind == "Namespace" => ResourceKind::NAMESPACE,
+                Outcome::Other if checked.kind == "PodDisruptionBudget" => {
+                    ResourceKind::POD_DISRUPTION_BUDGET
+                }
                 Outcome::Other => {
                     return Err(WorldError::Manifests(format!(
                         "document {index}: unsupported kind {}",
@@ -208,14 +230,21 @@ impl World {
         self.clock.now()
     }
 
-    fn elapsed(&self) -> Duration {
+    /// Simulated time since the run started.
+    pub fn elapsed(&self) -> Duration {
         self.now().duration_since(self.start).unsigned_abs()
     }
 
-    fn pod(name: &str, owner: &str, cpu: &str, memory: &str) -> Value {
+    fn pod(
+        name: &str,
+        owner: &str,
+        cpu: &str,
+        memory: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Value {
         json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": owner}},
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": owner}, "annotations": annotations},
             "spec": {"containers": [{"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
             "status": {"phase": "Pending"}
         })
@@ -249,7 +278,7 @@ impl World {
                         .api
                         .create(
                             &ResourceKind::POD,
-                            Self::pod(&name, &d.name, &d.cpu, &d.memory),
+                            Self::pod(&name, &d.name, &d.cpu, &d.memory, &d.annotations),
                         )
                         .await
                         .is_ok()
@@ -274,7 +303,7 @@ impl World {
                     self.api
                         .create(
                             &ResourceKind::POD,
-                            Self::pod(&name, &b.name, &b.cpu, &b.memory),
+                            Self::pod(&name, &b.name, &b.cpu, &b.memory, &BTreeMap::new()),
                         )
                         .await?;
                     let ends = self
@@ -358,6 +387,13 @@ impl World {
         let observation = observation?;
         self.track(&observation);
         self.invariants.check(&observation, self.now());
+        self.catalogue.check(
+            &self.api,
+            &self.cloud,
+            &observation,
+            self.now(),
+            &mut self.invariants,
+        );
         // Names the run chose (generated by the seeded API server) make the log seed-specific.
         let created = controller
             .as_ref()
@@ -477,6 +513,17 @@ impl World {
             self.step().await?;
             progress(self.elapsed().as_secs().min(total), total);
         }
+        self.finish(duration).await
+    }
+
+    /// The history-based invariants and what they counted (spot warnings, capacity errors...).
+    pub fn catalogue(&self) -> &Catalogue {
+        &self.catalogue
+    }
+
+    /// Ends a run driven step by step: the end-of-run checks (liveness) and the report of
+    /// `simulated` seconds.
+    pub async fn finish(&mut self, simulated: Duration) -> Result<Report, WorldError> {
         let saved = self.suspend_api_faults();
         let observation = Observation::read(
             &mut self.observer,
@@ -488,7 +535,7 @@ impl World {
         self.resume_api_faults(saved);
         let observation = observation?;
         self.invariants.finish(&observation);
-        Ok(self.report(&observation, duration))
+        Ok(self.report(&observation, simulated))
     }
 
     fn report(&self, observation: &Observation, duration: Duration) -> Report {

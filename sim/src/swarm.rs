@@ -1,0 +1,817 @@
+//! Swarm testing: many seeds, each with its own draw of faults (some on, some off), each run
+//! through a **safety phase** (faults on; every invariant checked every step) and a **liveness
+//! phase** (faults off; the cluster must settle — every pod running, no NodeClaim or node pending
+//! or terminating, no instance without a NodeClaim — before a deadline).
+//!
+//! Faults are a parameter: a [`FaultPlan`] switches them on for the safety phase and off for the
+//! liveness phase. [`KnobFaults`] is the plan built from the knobs the world has today (EC2 and
+//! API-server error rates, slow and never-booting instances, EC2 eventual consistency, a zone's
+//! spot capacity exhausted, random spot interruptions, a spot storm), each drawn on or off from the
+//! seed. **This is where a richer fault catalogue plugs in**: a plan that calls
+//! `World::set_faults(FaultMix::draw(seed))` in [`FaultPlan::configure`] for [`Phase::Safety`]
+//! and `World::clear_faults()` for [`Phase::Liveness`] replaces [`KnobFaults`] through
+//! [`SwarmConfig::plan`], and nothing else in the swarm changes.
+//!
+//! Determinism: a seed's run is a function of (seed, scenario, phases, bug, fault selection,
+//! code); seeds run on `jobs` threads, each with its own world (and, under madsim, its own
+//! runtime seeded with the seed), and results are sorted by seed, so the output does not depend on
+//! `jobs`. Every [`SwarmConfig::determinism_every`]-th seed is run twice and must write the same
+//! event log (the `determinism` invariant).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use fakecloud::{FaultRates, Pool};
+use karpenter_core::catalog::CapacityType;
+use karpenter_core::seams::Clock;
+use karpenter_core::seams::ec2::InstanceState;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::apiserver::ApiFaultRates;
+use crate::bugs::Bug;
+use crate::invariants::unsettled;
+use crate::scenario::Scenario;
+use crate::world::World;
+
+/// Safety phase length when none is given.
+pub const SAFETY_DEFAULT: Duration = Duration::from_secs(30 * 60);
+/// Liveness deadline when none is given: the longest legitimate recovery is a claim whose
+/// instance never boots (15 min registration timeout) followed by a normal launch.
+pub const LIVENESS_DEFAULT: Duration = Duration::from_secs(20 * 60);
+/// Every seed divisible by this is run twice by default.
+pub const DETERMINISM_EVERY_DEFAULT: u64 = 10;
+/// Stack of each swarm thread (a world's step is deep async code).
+const THREAD_STACK_BYTES: usize = 16 << 20;
+
+/// The fault kinds [`KnobFaults`] draws, in draw order.
+pub const FAULTS: [&str; 10] = [
+    "ec2-throttle",
+    "ec2-5xx",
+    "api-5xx",
+    "api-conflict",
+    "slow-boot",
+    "never-boot",
+    "consistency-lag",
+    "exhausted-zone",
+    "spot-interruptions",
+    "spot-storm",
+];
+
+/// The two phases of a seed's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Faults on; invariants must hold throughout.
+    Safety,
+    /// Faults off; the cluster must settle by the deadline.
+    Liveness,
+}
+
+/// Which faults a seed may have.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Selection {
+    /// Each fault on or off, drawn from the seed (swarm testing).
+    #[default]
+    Drawn,
+    /// Exactly these faults on (magnitudes still drawn from the seed); empty: none.
+    Only(BTreeSet<String>),
+}
+
+/// A `--faults` value that is not `drawn`, `none` or a comma-separated list of [`FAULTS`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown fault {0:?} (one of: {names}; or drawn, none)", names = FAULTS.join(", "))]
+pub struct UnknownFault(String);
+
+impl FromStr for Selection {
+    type Err = UnknownFault;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "drawn" => Ok(Selection::Drawn),
+            "none" | "" => Ok(Selection::Only(BTreeSet::new())),
+            list => {
+                let mut names = BTreeSet::new();
+                for name in list.split(',').map(str::trim) {
+                    if !FAULTS.contains(&name) {
+                        return Err(UnknownFault(name.to_string()));
+                    }
+                    names.insert(name.to_string());
+                }
+                Ok(Selection::Only(names))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selection::Drawn => f.write_str("drawn"),
+            Selection::Only(names) if names.is_empty() => f.write_str("none"),
+            Selection::Only(names) => {
+                f.write_str(&names.iter().cloned().collect::<Vec<_>>().join(","))
+            }
+        }
+    }
+}
+
+/// Switches a seed's faults on and off: the swarm's fault seam (see the module docs).
+pub trait FaultPlan {
+    /// Called at the start of each phase: faults on for [`Phase::Safety`], all off for
+    /// [`Phase::Liveness`].
+    fn configure(&mut self, world: &mut World, seed: u64, phase: Phase);
+    /// Called before every safety-phase step, for faults that happen at a moment (a spot storm).
+    fn tick(&mut self, _world: &mut World) {}
+    /// The faults switched on for this seed.
+    fn on(&self) -> Vec<&'static str>;
+    /// How many times each fault fired, read at the end of the run.
+    fn fired(&self, world: &World) -> BTreeMap<String, u64>;
+}
+
+/// Builds a seed's plan: `(seed, selection, safety phase length)`.
+pub type PlanFactory = fn(u64, &Selection, Duration) -> Box<dyn FaultPlan>;
+
+/// The fault knobs of one seed, drawn from it ([`KnobMix::draw`]); `None` is off.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KnobMix {
+    pub ec2_throttle_rate: Option<f64>,
+    pub ec2_unavailable_rate: Option<f64>,
+    pub api_unavailable_rate: Option<f64>,
+    pub api_conflict_rate: Option<f64>,
+    pub slow_boot_fraction: Option<f64>,
+    pub never_boot_fraction: Option<f64>,
+    pub consistency_lag_ms: Option<u64>,
+    /// Index (in sorted order) of the zone whose spot pools are emptied.
+    pub exhausted_zone: Option<usize>,
+    pub spot_interruptions_per_hour: Option<f64>,
+    /// When the spot storm hits (the zone with the most live spot instances is reclaimed).
+    pub spot_storm_at: Option<Duration>,
+}
+
+impl KnobMix {
+    /// Draws the mix of `seed`: every magnitude is always drawn, in [`FAULTS`] order, so turning a
+    /// fault on or off never changes another's magnitude.
+    pub fn draw(seed: u64, selection: &Selection, safety: Duration) -> Self {
+        // Its own stream: the world's components draw from the seed too.
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5357_4152_4d5f_4641);
+        let on = |name: &str, rng: &mut ChaCha8Rng| {
+            let coin = rng.gen_bool(0.5);
+            match selection {
+                Selection::Drawn => coin,
+                Selection::Only(names) => names.contains(name),
+            }
+        };
+        let pick = |name: &str, lo: f64, hi: f64, rng: &mut ChaCha8Rng| {
+            let value = rng.gen_range(lo..hi);
+            on(name, rng).then_some(value)
+        };
+        let ec2_throttle_rate = pick("ec2-throttle", 0.05, 0.3, &mut rng);
+        let ec2_unavailable_rate = pick("ec2-5xx", 0.02, 0.1, &mut rng);
+        let api_unavailable_rate = pick("api-5xx", 0.01, 0.05, &mut rng);
+        let api_conflict_rate = pick("api-conflict", 0.02, 0.1, &mut rng);
+        let slow_boot_fraction = pick("slow-boot", 0.1, 0.5, &mut rng);
+        let never_boot_fraction = pick("never-boot", 0.05, 0.25, &mut rng);
+        let consistency_lag_ms =
+            pick("consistency-lag", 2_000.0, 15_000.0, &mut rng).map(|ms| ms as u64);
+        let exhausted_zone = pick("exhausted-zone", 0.0, 3.0, &mut rng).map(|z| z as usize);
+        let spot_interruptions_per_hour = pick("spot-interruptions", 0.5, 3.0, &mut rng);
+        // Between 5 minutes in and 5 minutes before the end of the safety phase.
+        let room = safety.saturating_sub(Duration::from_secs(10 * 60));
+        let spot_storm_at = pick("spot-storm", 0.0, 1.0, &mut rng)
+            .map(|u| Duration::from_secs(5 * 60) + room.mul_f64(u));
+        Self {
+            ec2_throttle_rate,
+            ec2_unavailable_rate,
+            api_unavailable_rate,
+            api_conflict_rate,
+            slow_boot_fraction,
+            never_boot_fraction,
+            consistency_lag_ms,
+            exhausted_zone,
+            spot_interruptions_per_hour,
+            spot_storm_at,
+        }
+    }
+}
+
+/// [`FaultPlan`] over the knobs the world has today.
+pub struct KnobFaults {
+    pub mix: KnobMix,
+    /// Pools emptied by `exhausted-zone`, with their free units before.
+    emptied: Vec<(Pool, u32)>,
+    storm_warnings: u64,
+    storm_done: bool,
+    /// Instances launched while EC2 eventual consistency was slowed.
+    lagged_launches: u64,
+}
+
+impl KnobFaults {
+    pub fn new(seed: u64, selection: &Selection, safety: Duration) -> Self {
+        Self {
+            mix: KnobMix::draw(seed, selection, safety),
+            emptied: Vec::new(),
+            storm_warnings: 0,
+            storm_done: false,
+            lagged_launches: 0,
+        }
+    }
+
+    /// The default [`PlanFactory`].
+    pub fn plan(seed: u64, selection: &Selection, safety: Duration) -> Box<dyn FaultPlan> {
+        Box::new(Self::new(seed, selection, safety))
+    }
+
+    fn switch_on(&mut self, world: &mut World) {
+        let mix = self.mix.clone();
+        if mix.ec2_throttle_rate.is_some() || mix.ec2_unavailable_rate.is_some() {
+            world.cloud.set_fault_rates_all(FaultRates {
+                throttle_rate: mix.ec2_throttle_rate.unwrap_or(0.0),
+                unavailable_rate: mix.ec2_unavailable_rate.unwrap_or(0.0),
+                ..FaultRates::default()
+            });
+        }
+        if mix.api_unavailable_rate.is_some() || mix.api_conflict_rate.is_some() {
+            world.api.set_fault_rates_all(ApiFaultRates {
+                unavailable_rate: mix.api_unavailable_rate.unwrap_or(0.0),
+                conflict_rate: mix.api_conflict_rate.unwrap_or(0.0),
+                ..ApiFaultRates::default()
+            });
+        }
+        world.cloud.configure(|c| {
+            if let Some(f) = mix.slow_boot_fraction {
+                c.boot.slow_boot_fraction = f;
+            }
+            if let Some(f) = mix.never_boot_fraction {
+                c.boot.never_boot_fraction = f;
+            }
+            if let Some(ms) = mix.consistency_lag_ms {
+                c.eventual_consistency_lag_ms = ms;
+            }
+            if let Some(rate) = mix.spot_interruptions_per_hour {
+                c.spot_interruption_rate_per_hour = rate;
+            }
+        });
+        if let Some(index) = mix.exhausted_zone {
+            let pools = world.cloud.pools();
+            let zones: BTreeSet<&str> = pools.iter().map(|(p, _)| p.zone.as_str()).collect();
+            if let Some(zone) = zones.iter().nth(index % zones.len().max(1)) {
+                for (pool, units) in &pools {
+                    if pool.zone == *zone && pool.capacity_type == CapacityType::Spot {
+                        world.cloud.set_pool_capacity(pool, 0);
+                        self.emptied.push((pool.clone(), *units));
+                    }
+                }
+            }
+        }
+    }
+
+    fn switch_off(&mut self, world: &mut World) {
+        if self.mix.consistency_lag_ms.is_some() {
+            self.lagged_launches = world.cloud.instances().len() as u64;
+        }
+        world.cloud.clear_faults();
+        world.api.clear_faults();
+        let lag = fakecloud::Config::default().eventual_consistency_lag_ms;
+        world.cloud.configure(|c| {
+            c.boot.slow_boot_fraction = 0.0;
+            c.boot.never_boot_fraction = 0.0;
+            c.eventual_consistency_lag_ms = lag;
+            c.spot_interruption_rate_per_hour = 0.0;
+        });
+        for (pool, units) in std::mem::take(&mut self.emptied) {
+            world.cloud.set_pool_capacity(&pool, units);
+        }
+    }
+
+    /// Reclaims the spot capacity of the zone with the most live spot instances (ties: the first
+    /// zone by name).
+    fn storm(&mut self, world: &World) {
+        let live: Vec<_> = world
+            .cloud
+            .instances()
+            .into_iter()
+            .filter(|i| i.capacity_type == CapacityType::Spot)
+            .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+            .collect();
+        let mut by_zone: BTreeMap<&str, usize> = BTreeMap::new();
+        for instance in &live {
+            *by_zone.entry(instance.zone.as_str()).or_default() += 1;
+        }
+        let Some(zone) = by_zone
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(z, _)| z.to_string())
+        else {
+            return;
+        };
+        for instance in live.iter().filter(|i| i.zone == zone) {
+            if world.cloud.interrupt_spot(&instance.instance_id) {
+                self.storm_warnings += 1;
+            }
+        }
+    }
+}
+
+impl FaultPlan for KnobFaults {
+    fn configure(&mut self, world: &mut World, _seed: u64, phase: Phase) {
+        match phase {
+            Phase::Safety => self.switch_on(world),
+            Phase::Liveness => self.switch_off(world),
+        }
+    }
+
+    fn tick(&mut self, world: &mut World) {
+        if let Some(at) = self.mix.spot_storm_at
+            && !self.storm_done
+            && world.elapsed() >= at
+        {
+            self.storm_done = true;
+            self.storm(world);
+        }
+    }
+
+    fn on(&self) -> Vec<&'static str> {
+        let m = &self.mix;
+        let flags = [
+            m.ec2_throttle_rate.is_some(),
+            m.ec2_unavailable_rate.is_some(),
+            m.api_unavailable_rate.is_some(),
+            m.api_conflict_rate.is_some(),
+            m.slow_boot_fraction.is_some(),
+            m.never_boot_fraction.is_some(),
+            m.consistency_lag_ms.is_some(),
+            m.exhausted_zone.is_some(),
+            m.spot_interruptions_per_hour.is_some(),
+            m.spot_storm_at.is_some(),
+        ];
+        FAULTS
+            .iter()
+            .zip(flags)
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    fn fired(&self, world: &World) -> BTreeMap<String, u64> {
+        let injected = world.faults_injected();
+        let counters = &world.catalogue().counters;
+        let get = |k: &str| injected.get(k).copied().unwrap_or(0);
+        BTreeMap::from([
+            ("ec2-throttle".to_string(), get("ec2-throttle")),
+            ("ec2-5xx".to_string(), get("ec2-5xx")),
+            ("api-5xx".to_string(), get("api-5xx")),
+            ("api-conflict".to_string(), get("api-conflict")),
+            ("slow-boot".to_string(), counters.slow_boots),
+            ("never-boot".to_string(), counters.never_boots),
+            ("consistency-lag".to_string(), self.lagged_launches),
+            ("exhausted-zone".to_string(), counters.capacity_errors),
+            (
+                "spot-interruptions".to_string(),
+                counters.spot_warnings.saturating_sub(self.storm_warnings),
+            ),
+            ("spot-storm".to_string(), self.storm_warnings),
+        ])
+    }
+}
+
+/// Everything that defines a swarm run besides its seeds.
+#[derive(Clone)]
+pub struct SwarmConfig {
+    pub scenario: Scenario,
+    /// The scenario as named on the command line (a built-in name or a path), for replays.
+    pub scenario_arg: String,
+    pub safety: Duration,
+    pub liveness: Duration,
+    pub bug: Bug,
+    pub faults: Selection,
+    /// Seeds divisible by this run twice and must write the same event log (0: none).
+    pub determinism_every: u64,
+    pub plan: PlanFactory,
+}
+
+impl SwarmConfig {
+    /// Defaults for `scenario` (named `scenario_arg`).
+    pub fn new(scenario: Scenario, scenario_arg: &str) -> Self {
+        Self {
+            scenario,
+            scenario_arg: scenario_arg.to_string(),
+            safety: SAFETY_DEFAULT,
+            liveness: LIVENESS_DEFAULT,
+            bug: Bug::None,
+            faults: Selection::Drawn,
+            determinism_every: DETERMINISM_EVERY_DEFAULT,
+            plan: KnobFaults::plan,
+        }
+    }
+
+    /// The one command that replays `seed` as this swarm ran it.
+    pub fn replay(&self, seed: u64) -> String {
+        let mut command = format!(
+            "cargo xtask sim swarm --seeds {seed}..{seed} --scenario {}",
+            self.scenario_arg
+        );
+        if self.safety != SAFETY_DEFAULT {
+            command += &format!(" --safety {}", humantime::format_duration(self.safety));
+        }
+        if self.liveness != LIVENESS_DEFAULT {
+            command += &format!(" --liveness {}", humantime::format_duration(self.liveness));
+        }
+        if self.faults != Selection::Drawn {
+            command += &format!(" --faults {}", self.faults);
+        }
+        if self.bug != Bug::None {
+            command += &format!(" --bug {}", self.bug);
+        }
+        if self.determinism_every != DETERMINISM_EVERY_DEFAULT {
+            command += &format!(" --determinism-every {}", self.determinism_every);
+        }
+        command
+    }
+}
+
+/// One violated invariant of a seed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Violation {
+    pub invariant: String,
+    pub count: u64,
+    pub first: String,
+}
+
+/// What one seed did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedOutcome {
+    pub seed: u64,
+    /// In report order; empty when the seed passed.
+    pub violations: Vec<Violation>,
+    pub faults_on: Vec<&'static str>,
+    pub fired: BTreeMap<String, u64>,
+    pub event_log_sha256: String,
+    /// Simulated time the liveness phase took to settle (`None`: it did not).
+    pub settled_after: Option<Duration>,
+    pub simulated: Duration,
+    /// Whether the seed was run twice for `determinism`.
+    pub determinism_checked: bool,
+    /// The event log (one line per step); kept only for failed seeds.
+    pub log: Vec<String>,
+}
+
+impl SeedOutcome {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Runs `future` to completion in a runtime of its own: under madsim one seeded with `seed` (so
+/// anything drawn from the runtime replays), else a current-thread tokio runtime with paused
+/// time (the world's clock is its own; tokio only sleeps injected latency).
+#[cfg(madsim)]
+pub fn block_on<T>(seed: u64, future: impl std::future::Future<Output = T>) -> Result<T, String> {
+    Ok(
+        madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default())
+            .block_on(future),
+    )
+}
+
+/// See the madsim variant.
+#[cfg(not(madsim))]
+pub fn block_on<T>(_seed: u64, future: impl std::future::Future<Output = T>) -> Result<T, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("cannot build a runtime: {e}"))
+        .map(|runtime| runtime.block_on(future))
+}
+
+/// One run of one seed: both phases, in a runtime of its own.
+fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
+    let run = async {
+        let mut plan = (config.plan)(seed, &config.faults, config.safety);
+        let mut world = World::with_bug(seed, config.scenario.clone(), config.bug)
+            .await
+            .map_err(|e| format!("world: {e}"))?;
+        let mut log = Vec::new();
+        plan.configure(&mut world, seed, Phase::Safety);
+        while world.elapsed() < config.safety {
+            plan.tick(&mut world);
+            log.push(world.step().await.map_err(|e| format!("step: {e}"))?);
+        }
+        plan.configure(&mut world, seed, Phase::Liveness);
+        let started = world.elapsed();
+        let deadline = config.safety + config.liveness;
+        let settled_after = loop {
+            log.push(world.step().await.map_err(|e| format!("step: {e}"))?);
+            let left = unsettled(&world.api, &world.cloud);
+            if left.is_empty() {
+                break Some(world.elapsed().saturating_sub(started));
+            }
+            if world.elapsed() >= deadline {
+                let now = world.clock.now();
+                world.invariants.record(
+                    "liveness",
+                    format!(
+                        "not settled {}s after the faults stopped: {} left, e.g. {:?}",
+                        world.elapsed().saturating_sub(started).as_secs(),
+                        left.len(),
+                        &left[..left.len().min(5)]
+                    ),
+                    now,
+                );
+                break None;
+            }
+        };
+        let simulated = world.elapsed();
+        let report = world
+            .finish(simulated)
+            .await
+            .map_err(|e| format!("finish: {e}"))?;
+        let violations = report
+            .invariants
+            .iter()
+            .filter(|i| !i.held)
+            .map(|i| Violation {
+                invariant: i.name.clone(),
+                count: i.violations,
+                first: i.first.clone().unwrap_or_default(),
+            })
+            .collect();
+        Ok::<SeedOutcome, String>(SeedOutcome {
+            seed,
+            violations,
+            faults_on: plan.on(),
+            fired: plan.fired(&world),
+            event_log_sha256: report.event_log_sha256,
+            settled_after,
+            simulated,
+            determinism_checked: false,
+            log,
+        })
+    };
+    let failed = |message: String| SeedOutcome {
+        seed,
+        violations: vec![Violation {
+            invariant: "world-error".into(),
+            count: 1,
+            first: message,
+        }],
+        faults_on: Vec::new(),
+        fired: BTreeMap::new(),
+        event_log_sha256: String::new(),
+        settled_after: None,
+        simulated: Duration::ZERO,
+        determinism_checked: false,
+        log: Vec::new(),
+    };
+    match block_on(seed, run) {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(message)) | Err(message) => failed(message),
+    }
+}
+
+/// Runs one seed (twice when it is due a determinism check); the event log is kept only when
+/// the seed failed.
+pub fn run_seed(config: &SwarmConfig, seed: u64) -> SeedOutcome {
+    let mut outcome = run_once(config, seed);
+    if config.determinism_every > 0 && seed.is_multiple_of(config.determinism_every) {
+        outcome.determinism_checked = true;
+        let again = run_once(config, seed);
+        if again.event_log_sha256 != outcome.event_log_sha256 {
+            let line = outcome
+                .log
+                .iter()
+                .zip(&again.log)
+                .position(|(a, b)| a != b)
+                .unwrap_or(outcome.log.len().min(again.log.len()));
+            outcome.violations.push(Violation {
+                invariant: "determinism".into(),
+                count: 1,
+                first: format!(
+                    "seed {seed} wrote event log {} then {}; first difference at line {}: {:?} vs {:?}",
+                    outcome.event_log_sha256,
+                    again.event_log_sha256,
+                    line + 1,
+                    outcome.log.get(line).map(String::as_str).unwrap_or("<end>"),
+                    again.log.get(line).map(String::as_str).unwrap_or("<end>"),
+                ),
+            });
+        }
+    }
+    if outcome.passed() {
+        outcome.log = Vec::new();
+    }
+    outcome
+}
+
+/// Runs every seed on `jobs` threads; outcomes sorted by seed. `progress(done, total)` is
+/// called after each seed.
+pub fn run_swarm(
+    config: &SwarmConfig,
+    seeds: &[u64],
+    jobs: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<SeedOutcome>, String> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::with_capacity(seeds.len()));
+    let worker = || {
+        loop {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            let Some(seed) = seeds.get(index) else {
+                break;
+            };
+            let outcome = run_seed(config, *seed);
+            results
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(outcome);
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, seeds.len());
+        }
+    };
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for _ in 0..jobs.clamp(1, seeds.len().max(1)) {
+            let handle = std::thread::Builder::new()
+                .stack_size(THREAD_STACK_BYTES)
+                .spawn_scoped(scope, worker)
+                .map_err(|e| format!("cannot start a swarm thread: {e}"))?;
+            handles.push(handle);
+        }
+        for handle in handles {
+            handle
+                .join()
+                .map_err(|_| "a swarm thread panicked".to_string())?;
+        }
+        Ok::<(), String>(())
+    })?;
+    let mut outcomes = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    outcomes.sort_by_key(|o| o.seed);
+    Ok(outcomes)
+}
+
+/// One failed seed in the summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedSeed {
+    pub seed: u64,
+    /// The first invariant violated (report order).
+    pub invariant: String,
+    /// Its first violation.
+    pub first: String,
+    /// Every invariant the seed violated.
+    pub invariants: Vec<Violation>,
+    pub faults_on: Vec<String>,
+    pub replay: String,
+    /// The event log file, when written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+/// The swarm's result (`--json`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub scenario: String,
+    pub bug: String,
+    pub faults: String,
+    pub safety_seconds: u64,
+    pub liveness_seconds: u64,
+    pub seeds: usize,
+    pub passed: usize,
+    pub failed: Vec<FailedSeed>,
+    /// Seeds with each fault switched on.
+    pub faults_on: BTreeMap<String, u64>,
+    /// Times each fault fired, over all seeds.
+    pub faults_fired: BTreeMap<String, u64>,
+    pub determinism_checked: usize,
+    /// Liveness phase: the longest time to settle among seeds that settled, seconds.
+    pub settle_seconds_max: u64,
+    pub commit: String,
+    pub wall_seconds: f64,
+}
+
+impl Summary {
+    pub fn of(config: &SwarmConfig, outcomes: &[SeedOutcome]) -> Self {
+        let mut faults_on: BTreeMap<String, u64> =
+            FAULTS.iter().map(|f| (f.to_string(), 0)).collect();
+        let mut faults_fired: BTreeMap<String, u64> =
+            FAULTS.iter().map(|f| (f.to_string(), 0)).collect();
+        for outcome in outcomes {
+            for fault in &outcome.faults_on {
+                *faults_on.entry(fault.to_string()).or_default() += 1;
+            }
+            for (fault, count) in &outcome.fired {
+                *faults_fired.entry(fault.clone()).or_default() += count;
+            }
+        }
+        let failed = outcomes
+            .iter()
+            .filter(|o| !o.passed())
+            .map(|o| FailedSeed {
+                seed: o.seed,
+                invariant: o.violations[0].invariant.clone(),
+                first: o.violations[0].first.clone(),
+                invariants: o.violations.clone(),
+                faults_on: o.faults_on.iter().map(|f| f.to_string()).collect(),
+                replay: config.replay(o.seed),
+                log: None,
+            })
+            .collect();
+        Self {
+            scenario: config.scenario_arg.clone(),
+            bug: config.bug.to_string(),
+            faults: config.faults.to_string(),
+            safety_seconds: config.safety.as_secs(),
+            liveness_seconds: config.liveness.as_secs(),
+            seeds: outcomes.len(),
+            passed: outcomes.iter().filter(|o| o.passed()).count(),
+            failed,
+            faults_on,
+            faults_fired,
+            determinism_checked: outcomes.iter().filter(|o| o.determinism_checked).count(),
+            settle_seconds_max: outcomes
+                .iter()
+                .filter_map(|o| o.settled_after)
+                .map(|d| d.as_secs())
+                .max()
+                .unwrap_or(0),
+            commit: option_env!("KARPENTER_SIM_COMMIT")
+                .unwrap_or("unknown")
+                .to_string(),
+            wall_seconds: 0.0,
+        }
+    }
+}
+
+/// Parses `A..B` (inclusive at both ends: `17..17` is seed 17) or a single `N`.
+pub fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|e| format!("seeds {text:?}: {e}"))
+    };
+    match text.split_once("..") {
+        Some((a, b)) => {
+            let (a, b) = (parse(a)?, parse(b.trim_start_matches('='))?);
+            if a > b {
+                return Err(format!("seeds {text:?}: {a} is after {b}"));
+            }
+            Ok((a..=b).collect())
+        }
+        None => Ok(vec![parse(text)?]),
+    }
+}
+
+/// Rebuilds the swarm a [`SwarmConfig::replay`] command describes (its seeds and config), with a
+/// scenario path resolved against `root` (the workspace, where `cargo xtask` runs): what a test
+/// uses to show the printed replay command reproduces a failure.
+pub fn from_replay(
+    replay: &str,
+    root: &std::path::Path,
+) -> Result<(SwarmConfig, Vec<u64>), String> {
+    let args = replay
+        .strip_prefix("cargo xtask sim swarm ")
+        .ok_or_else(|| format!("not a swarm replay command: {replay:?}"))?;
+    let tokens: Vec<&str> = args.split_whitespace().collect();
+    let mut flags: BTreeMap<&str, &str> = BTreeMap::new();
+    for pair in tokens.chunks(2) {
+        match pair {
+            [flag, value] if flag.starts_with("--") => {
+                flags.insert(flag.trim_start_matches("--"), value);
+            }
+            _ => return Err(format!("replay {replay:?}: cannot read {pair:?}")),
+        }
+    }
+    let name = flags.get("scenario").copied().unwrap_or("default");
+    let scenario = match crate::scenario::BUILTIN.iter().any(|(n, _)| *n == name) {
+        true => Scenario::load(name),
+        false => Scenario::load(&root.join(name).to_string_lossy()),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut config = SwarmConfig::new(scenario, name);
+    let duration = |key: &str, default: Duration| match flags.get(key) {
+        Some(text) => humantime::parse_duration(text).map_err(|e| format!("--{key}: {e}")),
+        None => Ok(default),
+    };
+    config.safety = duration("safety", SAFETY_DEFAULT)?;
+    config.liveness = duration("liveness", LIVENESS_DEFAULT)?;
+    if let Some(faults) = flags.get("faults") {
+        config.faults = faults.parse().map_err(|e: UnknownFault| e.to_string())?;
+    }
+    if let Some(bug) = flags.get("bug") {
+        config.bug = bug
+            .parse()
+            .map_err(|e: crate::bugs::UnknownBug| e.to_string())?;
+    }
+    if let Some(every) = flags.get("determinism-every") {
+        config.determinism_every = every
+            .parse()
+            .map_err(|e| format!("--determinism-every: {e}"))?;
+    }
+    let seeds = parse_seeds(flags.get("seeds").copied().unwrap_or("1"))?;
+    Ok((config, seeds))
+}

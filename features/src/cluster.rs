@@ -603,6 +603,9 @@ impl SimWorld {
     pub async fn terminate_instance(&mut self, instance_id: &str) -> Result<Vec<String>, String> {
         self.world().await;
         self.mark();
+        if let Some(world) = self.world.as_mut() {
+            world.note_external_termination(instance_id);
+        }
         let world = self.built();
         let mut saved = BTreeMap::new();
         world

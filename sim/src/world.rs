@@ -521,6 +521,12 @@ impl World {
         &self.catalogue
     }
 
+    /// Tells the invariants that the harness is about to terminate `instance_id` itself (an
+    /// instance terminated outside Karpenter), so it is not counted against the controller.
+    pub fn note_external_termination(&mut self, instance_id: &str) {
+        self.catalogue.note_external_termination(instance_id);
+    }
+
     /// Ends a run driven step by step: the end-of-run checks (liveness) and the report of
     /// `simulated` seconds.
     pub async fn finish(&mut self, simulated: Duration) -> Result<Report, WorldError> {

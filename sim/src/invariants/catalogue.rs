@@ -3,7 +3,8 @@
 //!
 //! - `drained-before-terminate`: an instance that was live at the previous step and is shutting
 //!   down or terminated now, and was not reclaimed by EC2 after a spot warning
-//!   ([`SPOT_NOTICE`] elapsed), had no pod on its node that is neither finished, a mirror pod,
+//!   ([`SPOT_NOTICE`] elapsed) nor terminated by the harness itself
+//!   ([`Catalogue::note_external_termination`]), had no pod on its node that is neither finished, a mirror pod,
 //!   tolerating `karpenter.sh/disrupted`, nor deleted with its grace period over
 //!   (`deletionTimestamp ≤ now`: the API server sets it to the delete's time plus the grace
 //!   period) — unless its NodeClaim's terminationGracePeriod deadline had passed.
@@ -116,6 +117,8 @@ pub struct Catalogue {
     seen: BTreeSet<String>,
     /// Spot warnings by instance id.
     warned: BTreeMap<String, Timestamp>,
+    /// Instances the harness terminated itself ("outside Karpenter"): not the controller's doing.
+    external: BTreeSet<String>,
     messages_seen: usize,
     rehome: Vec<RehomeCheck>,
     /// Intervals during which capacity was missing.
@@ -396,6 +399,7 @@ impl Catalogue {
             live: BTreeSet::new(),
             seen: BTreeSet::new(),
             warned: BTreeMap::new(),
+            external: BTreeSet::new(),
             messages_seen: 0,
             rehome: Vec::new(),
             incidents: Vec::new(),
@@ -405,6 +409,12 @@ impl Catalogue {
             boot_max,
             counters: Counters::default(),
         }
+    }
+
+    /// Records that the harness (not the controller) terminated `instance_id`, as a user or EC2
+    /// would outside Karpenter: `drained-before-terminate` does not hold the controller to it.
+    pub fn note_external_termination(&mut self, instance_id: &str) {
+        self.external.insert(instance_id.to_string());
     }
 
     fn capacity_missed(&self, from: Timestamp, to: Timestamp) -> bool {
@@ -555,6 +565,7 @@ impl Catalogue {
             .live
             .iter()
             .filter(|id| !observation.instances.contains_key(*id))
+            .filter(|id| !self.external.contains(*id))
             .filter(|id| {
                 // EC2 reclaiming a warned spot instance is not a termination anyone asked for.
                 self.warned

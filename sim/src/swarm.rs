@@ -720,15 +720,17 @@ impl Summary {
         }
         let failed = outcomes
             .iter()
-            .filter(|o| !o.passed())
-            .map(|o| FailedSeed {
-                seed: o.seed,
-                invariant: o.violations[0].invariant.clone(),
-                first: o.violations[0].first.clone(),
-                invariants: o.violations.clone(),
-                faults_on: o.faults_on.iter().map(|f| f.to_string()).collect(),
-                replay: config.replay(o.seed),
-                log: None,
+            .filter_map(|o| {
+                let first = o.violations.first()?;
+                Some(FailedSeed {
+                    seed: o.seed,
+                    invariant: first.invariant.clone(),
+                    first: first.first.clone(),
+                    invariants: o.violations.clone(),
+                    faults_on: o.faults_on.iter().map(|f| f.to_string()).collect(),
+                    replay: config.replay(o.seed),
+                    log: None,
+                })
             })
             .collect();
         Self {

@@ -34,7 +34,8 @@ pub struct Scenario {
     /// Controller step (simulated time between passes), e.g. `1s`.
     #[serde(with = "humantime_serde", default = "default_step")]
     pub step: Duration,
-    /// Multi-document YAML applied at start (NodePools, EC2NodeClasses, Namespaces).
+    /// Multi-document YAML applied at start (NodePools, EC2NodeClasses, Namespaces,
+    /// PodDisruptionBudgets).
     pub manifests: String,
     #[serde(default)]
     pub cloud: CloudKnobs,

@@ -456,6 +456,9 @@ pub struct SeedOutcome {
     pub simulated: Duration,
     /// Whether the seed was run twice for `determinism`.
     pub determinism_checked: bool,
+    /// `interruption-rehomed` checks made, and those excused because capacity did not exist.
+    pub rehome_checked: u64,
+    pub rehome_excused: u64,
     /// The event log (one line per step); kept only for failed seeds.
     pub log: Vec<String>,
 }
@@ -549,6 +552,8 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
             settled_after,
             simulated,
             determinism_checked: false,
+            rehome_checked: world.catalogue().counters.rehome_checked,
+            rehome_excused: world.catalogue().counters.rehome_excused,
             log,
         })
     };
@@ -565,6 +570,8 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
         settled_after: None,
         simulated: Duration::ZERO,
         determinism_checked: false,
+        rehome_checked: 0,
+        rehome_excused: 0,
         log: Vec::new(),
     };
     match block_on(seed, run) {
@@ -688,6 +695,9 @@ pub struct Summary {
     /// Times each fault fired, over all seeds.
     pub faults_fired: BTreeMap<String, u64>,
     pub determinism_checked: usize,
+    /// `interruption-rehomed` checks made over all seeds, and those excused (no capacity).
+    pub rehome_checked: u64,
+    pub rehome_excused: u64,
     /// Liveness phase: the longest time to settle among seeds that settled, seconds.
     pub settle_seconds_max: u64,
     pub commit: String,
@@ -710,15 +720,17 @@ impl Summary {
         }
         let failed = outcomes
             .iter()
-            .filter(|o| !o.passed())
-            .map(|o| FailedSeed {
-                seed: o.seed,
-                invariant: o.violations[0].invariant.clone(),
-                first: o.violations[0].first.clone(),
-                invariants: o.violations.clone(),
-                faults_on: o.faults_on.iter().map(|f| f.to_string()).collect(),
-                replay: config.replay(o.seed),
-                log: None,
+            .filter_map(|o| {
+                let first = o.violations.first()?;
+                Some(FailedSeed {
+                    seed: o.seed,
+                    invariant: first.invariant.clone(),
+                    first: first.first.clone(),
+                    invariants: o.violations.clone(),
+                    faults_on: o.faults_on.iter().map(|f| f.to_string()).collect(),
+                    replay: config.replay(o.seed),
+                    log: None,
+                })
             })
             .collect();
         Self {
@@ -733,6 +745,8 @@ impl Summary {
             faults_on,
             faults_fired,
             determinism_checked: outcomes.iter().filter(|o| o.determinism_checked).count(),
+            rehome_checked: outcomes.iter().map(|o| o.rehome_checked).sum(),
+            rehome_excused: outcomes.iter().map(|o| o.rehome_excused).sum(),
             settle_seconds_max: outcomes
                 .iter()
                 .filter_map(|o| o.settled_after)

@@ -262,6 +262,10 @@ fn print_summary(summary: &Summary, outcomes: &[SeedOutcome]) {
         }
         println!("  replay: {}", failed.replay);
     }
+    println!(
+        "interruption-rehomed: {} checks, {} excused (no capacity during the notice)",
+        summary.rehome_checked, summary.rehome_excused
+    );
     let simulated: f64 = outcomes.iter().map(|o| o.simulated.as_secs_f64()).sum();
     println!(
         "passed: {}/{} seeds; determinism checked on {}; liveness settled within {} s at most",
@@ -392,7 +396,7 @@ fn print_report(report: &Report) {
     println!("invariants:");
     for i in &report.invariants {
         println!(
-            "  {:<22} {}{}",
+            "  {:<26} {}{}",
             i.name,
             if i.held { "held" } else { "VIOLATED" },
             i.first

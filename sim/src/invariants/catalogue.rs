@@ -24,24 +24,28 @@
 //!   unavailable for three minutes, so each group of pending pods (at least one pod) gets a new
 //!   claim only when an offering it has not tried remains, a handful per window; a controller that
 //!   turns retries into new claims makes one per reconcile, hundreds per window.
-//! - `interruption-rehomed`: when EC2 reclaims a spot instance ([`SPOT_NOTICE`] after its
-//!   warning), the pods its node held at the warning (not finished, not DaemonSet or mirror pods,
-//!   not tolerating `karpenter.sh/disrupted`, not already being deleted before it) are running
-//!   elsewhere: each is matched one-to-one with a pod of the same owner (controller owner
-//!   reference, else the `app` label) created since the warning and Running on another node, and
-//!   those left over fit (first-fit decreasing on cpu, memory and pod count) in the free
-//!   allocatable of other Ready, schedulable, non-deleting nodes. Checked only when capacity
-//!   existed during the notice: no insufficient-capacity answer, and no instance launched in it
-//!   that bootstrapped too slowly (or never) to join before the reclaim.
+//! - `interruption-rehomed`: the pods a spot-interrupted node held at the warning (not finished,
+//!   not DaemonSet or mirror pods, not tolerating `karpenter.sh/disrupted`, not already being
+//!   deleted before it) have somewhere else to run by the time they leave it — at the first step
+//!   at which none of them is left on the node undeleted, or at the reclaim ([`SPOT_NOTICE`] after
+//!   the warning) if that comes first: each is matched one-to-one with a pod of the same owner
+//!   (controller owner reference, else the `app` label) created since the warning and bound to
+//!   another node, and those left over fit (first-fit decreasing on cpu, memory and pod count) in
+//!   the free allocatable of other Ready, schedulable, non-deleting nodes. (Without a workload
+//!   controller re-creating evicted pods, the second half carries the check: replacement capacity
+//!   must be up before the drain.) Checked only when capacity existed from the warning to then:
+//!   no insufficient-capacity answer, no failed EC2 call (throttling, 5xx: launches could not be
+//!   made), and no instance launched in it that bootstrapped too slowly (or never) to join
+//!   [`REHOME_JOIN_SLACK`] before the reclaim.
 //! - `termination-progress`: a deleting NodeClaim is gone within its terminationGracePeriod (or
 //!   [`TERMINATION_WITHOUT_TGP_MAX`] without one) plus [`TERMINATION_SLACK`]; a claim without a
 //!   terminationGracePeriod whose node holds a do-not-disrupt or PodDisruptionBudget-covered pod
 //!   may wait for it forever (upstream's design).
 //! - `pods-scheduled`: no pod stays pending longer than [`POD_PENDING_MAX`] while capacity
 //!   exists: no capacity incident (an insufficient-capacity answer in the last
-//!   [`CAPACITY_ERROR_SHADOW`], a slow bootstrap until it joined, a never-booting instance until
-//!   its registration deadline) overlapped its wait, and no NodePool with limits is too full for
-//!   it.
+//!   [`CAPACITY_ERROR_SHADOW`], a failed EC2 call, a slow bootstrap until it joined, a
+//!   never-booting instance until its registration deadline) overlapped its wait, and no NodePool
+//!   with limits is too full for it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -90,6 +94,8 @@ pub struct Counters {
     pub spot_warnings: u64,
     /// CreateFleet answers that launched nothing for lack of capacity.
     pub capacity_errors: u64,
+    /// EC2 calls that failed with throttling or a 5xx.
+    pub ec2_errors: u64,
     pub slow_boots: u64,
     pub never_boots: u64,
     /// `interruption-rehomed` checks made, and those skipped because capacity did not exist.
@@ -453,6 +459,15 @@ impl Catalogue {
             "InsufficientFreeAddressesInSubnet",
         ];
         for call in cloud.calls() {
+            // Throttling and 5xx (the substrings the world's fault tally uses).
+            let failed = !call.is_ok()
+                && ["RequestLimitExceeded", "InternalError", "Unavailable"]
+                    .iter()
+                    .any(|code| call.outcome.contains(code));
+            if failed {
+                self.counters.ec2_errors += 1;
+                self.incidents.push((call.time, call.time));
+            }
             if call.operation != Operation::CreateFleet {
                 continue;
             }
@@ -746,25 +761,44 @@ impl Catalogue {
         lazy: &mut Lazy,
         invariants: &mut Invariants,
     ) {
-        let (due, later): (Vec<RehomeCheck>, Vec<RehomeCheck>) = std::mem::take(&mut self.rehome)
-            .into_iter()
-            .partition(|c| c.due <= now);
+        if self.rehome.is_empty() {
+            return;
+        }
+        // Due at the reclaim, or as soon as none of the pods is left on the node undeleted.
+        let (due, later): (Vec<RehomeCheck>, Vec<RehomeCheck>) = {
+            let pods = lazy.pods(api);
+            std::mem::take(&mut self.rehome).into_iter().partition(|c| {
+                c.due <= now
+                    || !pods.iter().any(|p| {
+                        p["spec"]["nodeName"] == c.node.as_str()
+                            && !is_deleting(p)
+                            && c.pods.iter().any(|(name, _, _)| name == name_of(p))
+                    })
+            })
+        };
         self.rehome = later;
         for check in due {
             if check.pods.is_empty() {
                 continue;
             }
             self.counters.rehome_checked += 1;
-            if self.capacity_missed(check.warned, check.due) || self.slow_replacement(&check) {
+            if self.capacity_missed(check.warned, now.min(check.due))
+                || self.slow_replacement(&check)
+            {
                 self.counters.rehome_excused += 1;
                 continue;
             }
             let pods = lazy.pods(api).to_vec();
             let nodes = lazy.nodes(api).to_vec();
-            // Replacements: same owner, created since the warning, Running elsewhere.
+            // Replacements: same owner, created since the warning, bound elsewhere.
             let mut replacements: Vec<(Option<String>, &str)> = pods
                 .iter()
-                .filter(|p| is_healthy(p) && p["spec"]["nodeName"] != check.node.as_str())
+                .filter(|p| !is_deleting(p) && !is_terminal(p))
+                .filter(|p| {
+                    p["spec"]["nodeName"]
+                        .as_str()
+                        .is_some_and(|n| !n.is_empty() && n != check.node)
+                })
                 .filter(|p| {
                     time_of(&p["metadata"]["creationTimestamp"]).is_some_and(|t| t >= check.warned)
                 })
@@ -822,7 +856,7 @@ impl Catalogue {
                 invariants.record(
                     "interruption-rehomed",
                     format!(
-                        "spot instance {} (node {}) warned at {}: at the reclaim {} of its pods are not running elsewhere and do not fit on other nodes: {:?}",
+                        "spot instance {} (node {}) warned at {}: {} of its pods left it with no replacement bound elsewhere and no room on other nodes: {:?}",
                         check.instance,
                         check.node,
                         check.warned,

@@ -20,16 +20,17 @@ use std::time::Duration;
 use fakecloud::Pool;
 use jiff::Timestamp;
 use karpenter_core::seams::ec2::Instance;
-use karpenter_core::seams::kube::ResourceKind;
-use karpenter_core::seams::{Clock, KubeApi};
+use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
+use karpenter_core::seams::{Clock, Ec2, KubeApi, KubeError};
 use karpenter_sim::apiserver::{ApiFaultRates, ApiOperation};
 use karpenter_sim::scenario::{CloudKnobs, Scenario};
 use karpenter_sim::world::{EPOCH, World};
 use serde_json::Value;
 
+use crate::history::History;
 use crate::manifests;
 use crate::observe::Snapshot;
-use crate::workloads::Deployment;
+use crate::workloads::{DaemonSet, Deployment};
 
 /// The seed of a scenario that does not say `Given the seed N`.
 pub const DEFAULT_SEED: u64 = 1;
@@ -49,6 +50,18 @@ pub struct Setup {
     pub pool_capacity: Vec<(Pool, u32)>,
 }
 
+/// The node an action step singled out ("the node running "web""), as it was then. Later steps
+/// say "that node", "its NodeClaim", "its instance", and ask the [`History`] about them after
+/// they are gone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subject {
+    pub node: String,
+    pub claim: String,
+    pub instance_id: String,
+    /// When the step singled it out (the time of the action that followed).
+    pub at: Timestamp,
+}
+
 /// The cucumber world: one scenario's simulated cluster, built on first use.
 #[derive(cucumber::World)]
 #[world(init = Self::new)]
@@ -62,6 +75,12 @@ pub struct SimWorld {
     refused: Option<String>,
     /// Deployments created, by name.
     deployments: BTreeMap<String, Deployment>,
+    /// DaemonSets created, by name.
+    daemonsets: BTreeMap<String, DaemonSet>,
+    /// What every step changed, for the steps that ask about order and timing.
+    history: History,
+    /// The node the last singling-out step chose.
+    subject: Option<Subject>,
     /// Every instance ever seen (any state), by id, and the order they were first seen in.
     launched: BTreeMap<String, Instance>,
     launch_order: Vec<String>,
@@ -91,6 +110,9 @@ impl SimWorld {
             world: None,
             refused: None,
             deployments: BTreeMap::new(),
+            daemonsets: BTreeMap::new(),
+            history: History::default(),
+            subject: None,
             launched: BTreeMap::new(),
             launch_order: Vec::new(),
             baseline: 0,
@@ -141,6 +163,18 @@ impl SimWorld {
         )
     }
 
+    /// The simulated clock (the epoch before the world is built).
+    pub fn now(&self) -> Timestamp {
+        self.world
+            .as_ref()
+            .map_or_else(|| EPOCH.parse().unwrap_or_default(), |w| w.clock.now())
+    }
+
+    /// What the steps so far changed, and when.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
     /// Simulated time since the world was built (zero before).
     pub fn elapsed(&self) -> Duration {
         let start: Timestamp = EPOCH.parse().unwrap_or_default();
@@ -178,6 +212,20 @@ impl SimWorld {
                 )),
                 None => self.setup.documents.push(document),
             }
+        }
+    }
+
+    /// The setup's `kind` object named `name`, to change before the world is built (a NodePool's
+    /// terminationGracePeriod, say).
+    pub fn setup_document(&mut self, kind: &str, name: &str) -> &mut Value {
+        let found = self
+            .setup()
+            .documents
+            .iter()
+            .position(|d| d["kind"] == kind && d["metadata"]["name"] == name);
+        match found {
+            Some(index) => &mut self.setup.documents[index],
+            None => self.fail(format!("the setup has no {kind} {name}")),
         }
     }
 
@@ -258,17 +306,14 @@ impl SimWorld {
         Snapshot::read(&world.api, &world.cloud)
     }
 
-    /// One pass of every Deployment's ReplicaSet stand-in, with the API server's injected faults
-    /// switched off: faults are for the controller, not for the scenario's own hands (the world
-    /// does the same for its built-in workloads).
+    /// One pass of every Deployment's ReplicaSet stand-in and every DaemonSet's stand-in, with
+    /// the API server's injected faults switched off: faults are for the controller, not for the
+    /// scenario's own hands (the world does the same for its built-in workloads).
     async fn run_deployments(&mut self) {
         let Some(world) = self.world.as_ref() else {
             return;
         };
-        let mut saved: BTreeMap<ApiOperation, ApiFaultRates> = BTreeMap::new();
-        world
-            .api
-            .configure(|c| saved = std::mem::take(&mut c.faults));
+        let saved = suspend_api_faults(world);
         let pods = world.api.objects(&ResourceKind::POD);
         let mut result = Ok(());
         for deployment in self.deployments.values_mut() {
@@ -278,6 +323,18 @@ impl SimWorld {
                 .map(drop);
             if result.is_err() {
                 break;
+            }
+        }
+        if result.is_ok() && !self.daemonsets.is_empty() {
+            let nodes = world.api.objects(&ResourceKind::NODE);
+            for daemonset in self.daemonsets.values_mut() {
+                result = daemonset
+                    .reconcile(world.api.as_ref(), &pods, &nodes)
+                    .await
+                    .map(drop);
+                if result.is_err() {
+                    break;
+                }
             }
         }
         world.api.configure(|c| c.faults = saved);
@@ -307,12 +364,16 @@ impl SimWorld {
     pub async fn step(&mut self) {
         self.world().await;
         self.run_deployments().await;
+        let ran_at = self.now();
         let result = match self.world.as_mut() {
             Some(world) => world.step().await,
             None => unreachable!("built above"),
         };
         if let Err(err) = result {
             self.fail(format!("the world could not step: {err}"));
+        }
+        if let Some(world) = self.world.as_ref() {
+            self.history.observe(&world.api, &world.cloud, ran_at);
         }
         self.track_instances();
         let broken: Vec<String> = self
@@ -461,6 +522,9 @@ impl SimWorld {
             let deployment = Deployment::from_manifest(&document).unwrap_or_else(|e| self.fail(e));
             return self.create_deployment(deployment).await;
         }
+        // A DaemonSet is stored (the provisioner reserves room for its pods) and run.
+        let daemonset = (checked.kind == "DaemonSet")
+            .then(|| DaemonSet::from_manifest(&document).unwrap_or_else(|e| self.fail(e)));
         let kind = match checked.kind.as_str() {
             "NodePool" => ResourceKind::NODE_POOL,
             "EC2NodeClass" => ResourceKind::EC2_NODE_CLASS,
@@ -480,10 +544,7 @@ impl SimWorld {
         }
         let result = match self.world.as_ref() {
             Some(world) => {
-                let mut saved: BTreeMap<ApiOperation, ApiFaultRates> = BTreeMap::new();
-                world
-                    .api
-                    .configure(|c| saved = std::mem::take(&mut c.faults));
+                let saved = suspend_api_faults(world);
                 let result = world.api.create(&kind, document).await;
                 world.api.configure(|c| c.faults = saved);
                 result
@@ -495,6 +556,128 @@ impl SimWorld {
                 "the API server refused {}/{}: {err}",
                 checked.kind, checked.name
             ));
+        }
+        if let Some(daemonset) = daemonset {
+            self.daemonsets.insert(daemonset.name.clone(), daemonset);
+            self.run_deployments().await;
+        }
+    }
+
+    /// Deletes an object as a user would (`kubectl delete`), with the API server's injected
+    /// faults switched off (they are for the controller).
+    pub async fn delete_object(
+        &mut self,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+    ) -> Result<DeleteOutcome, KubeError> {
+        self.world().await;
+        self.mark();
+        let world = self.built();
+        let saved = suspend_api_faults(world);
+        let result = world.api.delete(kind, key, &DeleteOptions::default()).await;
+        world.api.configure(|c| c.faults = saved);
+        self.observe_now();
+        result
+    }
+
+    /// Patches an object as a user would (`kubectl annotate`, `kubectl label`), with the API
+    /// server's injected faults switched off.
+    pub async fn patch_object(
+        &mut self,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
+        self.world().await;
+        self.mark();
+        let world = self.built();
+        let saved = suspend_api_faults(world);
+        let result = world.api.patch(kind, key, patch).await;
+        world.api.configure(|c| c.faults = saved);
+        self.observe_now();
+        result
+    }
+
+    /// Terminates an instance through the EC2 API as a user would (the console, a script), with
+    /// fakecloud's standing fault rates switched off (they are for the controller). EC2 sends the
+    /// state changes to the interruption queue as it would for any termination.
+    pub async fn terminate_instance(&mut self, instance_id: &str) -> Result<Vec<String>, String> {
+        self.world().await;
+        self.mark();
+        if let Some(world) = self.world.as_mut() {
+            world.note_external_termination(instance_id);
+        }
+        let world = self.built();
+        let mut saved = BTreeMap::new();
+        world
+            .cloud
+            .configure(|c| saved = std::mem::take(&mut c.faults));
+        let result = world
+            .cloud
+            .terminate_instances(&[instance_id.to_string()])
+            .await;
+        world.cloud.configure(|c| c.faults = saved);
+        self.observe_now();
+        result.map_err(|e| e.to_string())
+    }
+
+    /// The world, which the caller made sure exists.
+    fn built(&self) -> &World {
+        match self.world.as_ref() {
+            Some(world) => world,
+            None => unreachable!("the caller built the world"),
+        }
+    }
+
+    /// Records a scenario's own action at the time it was taken: the next step would attribute
+    /// it to the same time, but a `Then` step may ask before any step ran.
+    fn observe_now(&mut self) {
+        if let Some(world) = self.world.as_ref() {
+            let now = world.clock.now();
+            self.history.observe(&world.api, &world.cloud, now);
+        }
+    }
+
+    /// Singles out the one node the pods of `deployment` run on, with its NodeClaim and
+    /// instance, for "that node" steps. Fails if its pods are spread over several nodes or none:
+    /// a step about "the node running X" must not pick one silently.
+    pub async fn single_out(&mut self, deployment: &str) -> Subject {
+        let snapshot = self.snapshot().await;
+        let nodes = snapshot.nodes_of(deployment);
+        let [node] = nodes.as_slice() else {
+            let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+            self.fail(format!(
+                "the pods of {deployment} run on {} nodes ({names:?}), want exactly one",
+                names.len()
+            ));
+        };
+        let Some(claim) = snapshot
+            .claims
+            .iter()
+            .find(|c| c.node_name.as_deref() == Some(node.name.as_str()))
+        else {
+            self.fail(format!("node {} has no NodeClaim", node.name));
+        };
+        let Some(instance_id) = node.instance_id.clone() else {
+            self.fail(format!("node {} has no provider id", node.name));
+        };
+        let subject = Subject {
+            node: node.name.clone(),
+            claim: claim.name.clone(),
+            instance_id,
+            at: self.now(),
+        };
+        self.subject = Some(subject.clone());
+        subject
+    }
+
+    /// The node a step singled out earlier.
+    pub fn subject(&self) -> Subject {
+        match &self.subject {
+            Some(subject) => subject.clone(),
+            None => self.fail(
+                "no node was singled out: say which one first (e.g. \"the NodeClaim of the node running ...\")",
+            ),
         }
     }
 
@@ -512,6 +695,15 @@ impl Default for SimWorld {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Switches the API server's injected faults off, returning them for `c.faults = saved`.
+fn suspend_api_faults(world: &World) -> BTreeMap<ApiOperation, ApiFaultRates> {
+    let mut saved = BTreeMap::new();
+    world
+        .api
+        .configure(|c| saved = std::mem::take(&mut c.faults));
+    saved
 }
 
 /// `text` with regex metacharacters escaped (for the replay command's `--name` filter).

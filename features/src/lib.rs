@@ -14,7 +14,11 @@
 //!   asserts that nothing leaked, no NodePool went over its limits and no node is overcommitted.
 //! - [`manifests`]: the manifests under `features/manifests/` (the user's examples, unchanged)
 //!   and inline ones, split into what the API server takes and the workloads to run.
-//! - [`workloads`]: Deployments as pods (from a manifest or from a step's words).
+//! - [`workloads`]: Deployments as pods (from a manifest or from a step's words), and DaemonSets
+//!   as one pod per node (a DaemonSet-controller stand-in, so drains have daemons to order).
+//! - [`history`]: when every pod, node, NodeClaim and instance was first seen in each state,
+//!   recorded every step: what "evicted only after", "terminated only after the drain" and
+//!   "deleted 90 seconds after" are checked against once the objects are gone.
 //! - [`observe`]: one consistent read of pods, nodes, NodeClaims, instances and prices, with
 //!   the questions the `Then` steps ask of it.
 //! - [`offerings`]: the cheapest offering a NodePool allows that fits a set of pods, computed
@@ -26,12 +30,16 @@
 //! `stop_instance`, fault knobs); `SimWorld::apply` creates a PodDisruptionBudget or any other
 //! manifest mid-scenario; an action step calls `SimWorld::mark` so "new nodes" count from it;
 //! `wait_until`/`holds_for` step time; [`observe::Snapshot`] maps nodes to instances
-//! (`NodeView::instance_id`) and pods to nodes.
+//! (`NodeView::instance_id`) and pods to nodes. Termination and interruption steps single out
+//! "the node running X" ([`SimWorld::single_out`], a [`Subject`]), act on it as a user or AWS
+//! would (`delete_object`, `patch_object`, `terminate_instance`, fakecloud's interruption
+//! knobs) and ask the [`history`] how it went.
 
 pub mod cluster;
+pub mod history;
 pub mod manifests;
 pub mod observe;
 pub mod offerings;
 pub mod workloads;
 
-pub use cluster::SimWorld;
+pub use cluster::{SimWorld, Subject};

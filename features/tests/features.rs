@@ -25,10 +25,14 @@ use karpenter_features::SimWorld;
 
 #[path = "steps/expectations.rs"]
 mod expectations;
+#[path = "steps/interruption.rs"]
+mod interruption;
 #[path = "steps/params.rs"]
 mod params;
 #[path = "steps/setup.rs"]
 mod setup;
+#[path = "steps/termination.rs"]
+mod termination;
 #[path = "steps/validation.rs"]
 mod validation;
 #[path = "steps/workloads.rs"]

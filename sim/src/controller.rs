@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fakecloud::FakeCloud;
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::catalog::Catalog;
 use karpenter_core::leader::{LeaderElector, LeaseConfig};
@@ -273,7 +272,8 @@ impl KubeApi for FusedKube {
 
 /// A process's view of EC2 and SQS.
 pub struct FusedCloud {
-    inner: Arc<FakeCloud>,
+    ec2: Arc<dyn Ec2>,
+    sqs: Arc<dyn Sqs>,
     fuse: Arc<Fuse>,
 }
 
@@ -290,7 +290,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.create_fleet(request).await;
+        let result = self.ec2.create_fleet(request).await;
         let launched = result.as_ref().is_ok_and(|r| !r.instances.is_empty());
         self.fuse.called("CreateFleet", "", launched, false);
         result
@@ -304,7 +304,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.describe_instances(instance_ids, filters).await;
+        let result = self.ec2.describe_instances(instance_ids, filters).await;
         self.fuse.called("DescribeInstances", "", false, false);
         result
     }
@@ -313,7 +313,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.terminate_instances(instance_ids).await;
+        let result = self.ec2.terminate_instances(instance_ids).await;
         self.fuse.called("TerminateInstances", "", false, false);
         result
     }
@@ -326,7 +326,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.create_tags(resource_ids, tags).await;
+        let result = self.ec2.create_tags(resource_ids, tags).await;
         self.fuse.called("CreateTags", "", false, false);
         result
     }
@@ -335,7 +335,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.describe_subnets(filters).await;
+        let result = self.ec2.describe_subnets(filters).await;
         self.fuse.called("DescribeSubnets", "", false, false);
         result
     }
@@ -347,7 +347,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.describe_security_groups(filters).await;
+        let result = self.ec2.describe_security_groups(filters).await;
         self.fuse.called("DescribeSecurityGroups", "", false, false);
         result
     }
@@ -356,7 +356,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.describe_images(query).await;
+        let result = self.ec2.describe_images(query).await;
         self.fuse.called("DescribeImages", "", false, false);
         result
     }
@@ -365,7 +365,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.get_parameter(name).await;
+        let result = self.ec2.get_parameter(name).await;
         self.fuse.called("GetParameter", "", false, false);
         result
     }
@@ -377,7 +377,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.create_launch_template(request).await;
+        let result = self.ec2.create_launch_template(request).await;
         self.fuse.called("CreateLaunchTemplate", "", false, false);
         result
     }
@@ -389,7 +389,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.describe_launch_templates(filters).await;
+        let result = self.ec2.describe_launch_templates(filters).await;
         self.fuse
             .called("DescribeLaunchTemplates", "", false, false);
         result
@@ -399,7 +399,7 @@ impl Ec2 for FusedCloud {
         if !self.fuse.alive() {
             return Err(dead_ec2());
         }
-        let result = self.inner.delete_launch_template(name).await;
+        let result = self.ec2.delete_launch_template(name).await;
         self.fuse.called("DeleteLaunchTemplate", "", false, false);
         result
     }
@@ -415,7 +415,7 @@ impl Sqs for FusedCloud {
         if !self.fuse.alive() {
             return Err(SqsError::Unavailable(DEAD.into()));
         }
-        let result = self.inner.receive_messages(count_max, wait).await;
+        let result = self.sqs.receive_messages(count_max, wait).await;
         self.fuse.called("ReceiveMessage", "", false, false);
         result
     }
@@ -424,16 +424,17 @@ impl Sqs for FusedCloud {
         if !self.fuse.alive() {
             return Err(SqsError::Unavailable(DEAD.into()));
         }
-        let result = self.inner.delete_message(receipt_handle).await;
+        let result = self.sqs.delete_message(receipt_handle).await;
         self.fuse.called("DeleteMessage", "", false, false);
         result
     }
 }
 
 /// What a process is built from (the same for every process of the world).
-pub struct Seams {
+pub struct ProcessSeams {
     pub api: Arc<dyn KubeApi>,
-    pub cloud: Arc<FakeCloud>,
+    pub ec2: Arc<dyn Ec2>,
+    pub sqs: Arc<dyn Sqs>,
     pub clock: Arc<dyn Clock>,
     pub catalog: Arc<Catalog>,
     pub options: operator::Options,
@@ -481,7 +482,7 @@ pub struct ControllersStep {
 
 /// The controller replicas of the world.
 pub struct Controllers {
-    seams: Seams,
+    seams: ProcessSeams,
     replicas: Vec<Replica>,
     election: bool,
     /// Steps in which more than one replica led (a safety violation of the election).
@@ -493,7 +494,7 @@ pub struct Controllers {
 
 impl Controllers {
     /// One process without leader election (what a single-replica install runs).
-    pub fn new(seams: Seams) -> Self {
+    pub fn new(seams: ProcessSeams) -> Self {
         let mut controllers = Self {
             seams,
             replicas: Vec::new(),
@@ -519,7 +520,8 @@ impl Controllers {
             fuse: fuse.clone(),
         });
         let cloud = Arc::new(FusedCloud {
-            inner: self.seams.cloud.clone(),
+            ec2: self.seams.ec2.clone(),
+            sqs: self.seams.sqs.clone(),
             fuse: fuse.clone(),
         });
         let operator = Operator::new(

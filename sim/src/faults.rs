@@ -420,9 +420,26 @@ impl FaultMix {
     /// values from the one stream whether it ends up on or not, so one fault's intensity does
     /// not depend on whether another was drawn on.
     pub fn draw(seed: u64) -> Self {
+        Self::draw_choosing(seed, |_, coin| coin)
+    }
+
+    /// Like [`FaultMix::draw`], with exactly the faults named in `names` on (intensities still
+    /// drawn from the seed, so a fault forced on gets the intensity a draw would give it).
+    pub fn draw_only(seed: u64, names: &[&str]) -> Self {
+        Self::draw_choosing(seed, |name, _| names.contains(&name))
+    }
+
+    /// The draw behind [`FaultMix::draw`]: `choose(fault, coin)` decides whether a fault is on,
+    /// given the seed's coin for it.
+    fn draw_choosing(seed: u64, choose: impl Fn(&str, bool) -> bool) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(999);
-        let on = |rng: &mut ChaCha8Rng| rng.gen_bool(0.5);
+        let mut names = FAULT_NAMES.iter();
+        let mut on = |rng: &mut ChaCha8Rng| {
+            let coin = rng.gen_bool(0.5);
+            let name = names.next().copied().unwrap_or_default();
+            choose(name, coin)
+        };
         let minutes = |rng: &mut ChaCha8Rng, lo: u64, hi: u64| {
             Duration::from_secs(60 * rng.gen_range(lo..=hi))
         };
@@ -543,10 +560,35 @@ impl FaultMix {
                 downtime: Duration::from_secs(30),
             });
         }
-        if on(&mut rng) {
+        let flag = on(&mut rng);
+        if flag {
             mix.pdb_never_allows = Some(PdbNeverAllows { deployment: None });
         }
         mix
+    }
+
+    /// Every fault that is on in `self`, and every other one as `base` has it: a swarm's drawn
+    /// mix over a scenario's own faults.
+    pub fn or(self, base: FaultMix) -> Self {
+        Self {
+            spot_storm: self.spot_storm.or(base.spot_storm),
+            capacity_wave: self.capacity_wave.or(base.capacity_wave),
+            slow_boot: self.slow_boot.or(base.slow_boot),
+            never_boot: self.never_boot.or(base.never_boot),
+            ec2_throttle: self.ec2_throttle.or(base.ec2_throttle),
+            ec2_5xx: self.ec2_5xx.or(base.ec2_5xx),
+            ec2_latency: self.ec2_latency.or(base.ec2_latency),
+            ec2_consistency_lag: self.ec2_consistency_lag.or(base.ec2_consistency_lag),
+            sqs_duplicate: self.sqs_duplicate.or(base.sqs_duplicate),
+            sqs_reorder: self.sqs_reorder.or(base.sqs_reorder),
+            sqs_malformed: self.sqs_malformed.or(base.sqs_malformed),
+            api_conflict: self.api_conflict.or(base.api_conflict),
+            api_5xx: self.api_5xx.or(base.api_5xx),
+            api_watch_drop: self.api_watch_drop.or(base.api_watch_drop),
+            controller_crash: self.controller_crash.or(base.controller_crash),
+            leader_failover: self.leader_failover.or(base.leader_failover),
+            pdb_never_allows: self.pdb_never_allows.or(base.pdb_never_allows),
+        }
     }
 
     /// Whether no fault is on.

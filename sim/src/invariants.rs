@@ -4,7 +4,12 @@
 //!   garbage-collection window;
 //! - `pods-fit-nodes`: no node's bound pods request more than it has;
 //! - `claims-progress`: no NodeClaim stays un-launched or unregistered past its deadline;
-//! - `liveness` (at the end): every pod is running once the workload settles.
+//! - `liveness` (at the end): every pod is running once the workload settles;
+//! - the history- and attribution-based ones of [`catalogue`] (`drained-before-terminate`,
+//!   `pdb-respected`, `do-not-disrupt-respected`, `claim-storm`, `interruption-rehomed`,
+//!   `termination-progress`, `pods-scheduled`), each defined exactly there.
+//!
+//! `determinism` (the same seed twice gives the same event log) is the swarm's: it needs two runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -22,6 +27,10 @@ use karpenter_core::state::Reflector;
 use serde_json::Value;
 
 use crate::report::InvariantResult;
+
+pub mod catalogue;
+
+pub use catalogue::{Catalogue, Counters, unsettled};
 
 /// Garbage collection's window: grace (30 s) + interval (2 min) + slack for a step.
 pub const LEAK_WINDOW: Duration = Duration::from_secs(30 + 120 + 30);
@@ -41,6 +50,8 @@ pub struct Observation {
     pub instances_alive: usize,
     /// Live instances by id: (instance type, capacity type).
     pub instances: BTreeMap<String, (String, CapacityType)>,
+    /// NodeClaims being deleted.
+    pub deleting_claims: usize,
     /// Violations found while reading (named by invariant).
     violations: Vec<(&'static str, String)>,
 }
@@ -91,6 +102,7 @@ struct ApiSummary {
     running_names: Vec<String>,
     claims: usize,
     nodes: usize,
+    deleting_claims: usize,
     violations: Vec<(&'static str, String)>,
     /// Instance ids in claims' `status.providerID`.
     known_instances: BTreeSet<String>,
@@ -197,6 +209,10 @@ impl ApiSummary {
             .iter()
             .filter_map(|c| c.metadata.name.clone())
             .collect();
+        o.deleting_claims = claims
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_some())
+            .count();
         for claim in claims {
             let registered = claim
                 .status
@@ -240,6 +256,7 @@ impl Observation {
             running_names: summary.running_names,
             claims: summary.claims,
             nodes: summary.nodes,
+            deleting_claims: summary.deleting_claims,
             violations: summary.violations,
             ..Default::default()
         };
@@ -292,22 +309,40 @@ pub struct Invariants {
     tallies: BTreeMap<&'static str, (u64, Option<String>)>,
 }
 
-/// Every invariant's name, in report order.
-pub const NAMES: [&str; 5] = [
+/// Every invariant a run checks, in report order: safety first, then progress.
+pub const NAMES: [&str; 13] = [
     "nodepool-limits",
     "no-leaked-instances",
     "pods-fit-nodes",
+    "drained-before-terminate",
+    "pdb-respected",
+    "do-not-disrupt-respected",
+    "claim-storm",
+    "interruption-rehomed",
     "claims-progress",
+    "termination-progress",
+    "pods-scheduled",
+    "single-leader",
     "liveness",
 ];
 
 impl Invariants {
     pub fn check(&mut self, observation: &Observation, now: Timestamp) {
         for (name, message) in &observation.violations {
-            let tally = self.tallies.entry(name).or_default();
-            tally.0 += 1;
-            tally.1.get_or_insert_with(|| format!("{now}: {message}"));
+            self.record(name, message.clone(), now);
         }
+    }
+
+    /// Counts one violation of `name`; the first one's message is kept for the report.
+    pub fn record(&mut self, name: &'static str, message: String, now: Timestamp) {
+        let tally = self.tallies.entry(name).or_default();
+        tally.0 += 1;
+        tally.1.get_or_insert_with(|| format!("{now}: {message}"));
+    }
+
+    /// The first violation of `name`, if any.
+    pub fn first(&self, name: &str) -> Option<&str> {
+        self.tallies.get(name).and_then(|t| t.1.as_deref())
     }
 
     /// End-of-run checks (liveness).

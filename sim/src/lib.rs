@@ -9,8 +9,11 @@
 //!   [`scenario`] describes a run, [`invariants`] are checked every step, [`report`] is the result.
 //! - [`faults`]: the fault catalogue ([`faults::FaultMix`]) a scenario or a caller turns on;
 //!   [`controller`]: the controller processes the world crashes, restarts and fails over.
+//! - [`swarm`]: many seeds, each with its own draw of faults, through a safety and a liveness
+//!   phase; [`bugs`] are test-only broken behaviours that show the invariants catch them.
 
 pub mod apiserver;
+pub mod bugs;
 pub mod controller;
 pub mod faults;
 pub mod invariants;
@@ -18,4 +21,5 @@ pub mod kubelet;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;
+pub mod swarm;
 pub mod world;

@@ -55,6 +55,9 @@ pub struct NodesReport {
     pub terminated: usize,
     /// Instances launched by `type/capacity-type`.
     pub launched_by_type: BTreeMap<String, usize>,
+    /// Instances launched during the run and gone (shutting down or terminated) at its end, by
+    /// `type/capacity-type`.
+    pub terminated_by_type: BTreeMap<String, usize>,
 }
 
 impl Report {

@@ -36,7 +36,8 @@ pub struct Scenario {
     /// Controller step (simulated time between passes), e.g. `1s`.
     #[serde(with = "humantime_serde", default = "default_step")]
     pub step: Duration,
-    /// Multi-document YAML applied at start (NodePools, EC2NodeClasses, Namespaces).
+    /// Multi-document YAML applied at start (NodePools, EC2NodeClasses, Namespaces,
+    /// PodDisruptionBudgets).
     pub manifests: String,
     #[serde(default)]
     pub cloud: CloudKnobs,
@@ -100,6 +101,9 @@ pub struct DeploymentSpec {
     pub replicas: u32,
     pub cpu: String,
     pub memory: String,
+    /// Annotations of its pods (e.g. `karpenter.sh/do-not-disrupt: "true"`).
+    #[serde(default)]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

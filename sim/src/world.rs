@@ -30,9 +30,10 @@ use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 use sha2::{Digest, Sha256};
 
 use crate::apiserver::{ApiServer, ApiServerConfig};
-use crate::controller::{Controllers, LOST_LEASE, Seams};
+use crate::bugs::{Bug, Seams};
+use crate::controller::{Controllers, LOST_LEASE, ProcessSeams};
 use crate::faults::{self, CrashPoint, FaultMix};
-use crate::invariants::{Invariants, Observation, ObserverCache};
+use crate::invariants::{Catalogue, Invariants, Observation, ObserverCache};
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::report::{NodesReport, PodsReport, Report};
 use crate::scenario::Scenario;
@@ -74,7 +75,11 @@ pub struct World {
     log_lines: u64,
     /// The last [`RECENT_LINES_MAX`] event-log lines, for failure messages.
     recent: VecDeque<String>,
+    /// Every event-log line the last step appended (its step line, then its fault lines).
+    step_lines: Vec<String>,
     pub invariants: Invariants,
+    /// The invariants that need history or attribution (checked after the step's observation).
+    catalogue: Catalogue,
     observer: ObserverCache,
     instances_seen: BTreeMap<String, (String, CapacityType)>,
     terminated_seen: usize,
@@ -95,6 +100,12 @@ pub const IDLE_STEP: Duration = Duration::from_secs(10);
 
 impl World {
     pub async fn new(seed: u64, scenario: Scenario) -> Result<Self, WorldError> {
+        Self::with_bug(seed, scenario, Bug::None).await
+    }
+
+    /// A world whose controller (or scheduler stand-in) sees the seams `bug` breaks: test-only,
+    /// to show an invariant catches the behaviour (see [`crate::bugs`]).
+    pub async fn with_bug(seed: u64, scenario: Scenario, bug: Bug) -> Result<Self, WorldError> {
         let start: Timestamp = EPOCH.parse().expect("EPOCH is a valid timestamp");
         let clock = Arc::new(ManualClock::new(start));
         let catalog = Catalog::builtin();
@@ -150,7 +161,12 @@ impl World {
         }
         scenario.faults.validate().map_err(WorldError::Faults)?;
         let kube: Arc<dyn KubeApi> = api.clone();
-        let scheduler = Scheduler::new(kube.clone(), clock.clone(), SchedulerConfig::default());
+        let seams = Seams::new(bug, api.clone(), cloud.clone(), clock.clone());
+        let scheduler = Scheduler::new(
+            seams.scheduler_kube.clone(),
+            clock.clone(),
+            SchedulerConfig::default(),
+        );
         let kubelet = Kubelet::new(
             kube.clone(),
             clock.clone(),
@@ -164,14 +180,16 @@ impl World {
             },
             ..Default::default()
         };
-        let controllers = Controllers::new(Seams {
-            api: kube.clone(),
-            cloud: cloud.clone(),
+        let controllers = Controllers::new(ProcessSeams {
+            api: seams.controller_kube.clone(),
+            ec2: seams.controller_ec2.clone(),
+            sqs: seams.controller_sqs.clone(),
             clock: clock.clone(),
             catalog: Arc::new(catalog),
             options,
             queue_url: format!("fakecloud://sqs/{CLUSTER}"),
         });
+        let catalogue = Catalogue::new(seams.audit.clone(), &cloud);
         let workloads = Workloads::new(scenario.workloads.clone());
         let pending_faults = (!scenario.faults.is_empty()).then(|| scenario.faults.clone());
         let mut world = World {
@@ -190,7 +208,9 @@ impl World {
             log: Sha256::new(),
             log_lines: 0,
             recent: VecDeque::new(),
+            step_lines: Vec::new(),
             invariants: Invariants::default(),
+            catalogue,
             observer: ObserverCache::default(),
             instances_seen: BTreeMap::new(),
             terminated_seen: 0,
@@ -236,7 +256,8 @@ impl World {
         self.clock.now()
     }
 
-    fn elapsed(&self) -> Duration {
+    /// Simulated time since the run started.
+    pub fn elapsed(&self) -> Duration {
         self.now().duration_since(self.start).unsigned_abs()
     }
 
@@ -273,11 +294,6 @@ impl World {
     /// Replica counts of the Deployments as last set by the workload.
     pub fn deployments(&self) -> BTreeMap<String, u32> {
         self.workloads.replicas()
-    }
-
-    /// Simulated time since the start of the run.
-    pub fn elapsed_time(&self) -> Duration {
-        self.elapsed()
     }
 
     /// Turns on the mix set since the last step, if any; true if it did.
@@ -329,6 +345,7 @@ impl World {
     /// One step of the world; returns the step's event-log line (fault lines follow it in the
     /// log).
     pub async fn step(&mut self) -> Result<String, WorldError> {
+        self.step_lines.clear();
         let before = self.faults.clone();
         // Harness work (turning faults on or off, the workload) runs with the API server's
         // injected faults off; a new mix's rates are what is resumed afterwards.
@@ -374,6 +391,16 @@ impl World {
                 count(&mut self.faults, faults::CONTROLLER_CRASH, 1);
             }
         }
+        if controllers.leaders > 1 {
+            // Leader election's safety: two replicas acting at once can launch twice for one pod
+            // or race a drain.
+            let now = self.now();
+            self.invariants.record(
+                "single-leader",
+                format!("{} replicas led in the same step", controllers.leaders),
+                now,
+            );
+        }
         let controller = controllers.report;
         let saved = self.suspend_api_faults();
         let observation = Observation::read(
@@ -387,6 +414,13 @@ impl World {
         let observation = observation?;
         self.track(&observation);
         self.invariants.check(&observation, self.now());
+        self.catalogue.check(
+            &self.api,
+            &self.cloud,
+            &observation,
+            self.now(),
+            &mut self.invariants,
+        );
         // Names the run chose (generated by the seeded API server) make the log seed-specific.
         let created = controller
             .as_ref()
@@ -474,6 +508,12 @@ impl World {
             self.recent.pop_front();
         }
         self.recent.push_back(line.to_string());
+        self.step_lines.push(line.to_string());
+    }
+
+    /// Every event-log line the last step appended: its step line, then what faults did.
+    pub fn last_step_log(&self) -> &[String] {
+        &self.step_lines
     }
 
     /// The last event-log lines (at most [`RECENT_LINES_MAX`]), oldest first: what happened just
@@ -635,6 +675,23 @@ impl World {
             self.step().await?;
             progress(self.elapsed().as_secs().min(total), total);
         }
+        self.finish(duration).await
+    }
+
+    /// The history-based invariants and what they counted (spot warnings, capacity errors...).
+    pub fn catalogue(&self) -> &Catalogue {
+        &self.catalogue
+    }
+
+    /// Tells the invariants that the harness is about to terminate `instance_id` itself (an
+    /// instance terminated outside Karpenter), so it is not counted against the controller.
+    pub fn note_external_termination(&mut self, instance_id: &str) {
+        self.catalogue.note_external_termination(instance_id);
+    }
+
+    /// Ends a run driven step by step: the end-of-run checks (liveness) and the report of
+    /// `simulated` seconds.
+    pub async fn finish(&mut self, simulated: Duration) -> Result<Report, WorldError> {
         let saved = self.suspend_api_faults();
         let observation = Observation::read(
             &mut self.observer,
@@ -646,7 +703,7 @@ impl World {
         self.resume_api_faults(saved);
         let observation = observation?;
         self.invariants.finish(&observation);
-        Ok(self.report(&observation, duration))
+        Ok(self.report(&observation, simulated))
     }
 
     fn report(&self, observation: &Observation, duration: Duration) -> Report {
@@ -660,10 +717,13 @@ impl World {
             }
         };
         let mut launched_by: BTreeMap<String, usize> = BTreeMap::new();
-        for (instance_type, ct) in self.instances_seen.values() {
-            *launched_by
-                .entry(format!("{instance_type}/{}", ct.label()))
-                .or_insert(0) += 1;
+        let mut terminated_by: BTreeMap<String, usize> = BTreeMap::new();
+        for (id, (instance_type, ct)) in &self.instances_seen {
+            let kind = format!("{instance_type}/{}", ct.label());
+            if !observation.instances.contains_key(id) {
+                *terminated_by.entry(kind.clone()).or_insert(0) += 1;
+            }
+            *launched_by.entry(kind).or_insert(0) += 1;
         }
         Report {
             seed: self.seed,
@@ -683,6 +743,7 @@ impl World {
                 launched: self.instances_seen.len(),
                 terminated: self.terminated_seen,
                 launched_by_type: launched_by,
+                terminated_by_type: terminated_by,
             },
             faults_injected: self.faults.clone(),
             cost_dollars: self.cloud.cost_report().total_dollars,

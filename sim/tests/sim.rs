@@ -10,6 +10,8 @@ use karpenter_sim::apiserver::{ApiServer, ApiServerConfig};
 
 #[path = "sim/apiserver.rs"]
 mod apiserver;
+#[path = "sim/invariants.rs"]
+mod invariants;
 #[path = "sim/kubelet.rs"]
 mod kubelet;
 #[path = "sim/reflector.rs"]
@@ -18,6 +20,8 @@ mod reflector;
 mod scheduler;
 #[path = "sim/standin_fake.rs"]
 mod standin_fake;
+#[path = "sim/swarm.rs"]
+mod swarm;
 #[path = "sim/world.rs"]
 mod world;
 

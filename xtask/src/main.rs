@@ -1,8 +1,10 @@
 //! `cargo xtask <command>`: the project's entry points, so that CI, the README and developers run
 //! exactly the same steps.
 //!
-//! - `cargo xtask test`: format check, clippy (`-D warnings`), CRD staleness check, every test.
+//! - `cargo xtask test`: format check, clippy (`-D warnings`), CRD staleness check, a replayed
+//!   simulation, a 100-seed swarm, every test.
 //! - `cargo xtask crds`: regenerate `crds/` and `charts/karpenter/crds/` from the API types.
+//! - `cargo xtask sim [ARGS]`: `karpenter-sim` built with `--cfg madsim` (`run`, `swarm`, ...).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -117,6 +119,7 @@ fn test(root: &Path) -> Result<(), String> {
         )?;
     }
     sim_determinism(root)?;
+    sim_swarm(root)?;
     // Last, so that its summary is the run's closing line.
     run_tests(root)
 }
@@ -266,8 +269,16 @@ fn bench(root: &Path, json: Option<&Path>, sizes: &[usize]) -> Result<(), String
     }
 }
 
-/// Where the `--cfg madsim` build lives: RUSTFLAGS change every fingerprint, so it gets its own.
+/// Where the `--cfg madsim` build lives: RUSTFLAGS change every fingerprint, so it gets its own
+/// (`KARPENTER_SIM_TARGET_DIR` overrides it, e.g. to share one build between worktrees).
 const MADSIM_TARGET_DIR: &str = "target/madsim";
+
+fn madsim_target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("KARPENTER_SIM_TARGET_DIR") {
+        Some(dir) => root.join(dir),
+        None => root.join(MADSIM_TARGET_DIR),
+    }
+}
 
 /// Builds `karpenter-sim` under madsim (release: a 2-hour scenario runs in seconds) and runs it.
 fn sim(root: &Path, args: &[String]) -> Result<(), String> {
@@ -287,8 +298,10 @@ fn sim(root: &Path, args: &[String]) -> Result<(), String> {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".to_string());
+    let target_dir = madsim_target_dir(root);
     eprintln!(
-        "xtask: simulation build: cargo build --release -p karpenter-sim (--cfg madsim, {MADSIM_TARGET_DIR})"
+        "xtask: simulation build: cargo build --release -p karpenter-sim (--cfg madsim, {})",
+        target_dir.display()
     );
     let status = Command::new("cargo")
         .args([
@@ -300,8 +313,8 @@ fn sim(root: &Path, args: &[String]) -> Result<(), String> {
             "--bin",
             "karpenter-sim",
             "--target-dir",
-            MADSIM_TARGET_DIR,
         ])
+        .arg(&target_dir)
         .env("RUSTFLAGS", "--cfg madsim")
         .env("KARPENTER_SIM_COMMIT", &commit)
         .current_dir(root)
@@ -310,7 +323,7 @@ fn sim(root: &Path, args: &[String]) -> Result<(), String> {
     if !status.success() {
         return Err("simulation build".to_string());
     }
-    let binary = root.join(MADSIM_TARGET_DIR).join("release/karpenter-sim");
+    let binary = target_dir.join("release/karpenter-sim");
     let status = Command::new(binary)
         .args(&args)
         .current_dir(root)
@@ -328,7 +341,7 @@ fn sim(root: &Path, args: &[String]) -> Result<(), String> {
 fn sim_determinism(root: &Path) -> Result<(), String> {
     let mut hashes = Vec::new();
     for attempt in 0..2 {
-        let report = root.join(format!("target/madsim/determinism-{attempt}.json"));
+        let report = madsim_target_dir(root).join(format!("determinism-{attempt}.json"));
         let report_arg = report.to_string_lossy().to_string();
         sim(
             root,
@@ -367,4 +380,30 @@ fn sim_determinism(root: &Path) -> Result<(), String> {
         hashes[0]
     );
     Ok(())
+}
+
+/// Seeds the test run's swarm covers (default phases: 30 simulated minutes of faults, then up to
+/// 20 to settle; about 50 s of wall time on two cores with two jobs).
+const TEST_SWARM_SEEDS: &str = "1..100";
+
+/// Runs the swarm over [`TEST_SWARM_SEEDS`] under madsim and fails on any failing seed (each
+/// printed with its replay command; event logs in `target/swarm/`).
+fn sim_swarm(root: &Path) -> Result<(), String> {
+    let summary = madsim_target_dir(root).join("swarm.json");
+    sim(
+        root,
+        &[
+            "swarm",
+            "--seeds",
+            TEST_SWARM_SEEDS,
+            "--jobs",
+            "2",
+            "--json",
+            &summary.to_string_lossy(),
+        ]
+        .map(String::from),
+    )
+    .map_err(|_| {
+        format!("simulation swarm (seeds {TEST_SWARM_SEEDS}; see the replay commands above)")
+    })
 }

@@ -2,6 +2,8 @@
 //! fakecloud, and reports what happened.
 //!
 //! `karpenter-sim run --seed N --scenario NAME [--duration 2h] [--json FILE]`
+//! `karpenter-sim swarm --seeds 1..1000 [--jobs N] [--scenario NAME] [--safety 30m]
+//!   [--liveness 20m] [--faults drawn|none|a,b] [--bug NAME] [--json FILE] [--logs DIR]`
 //! `karpenter-sim scenarios`
 
 use std::io::{IsTerminal, Write};
@@ -10,8 +12,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use karpenter_sim::bugs::Bug;
 use karpenter_sim::report::Report;
 use karpenter_sim::scenario::{BUILTIN, Scenario};
+use karpenter_sim::swarm::{
+    self, DETERMINISM_EVERY_DEFAULT, FAULTS, SeedOutcome, Selection, Summary, SwarmConfig,
+};
 use karpenter_sim::world::World;
 
 #[derive(Parser)]
@@ -40,6 +46,41 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Swarm testing: every seed draws its faults, runs a safety phase (faults on, invariants
+    /// checked every step) then a liveness phase (faults off, the cluster must settle by the
+    /// deadline). Exits non-zero if any seed failed.
+    Swarm {
+        /// Seeds, `A..B` inclusive (`17..17` is one seed) or one `N`.
+        #[arg(long, default_value = "1..100")]
+        seeds: String,
+        /// Seeds run in parallel (threads, each seed its own world and runtime).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// A built-in scenario name or a scenario file.
+        #[arg(long, default_value = "default")]
+        scenario: String,
+        /// Simulated time with faults on.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "30m")]
+        safety: Duration,
+        /// Simulated time the cluster has to settle once faults are off.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "20m")]
+        liveness: Duration,
+        /// `drawn` (each fault on or off per seed), `none`, or the faults to switch on.
+        #[arg(long, default_value = "drawn")]
+        faults: Selection,
+        /// A deliberately broken behaviour (test-only; shows an invariant catches it).
+        #[arg(long, default_value = "none")]
+        bug: Bug,
+        /// Seeds divisible by this run twice and must write the same event log (0: none).
+        #[arg(long, default_value_t = DETERMINISM_EVERY_DEFAULT)]
+        determinism_every: u64,
+        /// Also write the summary as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Where failing seeds' event logs are written.
+        #[arg(long, default_value = "target/swarm")]
+        logs: PathBuf,
+    },
     /// List the built-in scenarios.
     Scenarios,
 }
@@ -61,7 +102,180 @@ fn main() -> ExitCode {
             duration,
             json,
         } => run(seed, &scenario, duration, json),
+        Command::Swarm {
+            seeds,
+            jobs,
+            scenario,
+            safety,
+            liveness,
+            faults,
+            bug,
+            determinism_every,
+            json,
+            logs,
+        } => {
+            let seeds = match swarm::parse_seeds(&seeds) {
+                Ok(seeds) => seeds,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    return ExitCode::from(2);
+                }
+            };
+            let loaded = match Scenario::load(&scenario) {
+                Ok(s) => s,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    return ExitCode::from(2);
+                }
+            };
+            let mut config = SwarmConfig::new(loaded, &scenario);
+            config.safety = safety;
+            config.liveness = liveness;
+            config.faults = faults;
+            config.bug = bug;
+            config.determinism_every = determinism_every;
+            run_swarm(&config, &seeds, jobs, json, &logs)
+        }
     }
+}
+
+fn run_swarm(
+    config: &SwarmConfig,
+    seeds: &[u64],
+    jobs: usize,
+    json: Option<PathBuf>,
+    logs: &std::path::Path,
+) -> ExitCode {
+    let commit = option_env!("KARPENTER_SIM_COMMIT").unwrap_or("unknown");
+    println!(
+        "swarm: scenario={} seeds={}..{} ({}) safety={} liveness={} faults={} bug={} jobs={jobs} commit={commit}",
+        config.scenario_arg,
+        seeds.first().copied().unwrap_or(0),
+        seeds.last().copied().unwrap_or(0),
+        seeds.len(),
+        humantime::format_duration(config.safety),
+        humantime::format_duration(config.liveness),
+        config.faults,
+        config.bug,
+    );
+    let terminal = std::io::stderr().is_terminal();
+    let progress = |done: usize, total: usize| {
+        if terminal {
+            eprint!("\r[swarm] {done}/{total} seeds");
+            let _ = std::io::stderr().flush();
+            if done == total {
+                eprintln!();
+            }
+        }
+    };
+    let started = wall_now();
+    let outcomes = match swarm::run_swarm(config, seeds, jobs, &progress) {
+        Ok(outcomes) => outcomes,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut summary = Summary::of(config, &outcomes);
+    summary.wall_seconds = wall_now()
+        .duration_since(started)
+        .unwrap_or_default()
+        .as_secs_f64();
+    for (failed, outcome) in summary
+        .failed
+        .iter_mut()
+        .zip(outcomes.iter().filter(|o| !o.passed()))
+    {
+        match write_seed_log(config, outcome, logs) {
+            Ok(path) => failed.log = Some(path),
+            Err(err) => eprintln!(
+                "error: cannot write the event log of seed {}: {err}",
+                outcome.seed
+            ),
+        }
+    }
+    print_summary(&summary, &outcomes);
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&summary).unwrap_or_default();
+        if let Err(err) = std::fs::write(&path, text + "\n") {
+            eprintln!("error: cannot write {}: {err}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if summary.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Writes a failed seed's event log (one line per step) with a header saying how to replay it.
+fn write_seed_log(
+    config: &SwarmConfig,
+    outcome: &SeedOutcome,
+    dir: &std::path::Path,
+) -> std::io::Result<String> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("seed-{}.log", outcome.seed));
+    let mut text = format!(
+        "# seed={} scenario={} bug={} faults on: [{}]\n# replay: {}\n",
+        outcome.seed,
+        config.scenario_arg,
+        config.bug,
+        outcome.faults_on.join(","),
+        config.replay(outcome.seed)
+    );
+    for v in &outcome.violations {
+        text += &format!("# {} ({} times): {}\n", v.invariant, v.count, v.first);
+    }
+    for line in &outcome.log {
+        text += line;
+        text += "\n";
+    }
+    std::fs::write(&path, text)?;
+    Ok(path.display().to_string())
+}
+
+fn print_summary(summary: &Summary, outcomes: &[SeedOutcome]) {
+    println!("{:<20} {:>8} {:>10}", "fault", "seeds on", "fired");
+    for fault in FAULTS {
+        println!(
+            "{fault:<20} {:>8} {:>10}",
+            summary.faults_on.get(fault).copied().unwrap_or(0),
+            summary.faults_fired.get(fault).copied().unwrap_or(0)
+        );
+    }
+    for failed in &summary.failed {
+        println!(
+            "FAILED seed {}: {}: {}",
+            failed.seed, failed.invariant, failed.first
+        );
+        for other in failed.invariants.iter().skip(1) {
+            println!(
+                "  also {} ({} times): {}",
+                other.invariant, other.count, other.first
+            );
+        }
+        println!("  faults on: [{}]", failed.faults_on.join(","));
+        if let Some(log) = &failed.log {
+            println!("  log: {log}");
+        }
+        println!("  replay: {}", failed.replay);
+    }
+    println!(
+        "interruption-rehomed: {} checks, {} excused (no capacity during the notice)",
+        summary.rehome_checked, summary.rehome_excused
+    );
+    let simulated: f64 = outcomes.iter().map(|o| o.simulated.as_secs_f64()).sum();
+    println!(
+        "passed: {}/{} seeds; determinism checked on {}; liveness settled within {} s at most",
+        summary.passed, summary.seeds, summary.determinism_checked, summary.settle_seconds_max
+    );
+    println!(
+        "time: {:.0} simulated minutes in {:.1} wall seconds",
+        simulated / 60.0,
+        summary.wall_seconds
+    );
 }
 
 fn run(seed: u64, name: &str, duration: Option<Duration>, json: Option<PathBuf>) -> ExitCode {
@@ -139,23 +353,7 @@ fn execute(seed: u64, scenario: Scenario, duration: Option<Duration>) -> Result<
             .await
             .map_err(|e| e.to_string())
     };
-    block_on(seed, future)
-}
-
-#[cfg(madsim)]
-fn block_on<T>(seed: u64, future: impl std::future::Future<Output = T>) -> T {
-    madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default()).block_on(future)
-}
-
-#[cfg(not(madsim))]
-fn block_on<T>(_seed: u64, future: impl std::future::Future<Output = T>) -> T {
-    // Time is the world's clock; tokio is only there for the few injected-latency sleeps.
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds")
-        .block_on(future)
+    swarm::block_on(seed, future)?
 }
 
 fn print_report(report: &Report) {
@@ -172,7 +370,13 @@ fn print_report(report: &Report) {
         report.nodes.launched, report.nodes.terminated
     );
     for (kind, count) in &report.nodes.launched_by_type {
-        println!("  {kind}: {count}");
+        let gone = report
+            .nodes
+            .terminated_by_type
+            .get(kind)
+            .copied()
+            .unwrap_or(0);
+        println!("  {kind}: {count} launched, {gone} terminated");
     }
     if !report.faults_injected.is_empty() {
         let faults: Vec<String> = report
@@ -192,7 +396,7 @@ fn print_report(report: &Report) {
     println!("invariants:");
     for i in &report.invariants {
         println!(
-            "  {:<22} {}{}",
+            "  {:<26} {}{}",
             i.name,
             if i.held { "held" } else { "VIOLATED" },
             i.first

@@ -29,10 +29,16 @@ pub(crate) struct Workloads {
 }
 
 /// A pod of `owner` (a Deployment or a batch), labelled `app: <owner>`.
-pub(crate) fn pod(name: &str, owner: &str, cpu: &str, memory: &str) -> Value {
+pub(crate) fn pod(
+    name: &str,
+    owner: &str,
+    cpu: &str,
+    memory: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": owner}},
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": owner}, "annotations": annotations},
         "spec": {"containers": [{"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
         "status": {"phase": "Pending"}
     })
@@ -88,8 +94,11 @@ impl Workloads {
             if let Some(b) = &event.batch {
                 for i in 0..b.pods {
                     let name = format!("{}-{i}", b.name);
-                    api.create(&ResourceKind::POD, pod(&name, &b.name, &b.cpu, &b.memory))
-                        .await?;
+                    api.create(
+                        &ResourceKind::POD,
+                        pod(&name, &b.name, &b.cpu, &b.memory, &BTreeMap::new()),
+                    )
+                    .await?;
                     let ends = now
                         .saturating_add(
                             jiff::SignedDuration::try_from(b.run_for).unwrap_or_default(),
@@ -131,7 +140,10 @@ impl Workloads {
                 let name = format!("{}-{next}", d.name);
                 next += 1;
                 match api
-                    .create(&ResourceKind::POD, pod(&name, &d.name, &d.cpu, &d.memory))
+                    .create(
+                        &ResourceKind::POD,
+                        pod(&name, &d.name, &d.cpu, &d.memory, &d.annotations),
+                    )
                     .await
                 {
                     Ok(_) => mine.push(name),

@@ -117,14 +117,26 @@ fn spot_capacity_errors_fall_back_to_on_demand_and_still_converge() {
 #[test]
 fn slow_and_never_booting_instances_are_replaced_and_nothing_leaks() {
     let s = scenario(
-        "m5.large, m5.xlarge",
-        "cloud:\n  neverBootFraction: 0.5\n  slowBootFraction: 0.3\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 4, cpu: 500m, memory: 512Mi}\n",
+        "m5.large",
+        "cloud:\n  neverBootFraction: 0.3\n  slowBootFraction: 0.3\nworkloads:\n  - at: 0s\n    deployment: {name: web, replicas: 8, cpu: 500m, memory: 512Mi}\n",
     );
+    // Each never-booting instance costs the 15-minute registration timeout before its
+    // replacement launches, and a replacement may itself never boot: an hour allows a chain.
+    let mut replaced = 0;
     for seed in [11, 12, 13] {
-        let report = run(seed, s.clone(), Duration::from_secs(45 * 60));
+        let report = run(seed, s.clone(), Duration::from_secs(60 * 60));
         assert!(report.converged, "seed {seed}: {report:?}");
         assert!(report.passed(), "seed {seed}: {:?}", report.invariants);
+        replaced += report.nodes.terminated;
+        // Terminated instances are counted by type too.
+        assert_eq!(
+            report.nodes.terminated_by_type.values().sum::<usize>(),
+            report.nodes.terminated,
+            "seed {seed}: {:?}",
+            report.nodes
+        );
     }
+    assert!(replaced > 0, "some never-booting instance was replaced");
 }
 
 #[test]
@@ -220,7 +232,7 @@ async fn world(seed: u64, scenario: Scenario) -> World {
 
 /// Steps until `elapsed` is reached.
 async fn run_until(world: &mut World, elapsed: Duration) {
-    while world.elapsed_time() < elapsed {
+    while world.elapsed() < elapsed {
         world.step().await.expect("step");
     }
 }
@@ -422,7 +434,7 @@ fn a_drain_blocked_by_a_pdb_proceeds_when_the_termination_grace_period_expires()
             world.set_faults(mix);
             run_until(&mut world, Duration::from_secs(5 * 60)).await;
             let (claim, instance) = delete_busiest_claim(&world, "web").await;
-            let deleted_at = world.elapsed_time();
+            let deleted_at = world.elapsed();
             let on_node = |world: &World| {
                 let nodes = node_instances(world);
                 pods(world)
@@ -513,13 +525,13 @@ fn a_controller_killed_mid_drain_finishes_the_drain_after_restart() {
             let (claim, instance) = delete_busiest_claim(&world, "web").await;
             let mut mix = FaultMix::none();
             mix.controller_crash = Some(ControllerCrash {
-                at: vec![world.elapsed_time()],
+                at: vec![world.elapsed()],
                 every: None,
                 downtime: Duration::from_secs(30),
                 point: CrashPoint::AfterEviction,
             });
             world.set_faults(mix);
-            let deleted_at = world.elapsed_time();
+            let deleted_at = world.elapsed();
             run_until(&mut world, deleted_at + Duration::from_secs(60)).await;
             assert_eq!(
                 tally(world.faults_injected(), faults::CONTROLLER_CRASH),
@@ -654,18 +666,18 @@ fn leader_failover_keeps_one_leader_and_the_standby_takes_over() {
             // The failover: the leader dies; nobody leads until the lease expires.
             let mut killed_at = None;
             let mut took_over_at = None;
-            while world.elapsed_time() < Duration::from_secs(20 * 60) {
+            while world.elapsed() < Duration::from_secs(20 * 60) {
                 world.step().await.expect("step");
                 if killed_at.is_none()
                     && tally(world.faults_injected(), faults::LEADER_FAILOVER) == 1
                 {
-                    killed_at = Some(world.elapsed_time());
+                    killed_at = Some(world.elapsed());
                 }
                 if took_over_at.is_none()
                     && killed_at.is_some()
                     && world.controllers().leader() == Some("karpenter-1-0")
                 {
-                    took_over_at = Some(world.elapsed_time());
+                    took_over_at = Some(world.elapsed());
                 }
             }
             let killed_at = killed_at.expect("the leader was killed");

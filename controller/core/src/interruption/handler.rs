@@ -46,6 +46,12 @@ use crate::seams::{Clock, KubeApi, KubeApiExt, KubeError, Retryable, Sqs, SqsErr
 /// replacements are planned in one provisioning pass, while a flooded queue cannot stall the
 /// other controllers.
 pub const RECEIVE_BATCHES_PER_STEP_MAX: usize = 10;
+/// Attempts at acting on one message within a poll before it is left for redelivery. A message
+/// left in the queue comes back only after its visibility timeout (30 s by default), a quarter of
+/// a spot instance's two-minute notice: one transient API error (a 5xx, a conflict) must not cost
+/// that. (Found by the simulation swarm: a single conflict on the claim's annotation patch delayed
+/// the replacement past the reclaim.)
+pub const ACT_ATTEMPTS_MAX: u32 = 3;
 /// Eviction of a spot-interrupted node starts at the latest this long after the warning's time,
 /// replacement ready or not: EC2 reclaims the instance 2 minutes after the warning, and this
 /// leaves the remaining 30 s for pods to shut down gracefully (Kubernetes' default
@@ -206,7 +212,19 @@ impl InterruptionHandler {
         };
         let kind = parsed.kind();
         self.received(kind.label());
-        let outcome = match self.act(&parsed, claims).await {
+        // Actions are idempotent, so a transient failure is retried at once: left for redelivery,
+        // the message would come back only after its visibility timeout.
+        let mut attempt = 1;
+        let acted = loop {
+            match self.act(&parsed, claims).await {
+                Err(err) if err.is_retryable() && attempt < ACT_ATTEMPTS_MAX => {
+                    tracing::debug!(message_id = %message.message_id, %err, attempt, "acting on an interruption message failed; retrying");
+                    attempt += 1;
+                }
+                result => break result,
+            }
+        };
+        let outcome = match acted {
             Ok(outcome) => outcome,
             Err(err) if err.is_retryable() => {
                 tracing::info!(message_id = %message.message_id, %err, "acting on an interruption message failed; leaving it for redelivery");

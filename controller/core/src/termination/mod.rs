@@ -559,31 +559,14 @@ impl Termination {
             self.remove_node_finalizer(node, &nodepool, started, now)
                 .await?;
         }
-        let finalizers: Vec<String> = claim
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f != TERMINATION_FINALIZER)
-            .collect();
-        match self
-            .kube
-            .patch(
-                &ResourceKind::NODE_CLAIM,
-                &ObjectKey::cluster(claim.metadata.name.clone().unwrap_or_default()),
-                &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
-            )
-            .await
+        if self
+            .drop_finalizer(&ResourceKind::NODE_CLAIM, &claim.metadata)
+            .await?
         {
-            Ok(_) => {
-                self.metrics
-                    .nodeclaims_terminated
-                    .get_or_create(&Metrics::nodepool(&nodepool))
-                    .inc();
-            }
-            Err(KubeError::NotFound(_)) => {}
-            Err(err) => return Err(err.into()),
+            self.metrics
+                .nodeclaims_terminated
+                .get_or_create(&Metrics::nodepool(&nodepool))
+                .inc();
         }
         Ok(Stage::Terminated)
     }
@@ -1144,33 +1127,44 @@ impl Termination {
         if !has_finalizer(node.metadata.finalizers.as_ref()) {
             return Ok(());
         }
-        let finalizers: Vec<String> = node
-            .metadata
+        if self
+            .drop_finalizer(&ResourceKind::NODE, &node.metadata)
+            .await?
+        {
+            let labels = Metrics::nodepool(nodepool);
+            self.metrics.nodes_terminated.get_or_create(&labels).inc();
+            self.metrics
+                .nodes_termination_duration
+                .get_or_create(&labels)
+                .observe(now.duration_since(started).as_secs_f64().max(0.0));
+        }
+        Ok(())
+    }
+
+    /// Removes `karpenter.sh/termination` from a Node's or NodeClaim's finalizers. Returns
+    /// whether this write removed it (`false` when the object is already gone).
+    async fn drop_finalizer(
+        &self,
+        kind: &ResourceKind,
+        metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Result<bool, KubeError> {
+        let finalizers: Vec<&String> = metadata
             .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f != TERMINATION_FINALIZER)
+            .iter()
+            .flatten()
+            .filter(|f| *f != TERMINATION_FINALIZER)
             .collect();
         match self
             .kube
             .patch(
-                &ResourceKind::NODE,
-                &ObjectKey::cluster(node.metadata.name.clone().unwrap_or_default()),
+                kind,
+                &ObjectKey::cluster(metadata.name.clone().unwrap_or_default()),
                 &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
             )
             .await
         {
-            Ok(_) => {
-                let labels = Metrics::nodepool(nodepool);
-                self.metrics.nodes_terminated.get_or_create(&labels).inc();
-                self.metrics
-                    .nodes_termination_duration
-                    .get_or_create(&labels)
-                    .observe(now.duration_since(started).as_secs_f64().max(0.0));
-                Ok(())
-            }
-            Err(KubeError::NotFound(_)) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(KubeError::NotFound(_)) => Ok(false),
             Err(err) => Err(err),
         }
     }

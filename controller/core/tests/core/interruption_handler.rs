@@ -261,14 +261,42 @@ fn a_duplicate_message_causes_one_action() {
 }
 
 #[test]
+fn a_transient_failure_is_retried_in_the_same_poll() {
+    // Regression (found by the swarm): one conflict on the annotation patch left a spot warning
+    // for redelivery, 30 s of the two-minute notice lost before the replacement was planned.
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
+    q.kube.fail_next_writes([
+        KubeError::Conflict("the object has been modified".into()),
+        KubeError::Unavailable("etcd timeout".into()),
+    ]);
+    let report = q.poll();
+    assert_eq!(
+        report.messages[0].1,
+        Outcome::Deleted {
+            kind: karpenter_core::interruption::messages::Kind::SpotInterrupted,
+            claims: vec!["default-a".into()]
+        }
+    );
+    assert_eq!(report.deleted, 1);
+    assert_eq!(q.cloud.queue_depth(), 0);
+    assert!(q.claim("default-a").metadata.deletion_timestamp.is_some());
+}
+
+#[test]
 fn a_retryable_failure_leaves_the_message_for_redelivery() {
     let q = queue();
     q.kube
         .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
     q.cloud
         .inject_message(&state_change("i-0a", "stopping", q.clock.now()));
-    q.kube
-        .fail_next_writes([KubeError::Unavailable("etcd timeout".into())]);
+    // Every attempt of the poll fails.
+    q.kube.fail_next_writes(
+        (0..karpenter_core::interruption::handler::ACT_ATTEMPTS_MAX)
+            .map(|_| KubeError::Unavailable("etcd timeout".into())),
+    );
     let report = q.poll();
     assert!(matches!(report.messages[0].1, Outcome::Retry(_)));
     assert_eq!(report.deleted, 0);

@@ -1,0 +1,200 @@
+//! Bug injection: for each invariant, a deliberately broken behaviour switched on in the
+//! simulation (never in the controller; see `karpenter_sim::bugs`) and a seed showing the
+//! invariant catches it. Each test checks three things:
+//! 1. without the bug the same seed holds the invariant (the bug, not the scenario, is caught);
+//! 2. with the bug the invariant is violated;
+//! 3. the replay command the swarm prints for that seed, read back, reproduces the same violation.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use karpenter_sim::bugs::Bug;
+use karpenter_sim::scenario::Scenario;
+use karpenter_sim::swarm::{self, SeedOutcome, Selection, SwarmConfig};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the sim crate lives in the workspace")
+        .to_path_buf()
+}
+
+/// A swarm over one of `sim/scenarios/invariants/`, with exactly `faults` on.
+fn config(file: &str, faults: &str, safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
+    let arg = format!("sim/scenarios/invariants/{file}");
+    let scenario = Scenario::load(&root().join(&arg).to_string_lossy()).expect("scenario loads");
+    let mut config = SwarmConfig::new(scenario, &arg);
+    config.faults = faults.parse::<Selection>().expect("fault names");
+    config.safety = Duration::from_secs(safety_minutes * 60);
+    config.liveness = Duration::from_secs(liveness_minutes * 60);
+    config.determinism_every = 0;
+    config
+}
+
+fn violation<'a>(outcome: &'a SeedOutcome, invariant: &str) -> Option<&'a str> {
+    outcome
+        .violations
+        .iter()
+        .find(|v| v.invariant == invariant)
+        .map(|v| v.first.as_str())
+}
+
+/// The three checks of the module docs, for `invariant`, `bug` and `seed`.
+fn catches(mut config: SwarmConfig, bug: Bug, invariant: &str, seed: u64) {
+    let clean = swarm::run_seed(&config, seed);
+    assert_eq!(
+        violation(&clean, invariant),
+        None,
+        "seed {seed} without the bug must hold {invariant}: {:?}",
+        clean.violations
+    );
+    config.bug = bug;
+    let buggy = swarm::run_seed(&config, seed);
+    let first = violation(&buggy, invariant).unwrap_or_else(|| {
+        panic!(
+            "bug {bug} must violate {invariant} on seed {seed}; got {:?}",
+            buggy.violations
+        )
+    });
+    assert!(!buggy.log.is_empty(), "a failed seed keeps its event log");
+    let replay = config.replay(seed);
+    assert!(
+        replay.contains(&format!("--bug {bug}")),
+        "the replay names the bug: {replay}"
+    );
+    let (replayed, seeds) = swarm::from_replay(&replay, &root()).expect("replay parses");
+    assert_eq!(seeds, vec![seed], "{replay}");
+    let again = swarm::run_seed(&replayed, seed);
+    assert_eq!(
+        violation(&again, invariant),
+        Some(first),
+        "`{replay}` reproduces the violation"
+    );
+    assert_eq!(again.event_log_sha256, buggy.event_log_sha256, "{replay}");
+}
+
+#[test]
+fn nodepool_limits_catches_limits_hidden_from_the_controller() {
+    let config = config("tight-limits.yaml", "none", 10, 5);
+    catches(config, Bug::HideNodePoolLimits, "nodepool-limits", 1);
+}
+
+#[test]
+fn no_leaked_instances_catches_dropped_terminations() {
+    let config = config("never-boot.yaml", "none", 20, 5);
+    catches(config, Bug::DropTerminations, "no-leaked-instances", 1);
+}
+
+#[test]
+fn pods_fit_nodes_catches_an_overcommitting_scheduler() {
+    let config = config("web.yaml", "none", 5, 5);
+    catches(config, Bug::SchedulerOvercommit, "pods-fit-nodes", 1);
+}
+
+#[test]
+fn drained_before_terminate_catches_instances_terminated_before_the_drain() {
+    let config = config("spot-drain.yaml", "none", 15, 10);
+    catches(
+        config,
+        Bug::TerminateOnClaimDelete,
+        "drained-before-terminate",
+        1,
+    );
+}
+
+#[test]
+fn pdb_respected_catches_evictions_turned_into_deletes() {
+    let config = config("pdb-drain.yaml", "none", 15, 10);
+    catches(config, Bug::EvictionsAsDeletes, "pdb-respected", 2);
+}
+
+#[test]
+fn do_not_disrupt_respected_catches_a_hidden_annotation() {
+    let config = config("do-not-disrupt-drain.yaml", "none", 15, 10);
+    catches(config, Bug::HideDoNotDisrupt, "do-not-disrupt-respected", 3);
+}
+
+#[test]
+fn claim_storm_catches_launch_retries_minting_claims() {
+    let config = config("no-capacity.yaml", "none", 5, 1);
+    catches(config, Bug::MintClaimOnFailedLaunch, "claim-storm", 1);
+}
+
+#[test]
+fn interruption_rehomed_catches_dropped_interruption_messages() {
+    let config = config("spot-drain.yaml", "none", 15, 10);
+    catches(
+        config,
+        Bug::DropInterruptionMessages,
+        "interruption-rehomed",
+        2,
+    );
+}
+
+#[test]
+fn claims_progress_catches_lost_registration_timeouts() {
+    let config = config("never-boot.yaml", "none", 20, 5);
+    catches(config, Bug::KeepUnregisteredClaims, "claims-progress", 2);
+}
+
+#[test]
+fn termination_progress_catches_ignored_terminations() {
+    let config = config("never-boot.yaml", "none", 25, 10);
+    catches(config, Bug::IgnoreTerminations, "termination-progress", 3);
+}
+
+#[test]
+fn pods_scheduled_catches_pending_pods_hidden_from_the_controller() {
+    let config = config("web.yaml", "none", 15, 5);
+    catches(config, Bug::HidePendingPods, "pods-scheduled", 1);
+}
+
+#[test]
+fn liveness_catches_pending_pods_hidden_from_the_controller() {
+    let config = config("web.yaml", "none", 5, 5);
+    catches(config, Bug::HidePendingPods, "liveness", 2);
+}
+
+#[test]
+fn single_leader_catches_candidates_blind_to_the_lease_holder() {
+    let config = config("web.yaml", "leader-failover", 10, 5);
+    catches(config, Bug::HideLeaseHolder, "single-leader", 1);
+}
+
+#[test]
+fn determinism_catches_a_world_that_differs_between_runs() {
+    let mut config = config("web.yaml", "none", 5, 5);
+    config.determinism_every = 1;
+    let clean = swarm::run_seed(&config, 4);
+    assert!(clean.determinism_checked);
+    assert_eq!(
+        violation(&clean, "determinism"),
+        None,
+        "{:?}",
+        clean.violations
+    );
+    config.bug = Bug::Nondeterministic;
+    let buggy = swarm::run_seed(&config, 4);
+    assert!(
+        violation(&buggy, "determinism").is_some(),
+        "{:?}",
+        buggy.violations
+    );
+    let replay = config.replay(4);
+    assert!(replay.contains("--determinism-every 1"), "{replay}");
+    let (replayed, _) = swarm::from_replay(&replay, &root()).expect("replay parses");
+    let again = swarm::run_seed(&replayed, 4);
+    assert!(
+        violation(&again, "determinism").is_some(),
+        "`{replay}` reproduces it: {:?}",
+        again.violations
+    );
+}
+
+#[test]
+fn every_bug_has_a_command_line_name() {
+    for bug in Bug::ALL {
+        assert_eq!(bug.name().parse::<Bug>().ok(), Some(bug));
+    }
+    assert!("no-such-bug".parse::<Bug>().is_err());
+}

@@ -1,0 +1,123 @@
+//! The swarm: seeds, fault draws, phases, parallelism and the summary.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use karpenter_sim::faults::FaultMix;
+use karpenter_sim::scenario::Scenario;
+use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
+
+fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
+    let mut config = SwarmConfig::new(Scenario::load("default").expect("built-in"), "default");
+    config.safety = Duration::from_secs(safety_minutes * 60);
+    config.liveness = Duration::from_secs(liveness_minutes * 60);
+    config
+}
+
+#[test]
+fn seeds_parse_inclusive_ranges_and_single_seeds() {
+    assert_eq!(swarm::parse_seeds("17..17").ok(), Some(vec![17]));
+    assert_eq!(swarm::parse_seeds("1..3").ok(), Some(vec![1, 2, 3]));
+    assert_eq!(swarm::parse_seeds("1..=3").ok(), Some(vec![1, 2, 3]));
+    assert_eq!(swarm::parse_seeds("5").ok(), Some(vec![5]));
+    assert!(swarm::parse_seeds("3..1").is_err());
+    assert!(swarm::parse_seeds("a..b").is_err());
+}
+
+#[test]
+fn fault_selections_parse_and_print_back() {
+    assert_eq!("drawn".parse::<Selection>().ok(), Some(Selection::Drawn));
+    let none = "none".parse::<Selection>().expect("none");
+    assert_eq!(none, Selection::Only(BTreeSet::new()));
+    let two = "spot-storm,ec2-5xx".parse::<Selection>().expect("two");
+    assert_eq!(two.to_string(), "ec2-5xx,spot-storm");
+    assert!("spot-storm,meteor".parse::<Selection>().is_err());
+}
+
+#[test]
+fn a_seed_draws_its_faults_the_same_way_every_time_and_seeds_differ() {
+    let draws: Vec<FaultMix> = (1..=40).map(FaultMix::draw).collect();
+    assert_eq!(draws[0], FaultMix::draw(1));
+    assert!(draws.windows(2).any(|w| w[0] != w[1]));
+    // Swarm testing: over 40 seeds every fault of the catalogue is both on and off somewhere.
+    for fault in FAULTS {
+        assert!(
+            draws.iter().any(|m| m.names().contains(&fault)),
+            "{fault} never on"
+        );
+        assert!(
+            draws.iter().any(|m| !m.names().contains(&fault)),
+            "{fault} never off"
+        );
+    }
+    // Forcing a set of faults on gives each the intensity the seed's draw gives it.
+    for seed in 1..=10 {
+        let drawn = FaultMix::draw(seed);
+        assert_eq!(FaultMix::draw_only(seed, &drawn.names()), drawn);
+    }
+    let storm = FaultMix::draw_only(7, &["spot-storm"]);
+    assert_eq!(storm.names(), vec!["spot-storm"]);
+    let both = FaultMix::draw_only(7, &["spot-storm", "ec2-throttle"]);
+    assert_eq!(storm.spot_storm, both.spot_storm);
+    assert!(storm.ec2_throttle.is_none() && both.ec2_throttle.is_some());
+}
+
+#[test]
+fn a_drawn_mix_goes_on_over_the_scenarios_own_faults() {
+    let scenario_faults = FaultMix::draw_only(3, &["pdb-never-allows", "spot-storm"]);
+    let drawn = FaultMix::draw_only(5, &["spot-storm", "api-5xx"]);
+    let merged = drawn.clone().or(scenario_faults.clone());
+    assert_eq!(
+        merged.names(),
+        vec!["spot-storm", "api-5xx", "pdb-never-allows"]
+    );
+    assert_eq!(merged.spot_storm, drawn.spot_storm, "the drawn one wins");
+    assert_eq!(merged.pdb_never_allows, scenario_faults.pdb_never_allows);
+}
+
+#[test]
+fn a_short_swarm_passes_and_its_output_does_not_depend_on_jobs() {
+    let mut config = short(10, 10);
+    config.determinism_every = 3;
+    let seeds = [1, 2, 3, 4];
+    let one = swarm::run_swarm(&config, &seeds, 1, &|_, _| {}).expect("swarm runs");
+    let two = swarm::run_swarm(&config, &seeds, 2, &|_, _| {}).expect("swarm runs");
+    assert_eq!(one, two, "results are sorted by seed whatever the threads");
+    for outcome in &one {
+        assert!(
+            outcome.passed(),
+            "seed {}: {:?}",
+            outcome.seed,
+            outcome.violations
+        );
+        assert!(outcome.log.is_empty(), "passing seeds drop their log");
+    }
+    assert!(one[2].determinism_checked && !one[0].determinism_checked);
+    let summary = Summary::of(&config, &one);
+    assert_eq!((summary.seeds, summary.passed), (4, 4));
+    assert!(summary.failed.is_empty());
+    assert_eq!(summary.determinism_checked, 1);
+    assert_eq!(summary.faults_fired.len(), FAULTS.len());
+    let json = serde_json::to_value(&summary).expect("serializes");
+    for key in ["seeds", "passed", "failed", "faultsFired", "faultsOn"] {
+        assert!(json.get(key).is_some(), "{key} in {json}");
+    }
+}
+
+#[test]
+fn the_default_replay_command_is_short_and_reads_back() {
+    let config = short(30, 20);
+    assert_eq!(
+        config.replay(17),
+        "cargo xtask sim swarm --seeds 17..17 --scenario default"
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (back, seeds) = swarm::from_replay(&config.replay(17), root).expect("parses");
+    assert_eq!(seeds, vec![17]);
+    assert_eq!(back.replay(17), config.replay(17));
+    let shorter = short(5, 10);
+    assert_eq!(
+        shorter.replay(3),
+        "cargo xtask sim swarm --seeds 3..3 --scenario default --safety 5m --liveness 10m"
+    );
+}

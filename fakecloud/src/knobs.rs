@@ -273,6 +273,12 @@ impl FakeCloud {
         self.current().delayed_calls
     }
 
+    /// The latency injected so far, summed over the delayed calls: how long callers waited on
+    /// EC2 and SQS beyond a normal answer (a simulation on a manual clock charges it to time).
+    pub fn delayed_total(&self) -> std::time::Duration {
+        self.current().delayed_total
+    }
+
     /// Every instance EC2 still knows, ignoring the consistency lag, sorted by id.
     pub fn instances(&self) -> Vec<Instance> {
         self.current()

@@ -134,6 +134,7 @@ impl FakeCloud {
                     .decide(operation, now, &state.config.faults, &mut state.rng.faults);
             if !decision.latency.is_zero() {
                 state.delayed_calls += 1;
+                state.delayed_total += decision.latency;
             }
             decision
         };

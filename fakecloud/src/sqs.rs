@@ -251,6 +251,7 @@ impl Sqs for FakeCloud {
             );
             if !decision.latency.is_zero() {
                 state.delayed_calls += 1;
+                state.delayed_total += decision.latency;
             }
             (decision, after(now, wait))
         };

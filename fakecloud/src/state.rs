@@ -44,6 +44,8 @@ pub(crate) struct State {
     pub calls: CallLog,
     /// Calls an injected latency delayed (what `FakeCloud::delayed_calls` reports).
     pub delayed_calls: u64,
+    /// The latency injected into those calls, summed.
+    pub delayed_total: std::time::Duration,
 }
 
 impl State {
@@ -79,6 +81,7 @@ impl State {
             faults: Faults::default(),
             calls: CallLog::new(config.call_log_len_max),
             delayed_calls: 0,
+            delayed_total: std::time::Duration::ZERO,
             queue: Queue::new(config.call_log_len_max),
             now,
             rng,

@@ -6,7 +6,7 @@
 //! | `spot-storm` | at given times or a seeded rate, a share of the live spot instances of one zone (optionally one instance type) get EC2's two-minute interruption warning at once |
 //! | `capacity-wave` | every pool of one zone (spot, on-demand or both) runs dry, and is restored after a while |
 //! | `slow-boot`, `never-boot` | a fraction of launched instances boot slowly (up to 10 min) or never |
-//! | `ec2-throttle`, `ec2-5xx`, `ec2-latency` | EC2 calls are throttled, fail with a 5xx, or are served late |
+//! | `ec2-throttle`, `ec2-5xx`, `ec2-latency` | EC2 calls are throttled, fail with a 5xx, or are served late (the controller's step then takes that long on the world's clock) |
 //! | `ec2-consistency-lag` | launched instances stay invisible to `DescribeInstances` for a while |
 //! | `sqs-duplicate`, `sqs-reorder`, `sqs-malformed` | interruption messages are delivered twice, out of order, or are garbage |
 //! | `api-conflict`, `api-5xx`, `api-watch-drop` | API-server writes conflict, calls fail with a 503, watches drop |

@@ -368,7 +368,10 @@ impl World {
         self.carry_out(fired, &mut fault_lines);
         let kubelet = self.kubelet.tick().await;
         let scheduler = self.scheduler.step().await;
+        let latency_before = self.cloud.delayed_total();
         let controllers = self.controllers.step().await;
+        // What the controller waited on injected EC2/SQS latency this step (`ec2-latency`).
+        let waited = self.cloud.delayed_total().saturating_sub(latency_before);
         for identity in &controllers.starts {
             fault_lines.push(format!(
                 "t={} controller {identity} started",
@@ -492,11 +495,16 @@ impl World {
             .filter(|due| *due > elapsed)
             .map(|due| due - elapsed)
             .fold(idle_step, Duration::min);
-        self.clock.advance(if idle {
+        let advance = if idle {
             self.scenario.step.max(idle_step)
         } else {
             self.scenario.step
-        });
+        };
+        // A controller step that waited on injected latency took that long on the world's clock
+        // (which the calls themselves do not move): its next look at the world comes no sooner,
+        // so latency delays reactions, as a slow EC2 API does. (A fault falling due within that
+        // wait fires at the next step.)
+        self.clock.advance(advance.max(waited));
         Ok(line)
     }
 

@@ -11,8 +11,8 @@ use karpenter_core::seams::KubeApi;
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_sim::faults::{
-    self, ControllerCrash, CrashPoint, FAULT_NAMES, FaultMix, LeaderFailover, PdbNeverAllows, Rate,
-    SpotStorm,
+    self, ControllerCrash, CrashPoint, FAULT_NAMES, FaultMix, Latency, LeaderFailover,
+    PdbNeverAllows, Rate, SpotStorm,
 };
 use karpenter_sim::report::Report;
 use karpenter_sim::scenario::Scenario;
@@ -980,4 +980,42 @@ fn fault_mixes_are_drawn_per_seed_and_serialize_by_name() {
     assert_eq!(keys, FAULT_NAMES.to_vec(), "keys are the stable names");
     let back: FaultMix = serde_json::from_value(json).expect("round-trips");
     assert_eq!(back, all);
+}
+
+#[test]
+fn ec2_latency_slows_the_controllers_reactions_on_the_simulated_clock() {
+    // The same seed and workload with and without a slow EC2 API: every controller step that
+    // waited is charged to the world's clock, so the pods run later, and the world still settles.
+    let seconds_to_all_running = |latency: Option<Latency>| {
+        on_runtime(async {
+            let mut world = world(5, small_cluster()).await;
+            world.set_faults(FaultMix {
+                ec2_latency: latency,
+                ..FaultMix::default()
+            });
+            while world.elapsed() < Duration::from_secs(20 * 60) {
+                world.step().await.expect("step");
+                let all = pods(&world);
+                if all.len() == 8 && all.iter().all(running_not_deleting) {
+                    assert_invariants_held(&world, 5);
+                    return (
+                        world.elapsed(),
+                        tally(world.faults_injected(), faults::EC2_LATENCY),
+                    );
+                }
+            }
+            panic!("the pods never all ran (latency {latency:?})");
+        })
+    };
+    let (fast, fast_delayed) = seconds_to_all_running(None);
+    let (slow, slow_delayed) = seconds_to_all_running(Some(Latency {
+        latency_ms_min: 3_000,
+        latency_ms_max: 5_000,
+    }));
+    assert_eq!(fast_delayed, 0);
+    assert!(slow_delayed > 0, "the latency fault fired");
+    assert!(
+        slow >= fast + Duration::from_secs(3),
+        "with 3-5 s per EC2 call the pods ran at {slow:?}, without at {fast:?}"
+    );
 }

@@ -408,9 +408,14 @@ impl Injector {
         candidates.shuffle(&mut shuffle_rng);
         let mut chosen: Vec<String> = candidates.into_iter().take(n).collect();
         chosen.sort();
+        // EC2 signals elevated risk with a rebalance recommendation, which can arrive together
+        // with the interruption warning: the queue gets both (and `sqs-reorder` can swap them).
         let warned: Vec<String> = chosen
             .into_iter()
-            .filter(|id| cloud.interrupt_spot(id))
+            .filter(|id| {
+                cloud.recommend_rebalance(id);
+                cloud.interrupt_spot(id)
+            })
             .collect();
         (!warned.is_empty()).then_some(Storm {
             at: elapsed,

@@ -67,10 +67,7 @@ Feature: Node lifecycle
     And exactly 1 node was launched
     And no NodeClaim had a "FailedLaunch" event
 
-  # Known gap: the provisioner still plans NodeClaims for a NodePool whose EC2NodeClass does
-  # not exist (each is deleted with NodeClassNotReady), so the pods never reach the lighter
-  # NodePool. Upstream leaves such a NodePool out until its NodeClass is ready.
-  @wip
+  # Upstream leaves a NodePool out of provisioning until its NodeClass exists and is ready.
   Scenario: a NodePool whose EC2NodeClass is missing is passed over for the next one
     Given the NodePool "default" from "seed-000-default.yaml"
     And the NodePool "orphaned":

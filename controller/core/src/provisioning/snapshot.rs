@@ -13,7 +13,7 @@ use crate::api::labels::{
     DISRUPTED_TAINT_KEY, INITIALIZED_LABEL, INTERRUPTION_ANNOTATION,
     REPLACEMENT_PLANNED_ANNOTATION, REPLACES_ANNOTATION,
 };
-use crate::api::{NodeClaim, NodePool, Taint, TaintEffect};
+use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect};
 use crate::catalog::Catalog;
 use crate::resources::Resources;
 use crate::scheduling::{ExistingNode, PodInfo};
@@ -136,12 +136,42 @@ fn taint(t: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
     })
 }
 
+/// The NodePools whose `nodeClassRef` names an EC2NodeClass that exists and is not reported
+/// not Ready. Upstream skips a NodePool whose NodeClass is not ready, so pods fall through to the
+/// next NodePool by weight instead of getting NodeClaims that can never launch.
+fn with_ready_node_class<'a>(
+    pools: impl Iterator<Item = &'a NodePool>,
+    classes: impl Iterator<Item = &'a EC2NodeClass>,
+) -> Vec<&'a NodePool> {
+    let ready: BTreeSet<&str> = classes
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| {
+            !c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|cond| cond.type_ == "Ready" && cond.status == ConditionStatus::False)
+            })
+        })
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    pools
+        .filter(|p| {
+            let class = &p.spec.template.spec.node_class_ref;
+            class.kind == "EC2NodeClass" && ready.contains(class.name.as_str())
+        })
+        .collect()
+}
+
 impl Snapshot {
     /// Reads everything a pass needs by listing through the seam (one-off passes such as a dry
     /// run). Fails only when a list call fails (retry the pass).
     pub async fn read(kube: &dyn KubeApi, catalog: &Catalog) -> Result<Self, KubeError> {
         let all = ListOptions::default();
         let pools: Vec<NodePool> = kube.list_decodable(&ResourceKind::NODE_POOL, &all).await?;
+        let classes: Vec<EC2NodeClass> = kube
+            .list_decodable(&ResourceKind::EC2_NODE_CLASS, &all)
+            .await?;
+        let pools = with_ready_node_class(pools.iter(), classes.iter());
         let nodes: Vec<Node> = kube.list_decodable(&ResourceKind::NODE, &all).await?;
         let claims: Vec<NodeClaim> = kube.list_decodable(&ResourceKind::NODE_CLAIM, &all).await?;
         let pods: Vec<Pod> = kube.list_decodable(&ResourceKind::POD, &all).await?;
@@ -151,7 +181,7 @@ impl Snapshot {
             kube.list_decodable(&ResourceKind::NAMESPACE, &all).await?;
         Ok(Self::assemble(
             Objects {
-                pools: pools.iter().collect(),
+                pools,
                 nodes: nodes.iter().collect(),
                 claims: claims.iter().collect(),
                 pods: pods.iter().collect(),
@@ -166,7 +196,10 @@ impl Snapshot {
     pub fn from_state(state: &ClusterState, catalog: &Catalog) -> Self {
         Self::assemble(
             Objects {
-                pools: state.pools.iter().map(|o| &**o).collect(),
+                pools: with_ready_node_class(
+                    state.pools.iter().map(|o| &**o),
+                    state.node_classes.iter().map(|o| &**o),
+                ),
                 nodes: state.nodes.iter().map(|o| &**o).collect(),
                 claims: state.claims.iter().map(|o| &**o).collect(),
                 pods: state.pods.iter().map(|o| &**o).collect(),

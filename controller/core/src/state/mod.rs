@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
 pub use reflector::Reflector;
 
-use crate::api::{NodeClaim, NodePool};
+use crate::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::seams::kube::ResourceKind;
 use crate::seams::{KubeApi, KubeError};
 
@@ -20,6 +20,7 @@ use crate::seams::{KubeApi, KubeError};
 #[derive(Debug)]
 pub struct ClusterState {
     pub pools: Reflector<NodePool>,
+    pub node_classes: Reflector<EC2NodeClass>,
     pub claims: Reflector<NodeClaim>,
     pub nodes: Reflector<Node>,
     pub pods: Reflector<Pod>,
@@ -37,6 +38,7 @@ impl ClusterState {
     pub fn new() -> Self {
         Self {
             pools: Reflector::new(ResourceKind::NODE_POOL),
+            node_classes: Reflector::new(ResourceKind::EC2_NODE_CLASS),
             claims: Reflector::new(ResourceKind::NODE_CLAIM),
             nodes: Reflector::new(ResourceKind::NODE),
             pods: Reflector::new(ResourceKind::POD),
@@ -50,6 +52,7 @@ impl ClusterState {
     pub async fn sync(&mut self, kube: &dyn KubeApi) -> Result<bool, KubeError> {
         let mut changed = false;
         changed |= self.pools.sync(kube).await?;
+        changed |= self.node_classes.sync(kube).await?;
         changed |= self.nodes.sync(kube).await?;
         changed |= self.claims.sync(kube).await?;
         changed |= self.pods.sync(kube).await?;

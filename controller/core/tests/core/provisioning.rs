@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use karpenter_core::catalog::Catalog;
 use karpenter_core::provisioning::{BatchWindow, Batcher, Options, Provisioner};
-use karpenter_core::seams::kube::ResourceKind;
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{KubeApi, ManualClock};
 use serde_json::{Value, json};
 
@@ -45,6 +45,10 @@ fn world() -> World {
     let kube = Arc::new(FakeKube::default());
     let clock = Arc::new(ManualClock::new(start()));
     kube.apply(&ResourceKind::NODE_POOL, pool());
+    kube.apply(
+        &ResourceKind::EC2_NODE_CLASS,
+        super::validation::ec2nodeclass(),
+    );
     let provisioner = Provisioner::new(
         kube.clone(),
         clock.clone(),
@@ -302,6 +306,10 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
     ]);
     kube.apply(&ResourceKind::NODE_POOL, pool);
+    kube.apply(
+        &ResourceKind::EC2_NODE_CLASS,
+        super::validation::ec2nodeclass(),
+    );
     kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
     let cache = Arc::new(UnavailableOfferings::new());
     for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
@@ -333,4 +341,40 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
         Some(json!(["on-demand"])),
         "spot is out: fall back to on-demand"
     );
+}
+
+#[test]
+fn a_nodepool_whose_ec2nodeclass_is_missing_or_not_ready_gets_no_nodeclaims() {
+    let mut w = world();
+    w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
+    let mut class = super::validation::ec2nodeclass();
+    class["status"] = json!({"conditions": [{
+        "type": "Ready", "status": "False", "reason": "SubnetsNotFound", "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"
+    }]});
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    futures::executor::block_on(async {
+        let outcome = w.provisioner.provision().await.expect("pass");
+        assert!(outcome.created.is_empty(), "not ready: {outcome:?}");
+    });
+    futures::executor::block_on(async {
+        w.kube
+            .delete(
+                &ResourceKind::EC2_NODE_CLASS,
+                &ObjectKey::cluster("default"),
+                &DeleteOptions::default(),
+            )
+            .await
+            .expect("delete");
+        let outcome = w.provisioner.provision().await.expect("pass");
+        assert!(outcome.created.is_empty(), "missing: {outcome:?}");
+    });
+    w.kube.apply(
+        &ResourceKind::EC2_NODE_CLASS,
+        super::validation::ec2nodeclass(),
+    );
+    futures::executor::block_on(async {
+        let outcome = w.provisioner.provision().await.expect("pass");
+        assert_eq!(outcome.created.len(), 1, "ready again: {outcome:?}");
+    });
 }

@@ -345,7 +345,7 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
 
 #[test]
 fn a_nodepool_whose_ec2nodeclass_is_missing_or_not_ready_gets_no_nodeclaims() {
-    let mut w = world();
+    let w = world();
     w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
     let mut class = super::validation::ec2nodeclass();
     class["status"] = json!({"conditions": [{

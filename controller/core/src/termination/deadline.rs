@@ -1,0 +1,106 @@
+//! The two deadlines a deleting claim keeps: its terminationGracePeriod deadline (written once,
+//! so it survives restarts) and, for an interrupted claim, how long eviction waits for the
+//! replacement capacity.
+
+use super::*;
+
+impl Termination {
+    /// The claim's termination deadline: `karpenter.sh/nodeclaim-termination-timestamp`, written
+    /// on first sight from deletionTimestamp + terminationGracePeriod (so it survives restarts
+    /// and users can read it), with a `TerminationGracePeriodExpiring` event.
+    pub(super) async fn deadline(
+        &self,
+        claim: &NodeClaim,
+        node: Option<&Node>,
+    ) -> Result<Option<Timestamp>, KubeError> {
+        if let Some(text) = annotation(claim, TERMINATION_TIMESTAMP_ANNOTATION) {
+            match text.parse::<Timestamp>() {
+                Ok(t) => return Ok(Some(t)),
+                Err(err) => {
+                    tracing::warn!(claim = ?claim.metadata.name, %err, "ignoring an unparsable termination timestamp");
+                }
+            }
+        }
+        let Some(tgp) = claim.spec.termination_grace_period.as_deref() else {
+            return Ok(None);
+        };
+        let Some(deleted) = claim.metadata.deletion_timestamp.as_ref().map(|t| t.0) else {
+            return Ok(None);
+        };
+        let tgp = match parse_duration(tgp) {
+            Ok(d) => d,
+            Err(err) => {
+                tracing::warn!(claim = ?claim.metadata.name, %err, "ignoring an unparsable terminationGracePeriod");
+                return Ok(None);
+            }
+        };
+        let deadline = deleted
+            .saturating_add(SignedDuration::try_from(tgp).unwrap_or(SignedDuration::MAX))
+            .unwrap_or(deleted);
+        let text = rfc3339(deadline);
+        self.kube
+            .patch(
+                &ResourceKind::NODE_CLAIM,
+                &ObjectKey::cluster(claim.metadata.name.clone().unwrap_or_default()),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {TERMINATION_TIMESTAMP_ANNOTATION: text}}}),
+                ),
+            )
+            .await?;
+        self.event(
+            claim,
+            node,
+            "Warning",
+            "TerminationGracePeriodExpiring",
+            format!("All pods will be deleted by {text}"),
+        )
+        .await;
+        Ok(text.parse().ok())
+    }
+
+    /// Why eviction of an interrupted claim waits for replacement capacity, if it does: until
+    /// the deadline the interruption controller wrote, while the node still has pods a
+    /// replacement must hold and either no provisioning pass has planned for them yet or a
+    /// claim planned for them is not initialized.
+    pub(super) fn replacement_hold(
+        &self,
+        claim: &NodeClaim,
+        pods: &[&Pod],
+        view: &View,
+        now: Timestamp,
+    ) -> Option<String> {
+        annotation(claim, INTERRUPTION_ANNOTATION)?;
+        let deadline: Timestamp = annotation(claim, INTERRUPTION_EVICTION_DEADLINE_ANNOTATION)?
+            .parse()
+            .ok()?;
+        if now >= deadline || !pods.iter().any(|p| drain::needs_replacement(p, now)) {
+            return None;
+        }
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        if annotation(claim, REPLACEMENT_PLANNED_ANNOTATION).is_none() {
+            return Some(format!(
+                "waiting for replacement capacity to be planned (evicting by {} at the latest)",
+                rfc3339(deadline)
+            ));
+        }
+        let pending: Vec<&str> = view
+            .claims
+            .iter()
+            .filter(|c| {
+                annotation(c, REPLACES_ANNOTATION)
+                    .is_some_and(|list| list.split(',').any(|n| n == name))
+                    && c.metadata.deletion_timestamp.is_none()
+                    && !is_initialized(c)
+            })
+            .filter_map(|c| c.metadata.name.as_deref())
+            .collect();
+        if pending.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "waiting for replacement NodeClaims {} to initialize (evicting by {} at the latest)",
+            pending.join(", "),
+            rfc3339(deadline)
+        ))
+    }
+}

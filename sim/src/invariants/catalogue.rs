@@ -34,10 +34,10 @@
 //!   the free allocatable of other Ready, schedulable, non-deleting nodes. (Without a workload
 //!   controller re-creating evicted pods, the second half carries the check: replacement capacity
 //!   must be up before the drain.) Checked only when capacity existed from the warning to then:
-//!   no insufficient-capacity answer, no failed EC2 call (throttling, 5xx: launches could not be
-//!   made), no instance launched in it that bootstrapped too slowly (or never) to join
-//!   [`REHOME_JOIN_SLACK`] before the reclaim, and no instance launched in it (a replacement)
-//!   warned itself before the reclaim (a second storm taking the replacement back).
+//!   no insufficient-capacity answer, no instance launched in it that bootstrapped too slowly
+//!   (or never) to join [`REHOME_JOIN_SLACK`] before the reclaim, and no instance launched in it
+//!   (a replacement) warned itself before the reclaim (a second storm taking the replacement
+//!   back). EC2 throttling and 5xx answers do not excuse it: the controller retries them.
 //! - `termination-progress`: a deleting NodeClaim is gone within its terminationGracePeriod (or
 //!   [`TERMINATION_WITHOUT_TGP_MAX`] without one) plus [`TERMINATION_SLACK`]; a claim without a
 //!   terminationGracePeriod whose node holds a do-not-disrupt or PodDisruptionBudget-covered pod
@@ -130,6 +130,8 @@ pub struct Catalogue {
     rehome: Vec<RehomeCheck>,
     /// Intervals during which capacity was missing.
     incidents: Vec<(Timestamp, Timestamp)>,
+    /// When EC2 calls failed (throttling, 5xx).
+    ec2_errors: Vec<Timestamp>,
     pending_since: BTreeMap<String, Timestamp>,
     /// Pod name → last step it was pending (for `claim-storm`'s count of pending pods).
     pending_seen: BTreeMap<String, Timestamp>,
@@ -410,6 +412,7 @@ impl Catalogue {
             messages_seen: 0,
             rehome: Vec::new(),
             incidents: Vec::new(),
+            ec2_errors: Vec::new(),
             pending_since: BTreeMap::new(),
             pending_seen: BTreeMap::new(),
             failed_launches: VecDeque::new(),
@@ -424,7 +427,16 @@ impl Catalogue {
         self.external.insert(instance_id.to_string());
     }
 
+    /// Whether capacity was missing, or EC2 failed at all, in `from..=to` (`pods-scheduled`).
     fn capacity_missed(&self, from: Timestamp, to: Timestamp) -> bool {
+        self.incidents.iter().any(|(a, b)| *a <= to && *b >= from)
+            || self.ec2_errors.iter().any(|t| *t >= from && *t <= to)
+    }
+
+    /// Whether capacity itself was missing in `from..=to` (insufficient capacity, slow or never
+    /// booting instances), EC2 errors aside: `interruption-rehomed` holds the controller to
+    /// riding out throttling and 5xx answers within the notice (it retries them).
+    fn capacity_lost(&self, from: Timestamp, to: Timestamp) -> bool {
         self.incidents.iter().any(|(a, b)| *a <= to && *b >= from)
     }
 
@@ -467,7 +479,7 @@ impl Catalogue {
                     .any(|code| call.outcome.contains(code));
             if failed {
                 self.counters.ec2_errors += 1;
-                self.incidents.push((call.time, call.time));
+                self.ec2_errors.push(call.time);
             }
             if call.operation != Operation::CreateFleet {
                 continue;
@@ -508,6 +520,7 @@ impl Catalogue {
             .unwrap_or(now)
             .min(minus(now, CLAIM_DEADLINE));
         self.incidents.retain(|(_, end)| *end >= horizon);
+        self.ec2_errors.retain(|t| *t >= horizon);
     }
 
     /// Spot warnings: remembered, and the node's pods snapshotted for `interruption-rehomed`.
@@ -784,7 +797,7 @@ impl Catalogue {
                 continue;
             }
             self.counters.rehome_checked += 1;
-            if self.capacity_missed(check.warned, now.min(check.due))
+            if self.capacity_lost(check.warned, now.min(check.due))
                 || self.slow_replacement(&check)
                 || self.replacement_interrupted(&check, cloud)
             {

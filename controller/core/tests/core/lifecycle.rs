@@ -371,3 +371,62 @@ fn a_claim_for_a_missing_node_class_is_deleted_with_an_event() {
     );
     assert!(w.cloud.instances().is_empty());
 }
+
+#[test]
+fn a_launch_throttled_twice_is_retried_in_the_same_reconcile() {
+    let w = world();
+    w.cloud.script_faults(
+        fakecloud::Operation::CreateFleet,
+        [fakecloud::Fault::Throttle, fakecloud::Fault::Throttle],
+    );
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-a", &["m5.large"], &["on-demand"]),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    assert_eq!(w.cloud.instances().len(), 1);
+    assert_eq!(
+        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
+        3,
+        "two throttled attempts, then the launch"
+    );
+}
+
+#[test]
+fn a_launch_throttled_past_the_attempt_bound_waits_for_the_next_reconcile() {
+    let w = world();
+    let bound = karpenter_core::lifecycle::LAUNCH_ATTEMPTS_MAX as usize;
+    w.cloud.script_faults(
+        fakecloud::Operation::CreateFleet,
+        vec![fakecloud::Fault::Throttle; bound],
+    );
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-a", &["m5.large"], &["on-demand"]),
+    );
+    assert!(
+        matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(m)) if m.contains("RequestLimitExceeded")),
+        "bounded: {:?}",
+        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len()
+    );
+    assert_eq!(
+        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
+        bound
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+}
+
+#[test]
+fn a_launch_whose_answer_was_lost_is_adopted_on_the_retry_not_launched_again() {
+    let w = world();
+    w.cloud.script_faults(
+        fakecloud::Operation::CreateFleet,
+        [fakecloud::Fault::LostResponse],
+    );
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-a", &["m5.large"], &["on-demand"]),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    assert_eq!(w.cloud.instances().len(), 1, "{:?}", w.cloud.instances());
+}

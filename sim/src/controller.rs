@@ -38,6 +38,20 @@ pub const LOST_LEASE: &str = "it lost its lease";
 /// What the seams of a dead process answer.
 const DEAD: &str = "the controller process is dead";
 
+/// What a seam call did that a crash trigger can wait for.
+enum Effect {
+    Plain,
+    /// A `CreateFleet` that launched (true) or not.
+    Launched(bool),
+    /// An eviction that went through (true) or not.
+    Evicted(bool),
+}
+
+/// [`Fuse::call`]'s effect of a call that neither launches nor evicts.
+fn plain<T, E>(_: &Result<T, E>) -> Effect {
+    Effect::Plain
+}
+
 /// When a process's fuse blows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
@@ -120,6 +134,29 @@ impl Fuse {
         !self.lock().blown
     }
 
+    /// One seam call of the process: refused without effect (`dead()`) once the fuse has blown,
+    /// else made and counted towards an armed trigger, with what `effect` says it did.
+    async fn call<T, E>(
+        &self,
+        dead: fn() -> E,
+        verb: &'static str,
+        object: &'static str,
+        call: impl Future<Output = Result<T, E>>,
+        effect: impl FnOnce(&Result<T, E>) -> Effect,
+    ) -> Result<T, E> {
+        if !self.alive() {
+            return Err(dead());
+        }
+        let result = call.await;
+        let (launched, evicted) = match effect(&result) {
+            Effect::Plain => (false, false),
+            Effect::Launched(launched) => (launched, false),
+            Effect::Evicted(evicted) => (false, evicted),
+        };
+        self.called(verb, object, launched, evicted);
+        result
+    }
+
     /// After a call that happened (`verb` on `object`): counts it towards an armed trigger.
     fn called(&self, verb: &'static str, object: &'static str, launched: bool, evicted: bool) {
         let mut state = self.lock();
@@ -161,12 +198,9 @@ impl KubeApi for FusedKube {
         kind: &ResourceKind,
         key: &ObjectKey,
     ) -> Result<Option<serde_json::Value>, KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.get(kind, key).await;
-        self.fuse.called("get", "", false, false);
-        result
+        self.fuse
+            .call(dead_kube, "get", "", self.inner.get(kind, key), plain)
+            .await
     }
 
     async fn list(
@@ -174,12 +208,9 @@ impl KubeApi for FusedKube {
         kind: &ResourceKind,
         options: &ListOptions,
     ) -> Result<ObjectList, KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.list(kind, options).await;
-        self.fuse.called("list", "", false, false);
-        result
+        self.fuse
+            .call(dead_kube, "list", "", self.inner.list(kind, options), plain)
+            .await
     }
 
     async fn create(
@@ -187,12 +218,15 @@ impl KubeApi for FusedKube {
         kind: &ResourceKind,
         object: serde_json::Value,
     ) -> Result<serde_json::Value, KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.create(kind, object).await;
-        self.fuse.called("create", kind.plural, false, false);
-        result
+        self.fuse
+            .call(
+                dead_kube,
+                "create",
+                kind.plural,
+                self.inner.create(kind, object),
+                plain,
+            )
+            .await
     }
 
     async fn patch(
@@ -201,12 +235,15 @@ impl KubeApi for FusedKube {
         key: &ObjectKey,
         patch: &Patch,
     ) -> Result<serde_json::Value, KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.patch(kind, key, patch).await;
-        self.fuse.called("patch", kind.plural, false, false);
-        result
+        self.fuse
+            .call(
+                dead_kube,
+                "patch",
+                kind.plural,
+                self.inner.patch(kind, key, patch),
+                plain,
+            )
+            .await
     }
 
     async fn patch_status(
@@ -215,12 +252,15 @@ impl KubeApi for FusedKube {
         key: &ObjectKey,
         patch: &Patch,
     ) -> Result<serde_json::Value, KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.patch_status(kind, key, patch).await;
-        self.fuse.called("patch_status", kind.plural, false, false);
-        result
+        self.fuse
+            .call(
+                dead_kube,
+                "patch_status",
+                kind.plural,
+                self.inner.patch_status(kind, key, patch),
+                plain,
+            )
+            .await
     }
 
     async fn delete(
@@ -229,21 +269,27 @@ impl KubeApi for FusedKube {
         key: &ObjectKey,
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome, KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.delete(kind, key, options).await;
-        self.fuse.called("delete", kind.plural, false, false);
-        result
+        self.fuse
+            .call(
+                dead_kube,
+                "delete",
+                kind.plural,
+                self.inner.delete(kind, key, options),
+                plain,
+            )
+            .await
     }
 
     async fn evict(&self, pod: &ObjectKey, options: &DeleteOptions) -> Result<(), KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.evict(pod, options).await;
-        self.fuse.called("evict", "", false, result.is_ok());
-        result
+        self.fuse
+            .call(
+                dead_kube,
+                "evict",
+                "",
+                self.inner.evict(pod, options),
+                |r| Effect::Evicted(r.is_ok()),
+            )
+            .await
     }
 
     async fn watch(
@@ -252,21 +298,27 @@ impl KubeApi for FusedKube {
         options: &ListOptions,
         resource_version: &str,
     ) -> Result<WatchStream, KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.watch(kind, options, resource_version).await;
-        self.fuse.called("watch", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_kube,
+                "watch",
+                "",
+                self.inner.watch(kind, options, resource_version),
+                plain,
+            )
+            .await
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), KubeError> {
-        if !self.fuse.alive() {
-            return Err(dead_kube());
-        }
-        let result = self.inner.record_event(event).await;
-        self.fuse.called("record_event", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_kube,
+                "record_event",
+                "",
+                self.inner.record_event(event),
+                plain,
+            )
+            .await
     }
 }
 
@@ -281,19 +333,25 @@ fn dead_ec2() -> Ec2Error {
     Ec2Error::Unavailable(DEAD.into())
 }
 
+fn dead_sqs() -> SqsError {
+    SqsError::Unavailable(DEAD.into())
+}
+
 #[async_trait]
 impl Ec2 for FusedCloud {
     async fn create_fleet(
         &self,
         request: &CreateFleetRequest,
     ) -> Result<CreateFleetResponse, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.create_fleet(request).await;
-        let launched = result.as_ref().is_ok_and(|r| !r.instances.is_empty());
-        self.fuse.called("CreateFleet", "", launched, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "CreateFleet",
+                "",
+                self.ec2.create_fleet(request),
+                |r| Effect::Launched(r.as_ref().is_ok_and(|r| !r.instances.is_empty())),
+            )
+            .await
     }
 
     async fn describe_instances(
@@ -301,21 +359,27 @@ impl Ec2 for FusedCloud {
         instance_ids: &[String],
         filters: &[Filter],
     ) -> Result<Vec<Instance>, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.describe_instances(instance_ids, filters).await;
-        self.fuse.called("DescribeInstances", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "DescribeInstances",
+                "",
+                self.ec2.describe_instances(instance_ids, filters),
+                plain,
+            )
+            .await
     }
 
     async fn terminate_instances(&self, instance_ids: &[String]) -> Result<Vec<String>, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.terminate_instances(instance_ids).await;
-        self.fuse.called("TerminateInstances", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "TerminateInstances",
+                "",
+                self.ec2.terminate_instances(instance_ids),
+                plain,
+            )
+            .await
     }
 
     async fn create_tags(
@@ -323,85 +387,108 @@ impl Ec2 for FusedCloud {
         resource_ids: &[String],
         tags: &BTreeMap<String, String>,
     ) -> Result<(), Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.create_tags(resource_ids, tags).await;
-        self.fuse.called("CreateTags", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "CreateTags",
+                "",
+                self.ec2.create_tags(resource_ids, tags),
+                plain,
+            )
+            .await
     }
 
     async fn describe_subnets(&self, filters: &[Filter]) -> Result<Vec<Subnet>, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.describe_subnets(filters).await;
-        self.fuse.called("DescribeSubnets", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "DescribeSubnets",
+                "",
+                self.ec2.describe_subnets(filters),
+                plain,
+            )
+            .await
     }
 
     async fn describe_security_groups(
         &self,
         filters: &[Filter],
     ) -> Result<Vec<SecurityGroup>, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.describe_security_groups(filters).await;
-        self.fuse.called("DescribeSecurityGroups", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "DescribeSecurityGroups",
+                "",
+                self.ec2.describe_security_groups(filters),
+                plain,
+            )
+            .await
     }
 
     async fn describe_images(&self, query: &ImageQuery) -> Result<Vec<Image>, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.describe_images(query).await;
-        self.fuse.called("DescribeImages", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "DescribeImages",
+                "",
+                self.ec2.describe_images(query),
+                plain,
+            )
+            .await
     }
 
     async fn get_parameter(&self, name: &str) -> Result<Option<String>, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.get_parameter(name).await;
-        self.fuse.called("GetParameter", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "GetParameter",
+                "",
+                self.ec2.get_parameter(name),
+                plain,
+            )
+            .await
     }
 
     async fn create_launch_template(
         &self,
         request: &LaunchTemplateRequest,
     ) -> Result<LaunchTemplate, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.create_launch_template(request).await;
-        self.fuse.called("CreateLaunchTemplate", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "CreateLaunchTemplate",
+                "",
+                self.ec2.create_launch_template(request),
+                plain,
+            )
+            .await
     }
 
     async fn describe_launch_templates(
         &self,
         filters: &[Filter],
     ) -> Result<Vec<LaunchTemplate>, Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.describe_launch_templates(filters).await;
         self.fuse
-            .called("DescribeLaunchTemplates", "", false, false);
-        result
+            .call(
+                dead_ec2,
+                "DescribeLaunchTemplates",
+                "",
+                self.ec2.describe_launch_templates(filters),
+                plain,
+            )
+            .await
     }
 
     async fn delete_launch_template(&self, name: &str) -> Result<(), Ec2Error> {
-        if !self.fuse.alive() {
-            return Err(dead_ec2());
-        }
-        let result = self.ec2.delete_launch_template(name).await;
-        self.fuse.called("DeleteLaunchTemplate", "", false, false);
-        result
+        self.fuse
+            .call(
+                dead_ec2,
+                "DeleteLaunchTemplate",
+                "",
+                self.ec2.delete_launch_template(name),
+                plain,
+            )
+            .await
     }
 }
 
@@ -412,21 +499,17 @@ impl Sqs for FusedCloud {
         count_max: u8,
         wait: Duration,
     ) -> Result<Vec<Message>, SqsError> {
-        if !self.fuse.alive() {
-            return Err(SqsError::Unavailable(DEAD.into()));
-        }
-        let result = self.sqs.receive_messages(count_max, wait).await;
-        self.fuse.called("ReceiveMessage", "", false, false);
-        result
+        let call = self.sqs.receive_messages(count_max, wait);
+        self.fuse
+            .call(dead_sqs, "ReceiveMessage", "", call, plain)
+            .await
     }
 
     async fn delete_message(&self, receipt_handle: &str) -> Result<(), SqsError> {
-        if !self.fuse.alive() {
-            return Err(SqsError::Unavailable(DEAD.into()));
-        }
-        let result = self.sqs.delete_message(receipt_handle).await;
-        self.fuse.called("DeleteMessage", "", false, false);
-        result
+        let call = self.sqs.delete_message(receipt_handle);
+        self.fuse
+            .call(dead_sqs, "DeleteMessage", "", call, plain)
+            .await
     }
 }
 

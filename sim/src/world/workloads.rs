@@ -154,12 +154,7 @@ impl Workloads {
             }
             while mine.len() > want {
                 let name = mine.pop().unwrap_or_default();
-                api.delete(
-                    &ResourceKind::POD,
-                    &ObjectKey::namespaced("default", name),
-                    &DeleteOptions::default(),
-                )
-                .await?;
+                delete_pod(api, name).await?;
             }
         }
         // What this pass wrote is seen by the next sync; it needs no second pass.
@@ -188,14 +183,20 @@ impl Workloads {
             let running = pod["status"]["phase"] == json!("Running");
             if running && self.batch_ends.get(&name).is_some_and(|end| *end <= now) {
                 self.batch_ends.remove(&name);
-                api.delete(
-                    &ResourceKind::POD,
-                    &ObjectKey::namespaced("default", name),
-                    &DeleteOptions::default(),
-                )
-                .await?;
+                delete_pod(api, name).await?;
             }
         }
         Ok(())
     }
+}
+
+/// Deletes the workload pod `name` (all workload pods live in `default`).
+async fn delete_pod(api: &dyn KubeApi, name: String) -> Result<(), KubeError> {
+    api.delete(
+        &ResourceKind::POD,
+        &ObjectKey::namespaced("default", name),
+        &DeleteOptions::default(),
+    )
+    .await
+    .map(drop)
 }

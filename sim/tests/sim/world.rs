@@ -241,6 +241,14 @@ fn pods(world: &World) -> Vec<Value> {
     world.api.objects(&ResourceKind::POD)
 }
 
+/// Pods running and not being deleted.
+fn running_count(world: &World) -> usize {
+    pods(world)
+        .iter()
+        .filter(|p| running_not_deleting(p))
+        .count()
+}
+
 fn running_not_deleting(pod: &Value) -> bool {
     pod["status"]["phase"] == "Running" && pod["metadata"]["deletionTimestamp"].is_null()
 }
@@ -318,10 +326,7 @@ fn a_spot_storm_on_200_nodes_loses_no_pod_beyond_the_two_minute_notice() {
             let mut world = world(seed, s).await;
             world.set_faults(mix);
             run_until(&mut world, storm_at).await;
-            let running = pods(&world)
-                .iter()
-                .filter(|p| running_not_deleting(p))
-                .count();
+            let running = running_count(&world);
             assert_eq!(running, replicas, "seed {seed}: converged before the storm");
             world.step().await.expect("step");
             let storm = world.storms().first().cloned().expect("the storm hit");
@@ -498,10 +503,7 @@ fn a_drain_blocked_by_a_pdb_proceeds_when_the_termination_grace_period_expires()
                 "seed {seed}: instance {instance} is {state:?}"
             );
             run_until(&mut world, deleted_at + Duration::from_secs(10 * 60)).await;
-            let running = pods(&world)
-                .iter()
-                .filter(|p| running_not_deleting(p))
-                .count();
+            let running = running_count(&world);
             assert_eq!(
                 running, 6,
                 "seed {seed}: the evicted pods were replaced and run"
@@ -569,10 +571,7 @@ fn a_controller_killed_mid_drain_finishes_the_drain_after_restart() {
                 stuck.is_empty(),
                 "seed {seed}: claims stuck deleting: {stuck:?}"
             );
-            let running = pods(&world)
-                .iter()
-                .filter(|p| running_not_deleting(p))
-                .count();
+            let running = running_count(&world);
             assert_eq!(running, 8, "seed {seed}: every pod runs");
             assert_invariants_held(&world, seed);
         });
@@ -632,10 +631,7 @@ fn a_controller_killed_mid_launch_neither_leaks_nor_duplicates_the_instance() {
                 );
             }
             assert_eq!(launched.len(), 3, "seed {seed}: one instance per pod");
-            let running = pods(&world)
-                .iter()
-                .filter(|p| running_not_deleting(p))
-                .count();
+            let running = running_count(&world);
             assert_eq!(running, 3, "seed {seed}");
             assert_invariants_held(&world, seed);
         });
@@ -703,10 +699,7 @@ fn leader_failover_keeps_one_leader_and_the_standby_takes_over() {
                 world.controllers().running()
             );
             // The scale-up after the failover was served by the new leader.
-            let running = pods(&world)
-                .iter()
-                .filter(|p| running_not_deleting(p))
-                .count();
+            let running = running_count(&world);
             assert_eq!(
                 running, 5,
                 "seed {seed}: the cluster converged under the new leader"
@@ -757,10 +750,7 @@ fn duplicate_sqs_messages_cause_one_action() {
                 actions.values().all(|n| *n == 1),
                 "seed {seed}: one action per interrupted claim: {actions:?}"
             );
-            let running = pods(&world)
-                .iter()
-                .filter(|p| running_not_deleting(p))
-                .count();
+            let running = running_count(&world);
             assert_eq!(running, 4, "seed {seed}");
             // One replacement per interrupted node: 4 first, 2 more.
             assert_eq!(world.cloud.instances().len(), 6, "seed {seed}");
@@ -835,10 +825,7 @@ fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off()
             // enough for an instance that never boots to reach its registration timeout).
             world.clear_faults();
             run_until(&mut world, minutes(35)).await;
-            let running = pods(&world)
-                .iter()
-                .filter(|p| running_not_deleting(p))
-                .count();
+            let running = running_count(&world);
             assert_eq!(
                 running,
                 8,

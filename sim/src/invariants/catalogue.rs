@@ -44,9 +44,9 @@
 //!   may wait for it forever (upstream's design).
 //! - `pods-scheduled`: no pod stays pending longer than [`POD_PENDING_MAX`] while capacity
 //!   exists: no capacity incident (an insufficient-capacity answer in the last
-//!   [`CAPACITY_ERROR_SHADOW`], a failed EC2 call, a slow bootstrap until it joined, a
-//!   never-booting instance until its registration deadline) overlapped its wait, and no NodePool
-//!   with limits is too full for it.
+//!   [`CAPACITY_ERROR_SHADOW`], a slow bootstrap until it joined, a never-booting instance until
+//!   its registration deadline) overlapped its wait, and no NodePool with limits is too full for
+//!   it. EC2 throttling and 5xx answers are not missing capacity (the controller retries them).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -130,8 +130,6 @@ pub struct Catalogue {
     rehome: Vec<RehomeCheck>,
     /// Intervals during which capacity was missing.
     incidents: Vec<(Timestamp, Timestamp)>,
-    /// When EC2 calls failed (throttling, 5xx).
-    ec2_errors: Vec<Timestamp>,
     pending_since: BTreeMap<String, Timestamp>,
     /// Pod name → last step it was pending (for `claim-storm`'s count of pending pods).
     pending_seen: BTreeMap<String, Timestamp>,
@@ -412,7 +410,6 @@ impl Catalogue {
             messages_seen: 0,
             rehome: Vec::new(),
             incidents: Vec::new(),
-            ec2_errors: Vec::new(),
             pending_since: BTreeMap::new(),
             pending_seen: BTreeMap::new(),
             failed_launches: VecDeque::new(),
@@ -427,15 +424,9 @@ impl Catalogue {
         self.external.insert(instance_id.to_string());
     }
 
-    /// Whether capacity was missing, or EC2 failed at all, in `from..=to` (`pods-scheduled`).
-    fn capacity_missed(&self, from: Timestamp, to: Timestamp) -> bool {
-        self.incidents.iter().any(|(a, b)| *a <= to && *b >= from)
-            || self.ec2_errors.iter().any(|t| *t >= from && *t <= to)
-    }
-
     /// Whether capacity itself was missing in `from..=to` (insufficient capacity, slow or never
-    /// booting instances), EC2 errors aside: `interruption-rehomed` holds the controller to
-    /// riding out throttling and 5xx answers within the notice (it retries them).
+    /// booting instances). EC2 throttling and 5xx answers are not missing capacity: the
+    /// invariants hold the controller to riding them out (it retries them).
     fn capacity_lost(&self, from: Timestamp, to: Timestamp) -> bool {
         self.incidents.iter().any(|(a, b)| *a <= to && *b >= from)
     }
@@ -472,14 +463,14 @@ impl Catalogue {
             "InsufficientFreeAddressesInSubnet",
         ];
         for call in cloud.calls() {
-            // Throttling and 5xx (the substrings the world's fault tally uses).
+            // Throttling and 5xx (the substrings the world's fault tally uses): counted, not
+            // incidents.
             let failed = !call.is_ok()
                 && ["RequestLimitExceeded", "InternalError", "Unavailable"]
                     .iter()
                     .any(|code| call.outcome.contains(code));
             if failed {
                 self.counters.ec2_errors += 1;
-                self.ec2_errors.push(call.time);
             }
             if call.operation != Operation::CreateFleet {
                 continue;
@@ -520,7 +511,6 @@ impl Catalogue {
             .unwrap_or(now)
             .min(minus(now, CLAIM_DEADLINE));
         self.incidents.retain(|(_, end)| *end >= horizon);
-        self.ec2_errors.retain(|t| *t >= horizon);
     }
 
     /// Spot warnings: remembered, and the node's pods snapshotted for `interruption-rehomed`.
@@ -985,7 +975,7 @@ impl Catalogue {
             .pending_since
             .iter()
             .filter(|(_, since)| now.duration_since(**since).unsigned_abs() > POD_PENDING_MAX)
-            .filter(|(_, since)| !self.capacity_missed(**since, now))
+            .filter(|(_, since)| !self.capacity_lost(**since, now))
             .map(|(name, since)| (name.clone(), *since))
             .collect();
         for (name, since) in overdue {

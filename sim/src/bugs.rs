@@ -230,6 +230,10 @@ impl Seams {
             && NONDETERMINISTIC_WORLDS.fetch_add(1, Ordering::Relaxed) % 2 == 1;
         let controller_kube = Arc::new(ControllerKube {
             api: api.clone(),
+            reads: Distorted {
+                api: api.clone(),
+                bug,
+            },
             cloud: cloud.clone(),
             clock,
             bug,
@@ -342,6 +346,8 @@ fn has_deletion(object: &Value) -> bool {
 /// The controller's Kubernetes seam: the API server, audited, possibly broken.
 struct ControllerKube {
     api: Arc<ApiServer>,
+    /// Reads go through the same distorted view a reader of the bug gets.
+    reads: Distorted,
     cloud: Arc<FakeCloud>,
     clock: Arc<dyn Clock>,
     bug: Bug,
@@ -401,8 +407,7 @@ impl ControllerKube {
 #[async_trait]
 impl KubeApi for ControllerKube {
     async fn get(&self, kind: &ResourceKind, key: &ObjectKey) -> Result<Option<Value>, KubeError> {
-        let found = self.api.get(kind, key).await?;
-        Ok(found.and_then(|o| view(self.bug, kind, o)))
+        self.reads.get(kind, key).await
     }
 
     async fn list(
@@ -410,8 +415,7 @@ impl KubeApi for ControllerKube {
         kind: &ResourceKind,
         options: &ListOptions,
     ) -> Result<ObjectList, KubeError> {
-        let list = self.api.list(kind, options).await?;
-        Ok(view_list(self.bug, kind, list))
+        self.reads.list(kind, options).await
     }
 
     async fn create(&self, kind: &ResourceKind, object: Value) -> Result<Value, KubeError> {
@@ -529,8 +533,7 @@ impl KubeApi for ControllerKube {
         options: &ListOptions,
         resource_version: &str,
     ) -> Result<WatchStream, KubeError> {
-        let stream = self.api.watch(kind, options, resource_version).await?;
-        Ok(view_watch(self.bug, kind, stream))
+        self.reads.watch(kind, options, resource_version).await
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), KubeError> {

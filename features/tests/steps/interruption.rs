@@ -254,11 +254,11 @@ async fn replacements(w: &mut SimWorld, want: usize) {
     }
 }
 
-/// Replacement first: the first pod of the node to be evicted went after every replacement
-/// NodeClaim was initialized.
-#[then("no pod on that node was evicted before its replacement was initialized")]
-async fn evicted_after_replacement(w: &mut SimWorld) {
-    let subject = w.subject();
+/// Each NodeClaim replacing the subject's, with when it was initialized; fails if there is none.
+fn replacement_initializations(
+    w: &SimWorld,
+    subject: &Subject,
+) -> Vec<(String, Option<Timestamp>)> {
     let replacements: Vec<(String, Option<Timestamp>)> = w
         .history()
         .replacements_of(&subject.claim)
@@ -268,6 +268,15 @@ async fn evicted_after_replacement(w: &mut SimWorld) {
     if replacements.is_empty() {
         w.fail(format!("nothing replaced NodeClaim {}", subject.claim));
     }
+    replacements
+}
+
+/// Replacement first: the first pod of the node to be evicted went after every replacement
+/// NodeClaim was initialized.
+#[then("no pod on that node was evicted before its replacement was initialized")]
+async fn evicted_after_replacement(w: &mut SimWorld) {
+    let subject = w.subject();
+    let replacements = replacement_initializations(w, &subject);
     let Some(evicted) = first_eviction(w, &subject) else {
         w.fail(format!("no pod on node {} was evicted", subject.node));
     };
@@ -285,15 +294,7 @@ async fn evicted_after_replacement(w: &mut SimWorld) {
 #[then("its replacement never initialized")]
 async fn replacement_not_initialized(w: &mut SimWorld) {
     let subject = w.subject();
-    let replacements: Vec<(String, Option<Timestamp>)> = w
-        .history()
-        .replacements_of(&subject.claim)
-        .into_iter()
-        .map(|(name, c)| (name.clone(), c.initialized_since))
-        .collect();
-    if replacements.is_empty() {
-        w.fail(format!("nothing replaced NodeClaim {}", subject.claim));
-    }
+    let replacements = replacement_initializations(w, &subject);
     if let Some((name, at)) = replacements.iter().find(|(_, at)| at.is_some()) {
         w.fail(format!("replacement {name} initialized at {at:?}"));
     }

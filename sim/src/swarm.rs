@@ -487,6 +487,9 @@ pub struct Summary {
     pub rehome_excused: u64,
     /// Liveness phase: the longest time to settle among seeds that settled, seconds.
     pub settle_seconds_max: u64,
+    /// Each seed's event-log SHA-256: two builds behave the same on these seeds iff the maps are
+    /// equal (how a refactor proves it changed no behaviour).
+    pub event_logs: BTreeMap<u64, String>,
     pub commit: String,
     pub wall_seconds: f64,
 }
@@ -540,6 +543,10 @@ impl Summary {
                 .map(|d| d.as_secs())
                 .max()
                 .unwrap_or(0),
+            event_logs: outcomes
+                .iter()
+                .map(|o| (o.seed, o.event_log_sha256.clone()))
+                .collect(),
             commit: option_env!("KARPENTER_SIM_COMMIT")
                 .unwrap_or("unknown")
                 .to_string(),

@@ -38,6 +38,7 @@ mod timeline;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use fakekit::KitView;
 use jiff::Timestamp;
 use karpenter_core::catalog::Catalog;
 use karpenter_core::seams::Clock;
@@ -49,13 +50,14 @@ pub use capacity::Pool;
 pub use config::Config;
 pub use cost::{CostLine, CostReport, InstanceCost, PricePoint};
 pub use events::MALFORMED_BODIES;
-pub use faults::{Fault, FaultRates, FaultWindow, Operation};
+pub use fakekit::Fake;
+pub use faults::{Fault, FaultRates, FaultWindow, Injected, Operation};
 pub use instances::SPOT_INTERRUPTION_NOTICE;
 pub use knobs::QueueFaults;
 pub use registration::{Registration, Taint, decode_user_data, parse_user_data};
 pub use sqs::SentMessage;
+pub use state::CloudKit;
 
-use crate::faults::Injected;
 use crate::state::State;
 
 /// The fake cloud. Share it as `Arc<FakeCloud>`: it is both an `Arc<dyn Ec2>` and an
@@ -114,54 +116,27 @@ impl FakeCloud {
         state.advance_to(now);
         state
     }
-
-    /// One API call: decide its fault, sleep its latency (lock released), apply it to the state
-    /// caught up with the clock, deliver what became due, and log it.
-    async fn serve<T, E: ApiError>(
-        &self,
-        operation: Operation,
-        input: String,
-        call: impl FnOnce(&mut State) -> Result<T, E>,
-        describe: impl FnOnce(&T) -> String,
-    ) -> Result<T, E> {
-        let decision = {
-            let mut state = self.current();
-            let now = state.now;
-            let state = &mut *state;
-            let decision =
-                state
-                    .faults
-                    .decide(operation, now, &state.config.faults, &mut state.rng.faults);
-            if !decision.latency.is_zero() {
-                state.delayed_calls += 1;
-                state.delayed_total += decision.latency;
-            }
-            decision
-        };
-        if !decision.latency.is_zero() {
-            tokio::time::sleep(decision.latency).await;
-        }
-        let mut state = self.current();
-        let result = match decision.error {
-            None => call(&mut state),
-            Some(kind) => {
-                if decision.apply_anyway {
-                    // The effect happens; only the response is lost.
-                    let _ = call(&mut state);
-                }
-                Err(E::injected(kind))
-            }
-        };
-        let now = state.now;
-        // Events the call caused with no delivery lag are in the queue when it returns.
-        state.advance_to(now);
-        let outcome = calls::outcome(&result, describe);
-        state.calls.record(now, operation, input, outcome);
-        result
-    }
 }
 
-/// Seam error types that can carry an injected fault.
-trait ApiError: Sized + std::fmt::Display {
-    fn injected(kind: Injected) -> Self;
+impl fakekit::Fake for FakeCloud {
+    type Kit = CloudKit;
+    type State = State;
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.current()
+    }
+
+    fn kit(state: &mut State) -> KitView<'_, CloudKit> {
+        KitView {
+            kit: &mut state.kit,
+            rates: &mut state.config.faults,
+            now: state.now,
+        }
+    }
+
+    /// Events the call caused with no delivery lag are in the queue when it returns.
+    fn settle(state: &mut State) {
+        let now = state.now;
+        state.advance_to(now);
+    }
 }

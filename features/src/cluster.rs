@@ -18,11 +18,11 @@ use std::fmt;
 use std::time::Duration;
 
 use fakecloud::Pool;
+use fakekube::{ApiFaultRates, ApiOperation};
 use jiff::Timestamp;
 use karpenter_core::seams::ec2::Instance;
 use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{Clock, Ec2, KubeApi, KubeError};
-use karpenter_sim::apiserver::{ApiFaultRates, ApiOperation};
 use karpenter_sim::scenario::{CloudKnobs, Scenario};
 use karpenter_sim::world::{EPOCH, World};
 use serde_json::Value;

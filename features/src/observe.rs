@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use fakecloud::FakeCloud;
+use fakekube::{ApiServer, RecordedEvent};
 use karpenter_core::catalog::CapacityType;
 use karpenter_core::resources::{Resources, parse_quantity};
 use karpenter_core::seams::ec2::{Instance, InstanceState};
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_sim::apiserver::{ApiServer, RecordedEvent};
 use serde_json::Value;
 
 /// A pod as the steps see it.

@@ -35,7 +35,7 @@ use karpenter_core::seams::sqs::Message;
 use karpenter_core::seams::{Clock, Ec2, Ec2Error, KubeApi, KubeError, Sqs, SqsError};
 use serde_json::{Value, json};
 
-use crate::apiserver::ApiServer;
+use fakekube::ApiServer;
 
 /// A deliberately broken behaviour the world can be built with ([`crate::world::World::with_bug`]),
 /// and the invariant that must catch it.

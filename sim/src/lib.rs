@@ -12,7 +12,6 @@
 //! - [`swarm`]: many seeds, each with its own draw of faults, through a safety and a liveness
 //!   phase; [`bugs`] are test-only broken behaviours that show the invariants catch them.
 
-pub mod apiserver;
 pub mod bugs;
 pub mod controller;
 pub mod faults;

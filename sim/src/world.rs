@@ -16,6 +16,7 @@ mod workloads;
 
 pub use inject::{CRASH_CALLS_MAX, NEVER_ALLOWS_PDB_PREFIX, Storm};
 
+use fakekit::Fake;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +30,6 @@ use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 use sha2::{Digest, Sha256};
 
-use crate::apiserver::{ApiServer, ApiServerConfig};
 use crate::bugs::{Bug, Seams};
 use crate::controller::{Controllers, LOST_LEASE, ProcessSeams};
 use crate::faults::{self, CrashPoint, FaultMix};
@@ -38,6 +38,7 @@ use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::report::{NodesReport, PodsReport, Report};
 use crate::scenario::Scenario;
 use crate::scheduler::{Scheduler, SchedulerConfig};
+use fakekube::{ApiServer, ApiServerConfig};
 use inject::{Fired, Injector, count};
 use workloads::Workloads;
 
@@ -153,7 +154,7 @@ impl World {
         let api_unavailable = scenario.cloud.api_unavailable_rate.unwrap_or(0.0);
         let api_conflict = scenario.cloud.api_conflict_rate.unwrap_or(0.0);
         if api_unavailable > 0.0 || api_conflict > 0.0 {
-            api.set_fault_rates_all(crate::apiserver::ApiFaultRates {
+            api.set_fault_rates_all(fakekube::ApiFaultRates {
                 unavailable_rate: api_unavailable,
                 conflict_rate: api_conflict,
                 ..Default::default()
@@ -326,19 +327,14 @@ impl World {
     /// Takes the API server's injected faults off (returning them): harness work (the workload,
     /// the observer) runs without them, since faults are for the controller, not for the world
     /// watching it.
-    fn suspend_api_faults(
-        &self,
-    ) -> BTreeMap<crate::apiserver::ApiOperation, crate::apiserver::ApiFaultRates> {
+    fn suspend_api_faults(&self) -> BTreeMap<fakekube::ApiOperation, fakekube::ApiFaultRates> {
         let mut saved = BTreeMap::new();
         self.api
             .configure(|c| saved = std::mem::take(&mut c.faults));
         saved
     }
 
-    fn resume_api_faults(
-        &self,
-        saved: BTreeMap<crate::apiserver::ApiOperation, crate::apiserver::ApiFaultRates>,
-    ) {
+    fn resume_api_faults(&self, saved: BTreeMap<fakekube::ApiOperation, fakekube::ApiFaultRates>) {
         self.api.configure(|c| c.faults = saved);
     }
 
@@ -607,7 +603,7 @@ impl World {
         }
         for call in self.api.calls() {
             let outcome = format!("{call:?}");
-            let refused_by_sim_budget = call.operation == crate::apiserver::ApiOperation::Evict
+            let refused_by_sim_budget = call.operation == fakekube::ApiOperation::Evict
                 && outcome.contains(NEVER_ALLOWS_PDB_PREFIX);
             let kind = if refused_by_sim_budget {
                 Some(faults::PDB_NEVER_ALLOWS)

@@ -4,22 +4,18 @@
 
 use std::sync::Arc;
 
+use fakekube::{ApiServer, ApiServerConfig};
 use jiff::Timestamp;
 use karpenter_core::seams::ManualClock;
-use karpenter_sim::apiserver::{ApiServer, ApiServerConfig};
 
-#[path = "sim/apiserver.rs"]
-mod apiserver;
+#[path = "sim/fixtures.rs"]
+mod fixtures;
 #[path = "sim/invariants.rs"]
 mod invariants;
 #[path = "sim/kubelet.rs"]
 mod kubelet;
-#[path = "sim/reflector.rs"]
-mod reflector;
 #[path = "sim/scheduler.rs"]
 mod scheduler;
-#[path = "sim/standin_fake.rs"]
-mod standin_fake;
 #[path = "sim/swarm.rs"]
 mod swarm;
 #[path = "sim/world.rs"]

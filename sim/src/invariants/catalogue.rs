@@ -48,6 +48,7 @@
 //!   its registration deadline) overlapped its wait, and no NodePool with limits is too full for
 //!   it. EC2 throttling and 5xx answers are not missing capacity (the controller retries them).
 
+use fakekit::Fake;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,8 +63,8 @@ use karpenter_core::seams::kube::ResourceKind;
 use serde_json::Value;
 
 use super::{CLAIM_DEADLINE, Invariants, Observation, res};
-use crate::apiserver::ApiServer;
 use crate::bugs::{Audit, PodRemoval};
+use fakekube::ApiServer;
 
 /// EC2 reclaims a spot instance this long after its interruption warning.
 pub const SPOT_NOTICE: Duration = fakecloud::SPOT_INTERRUPTION_NOTICE;

@@ -16,13 +16,14 @@ use karpenter_core::interruption::messages::{
 use karpenter_core::interruption::{InterruptionHandler, Outcome, PollReport};
 use karpenter_core::metrics::{MessageTypeLabels, Metrics};
 use karpenter_core::operator::{self, Operator, StepReport};
-use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, ManualClock};
 use karpenter_core::termination::Stage;
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::{ApiFault, ApiOperation, ApiServer, Fake};
+
+use super::api_server::{Fixtures, api_server};
 use super::termination::{pod, world};
 
 const QUEUE: &str = "https://sqs.us-west-2.amazonaws.com/123456789012/sim";
@@ -86,7 +87,7 @@ fn claim_for(name: &str, instance: &str) -> Value {
 }
 
 struct Queue {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
     metrics: Arc<Metrics>,
@@ -102,8 +103,7 @@ fn queue() -> Queue {
         Catalog::builtin(),
         Config::default(),
     ));
-    let kube = Arc::new(FakeKube::default());
-    kube.set_clock(clock.clone());
+    let kube = api_server(clock.clone());
     let metrics = Arc::new(Metrics::new());
     let handler = InterruptionHandler::new(
         kube.clone(),
@@ -129,7 +129,7 @@ impl Queue {
     fn claim(&self, name: &str) -> NodeClaim {
         serde_json::from_value(
             self.kube
-                .object(&ResourceKind::NODE_CLAIM, name)
+                .object_named(&ResourceKind::NODE_CLAIM, name)
                 .expect("claim"),
         )
         .expect("decodes")
@@ -137,9 +137,9 @@ impl Queue {
 
     fn claim_deletes(&self) -> usize {
         self.kube
-            .calls()
+            .calls_on(ApiOperation::Delete, "nodeclaims")
             .iter()
-            .filter(|c| c.verb == "delete" && c.kind == "nodeclaims" && c.outcome == "ok")
+            .filter(|c| c.is_ok())
             .count()
     }
 }
@@ -163,7 +163,7 @@ fn a_rebalance_recommendation_only_records_an_event() {
     assert_eq!(q.claim_deletes(), 0);
     assert!(
         q.kube
-            .events()
+            .recorded_events()
             .iter()
             .any(|e| e.reason == "SpotRebalanceRecommendation")
     );
@@ -240,7 +240,7 @@ fn a_duplicate_message_causes_one_action() {
     assert_eq!(q.claim_deletes(), 1, "one delete of the claim");
     assert_eq!(
         q.kube
-            .events()
+            .recorded_events()
             .iter()
             .filter(|e| e.reason == "SpotInterrupted" && e.key.name == "default-a")
             .count(),
@@ -268,10 +268,10 @@ fn a_transient_failure_is_retried_in_the_same_poll() {
     q.kube
         .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
     q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
-    q.kube.fail_next_writes([
-        KubeError::Conflict("the object has been modified".into()),
-        KubeError::Unavailable("etcd timeout".into()),
-    ]);
+    q.kube.script_faults(
+        ApiOperation::Patch,
+        [ApiFault::Conflict, ApiFault::Unavailable],
+    );
     let report = q.poll();
     assert_eq!(
         report.messages[0].1,
@@ -293,9 +293,9 @@ fn a_retryable_failure_leaves_the_message_for_redelivery() {
     q.cloud
         .inject_message(&state_change("i-0a", "stopping", q.clock.now()));
     // Every attempt of the poll fails.
-    q.kube.fail_next_writes(
-        (0..karpenter_core::interruption::handler::ACT_ATTEMPTS_MAX)
-            .map(|_| KubeError::Unavailable("etcd timeout".into())),
+    q.kube.script_faults(
+        ApiOperation::Patch,
+        (0..karpenter_core::interruption::handler::ACT_ATTEMPTS_MAX).map(|_| ApiFault::Unavailable),
     );
     let report = q.poll();
     assert!(matches!(report.messages[0].1, Outcome::Retry(_)));
@@ -355,7 +355,7 @@ fn a_state_change_to_terminated_deletes_the_claim_and_its_drain_starts_at_once()
 // --- Replacement first, through the whole Operator ---------------------------------------------
 
 struct Cluster {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
     operator: Operator,
@@ -371,8 +371,7 @@ fn cluster() -> Cluster {
         catalog.clone(),
         Config::default(),
     ));
-    let kube = Arc::new(FakeKube::default());
-    kube.set_clock(clock.clone());
+    let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
         "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -424,7 +423,7 @@ impl Cluster {
 
     fn claims(&self) -> Vec<NodeClaim> {
         self.kube
-            .all(&ResourceKind::NODE_CLAIM)
+            .objects(&ResourceKind::NODE_CLAIM)
             .into_iter()
             .map(|c| serde_json::from_value(c).expect("decodes"))
             .collect()
@@ -433,7 +432,7 @@ impl Cluster {
     fn claim(&self, name: &str) -> NodeClaim {
         serde_json::from_value(
             self.kube
-                .object(&ResourceKind::NODE_CLAIM, name)
+                .object_named(&ResourceKind::NODE_CLAIM, name)
                 .expect("claim"),
         )
         .expect("decodes")
@@ -473,7 +472,7 @@ impl Cluster {
         for name in pods {
             let mut pod = self
                 .kube
-                .object(&ResourceKind::POD, &format!("default/{name}"))
+                .object_named(&ResourceKind::POD, &format!("default/{name}"))
                 .expect("pod");
             pod["spec"]["nodeName"] = json!(node);
             pod["status"] = json!({"phase": "Running"});
@@ -492,10 +491,9 @@ impl Cluster {
 
     fn evictions(&self) -> Vec<String> {
         self.kube
-            .calls()
+            .calls_on(ApiOperation::Evict, "pods")
             .into_iter()
-            .filter(|c| c.verb == "evict")
-            .map(|c| c.name)
+            .map(|c| c.target)
             .collect()
     }
 

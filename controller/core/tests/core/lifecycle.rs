@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, FakeCloud, Pool};
+use fakecloud::{Config, Fake, FakeCloud, Pool};
 use karpenter_core::api::NodeClaim;
 use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::lifecycle::{Lifecycle, Options, Step, UnavailableOfferings};
@@ -15,10 +15,12 @@ use karpenter_core::seams::{Clock, Ec2, KubeApi, ManualClock};
 use karpenter_core::termination::{Stage, Termination};
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::ApiServer;
+
+use super::api_server::{Fixtures, api_server};
 
 struct World {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
     ice: Arc<UnavailableOfferings>,
@@ -36,7 +38,7 @@ fn world() -> World {
         catalog.clone(),
         Config::default(),
     ));
-    let kube = Arc::new(FakeKube::default());
+    let kube = api_server(clock.clone());
     let ice = Arc::new(UnavailableOfferings::new());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
@@ -92,7 +94,7 @@ fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
 impl World {
     fn claim(&self, name: &str) -> Option<NodeClaim> {
         self.kube
-            .all(&ResourceKind::NODE_CLAIM)
+            .objects(&ResourceKind::NODE_CLAIM)
             .into_iter()
             .find(|c| c["metadata"]["name"] == json!(name))
             .map(|c| serde_json::from_value(c).expect("decodes"))
@@ -176,7 +178,7 @@ fn a_claim_launches_registers_and_initializes() {
         ]),
     );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
-    let node = &w.kube.all(&ResourceKind::NODE)[0];
+    let node = &w.kube.objects(&ResourceKind::NODE)[0];
     assert!(
         node["spec"]["taints"]
             .as_array()
@@ -310,7 +312,7 @@ fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_a
     );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     // The status write is lost (a crash right after CreateFleet): the claim looks unlaunched.
-    let mut lost = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
+    let mut lost = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
     lost["status"] = json!({});
     w.kube.apply(&ResourceKind::NODE_CLAIM, lost);
     w.clock.advance(Duration::from_secs(5));
@@ -334,7 +336,7 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     // The claim disappears without its finalizer running (someone force-removed it).
     futures::executor::block_on(async {
-        let mut orphan = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
+        let mut orphan = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
         orphan["metadata"]["finalizers"] = json!([]);
         w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
         w.kube
@@ -365,7 +367,7 @@ fn a_claim_for_a_missing_node_class_is_deleted_with_an_event() {
     assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedNodeClassNotFound));
     assert!(
         w.kube
-            .events()
+            .recorded_events()
             .iter()
             .any(|e| e.reason == "NodeClassNotReady" && e.message.contains("missing"))
     );

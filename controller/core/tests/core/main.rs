@@ -1,11 +1,11 @@
 //! Tests of karpenter-core: validation rules, generated CRDs, the user's examples, the seams, and
 //! properties of the validator over arbitrary input. One test binary keeps link time down.
 
+mod api_server;
 mod catalog;
 mod conditions;
 mod crds;
 mod examples;
-mod fake_kube;
 mod interruption;
 mod interruption_handler;
 mod leader;

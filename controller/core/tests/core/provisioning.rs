@@ -9,7 +9,9 @@ use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{KubeApi, ManualClock};
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::ApiServer;
+
+use super::api_server::{Fixtures, api_server};
 
 fn start() -> jiff::Timestamp {
     "2026-01-01T00:00:00Z".parse().expect("timestamp")
@@ -36,14 +38,14 @@ fn pending_pod(name: &str, cpu: &str) -> Value {
 }
 
 struct World {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     clock: Arc<ManualClock>,
     provisioner: Provisioner,
 }
 
 fn world() -> World {
-    let kube = Arc::new(FakeKube::default());
     let clock = Arc::new(ManualClock::new(start()));
+    let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::NODE_POOL, pool());
     kube.apply(
         &ResourceKind::EC2_NODE_CLASS,
@@ -62,8 +64,8 @@ fn world() -> World {
     }
 }
 
-fn claims(kube: &FakeKube) -> Vec<Value> {
-    kube.all(&ResourceKind::NODE_CLAIM)
+fn claims(kube: &ApiServer) -> Vec<Value> {
+    kube.objects(&ResourceKind::NODE_CLAIM)
 }
 
 #[test]
@@ -232,7 +234,7 @@ fn pods_go_to_an_existing_node_with_room_before_any_new_capacity() {
     assert_eq!(outcome.nominated, 1);
     assert!(
         w.kube
-            .events()
+            .recorded_events()
             .iter()
             .any(|e| e.reason == "Nominated" && e.message.contains("node/node-a"))
     );
@@ -247,7 +249,7 @@ fn a_pod_nothing_can_run_gets_a_failed_scheduling_event_that_says_why() {
     assert_eq!(outcome.unschedulable, 1);
     let event = w
         .kube
-        .events()
+        .recorded_events()
         .into_iter()
         .find(|e| e.reason == "FailedScheduling")
         .expect("event recorded");
@@ -276,7 +278,7 @@ fn a_pod_without_the_pools_toleration_is_not_provisioned_for() {
     assert!(outcome.created.is_empty());
     let event = w
         .kube
-        .events()
+        .recorded_events()
         .into_iter()
         .find(|e| e.reason == "FailedScheduling")
         .expect("event recorded");
@@ -298,8 +300,8 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
     use karpenter_core::catalog::CapacityType;
     use karpenter_core::lifecycle::UnavailableOfferings;
     use karpenter_core::seams::Clock;
-    let kube = Arc::new(FakeKube::default());
     let clock = Arc::new(ManualClock::new(start()));
+    let kube = api_server(clock.clone());
     let mut pool = pool();
     pool["spec"]["template"]["spec"]["requirements"] = json!([
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},

@@ -1,4 +1,5 @@
-//! An in-memory Kubernetes API server implementing the [`KubeApi`] seam, with the semantics the
+//! fakekube: an in-memory Kubernetes API server implementing the [`KubeApi`] seam, for the
+//! simulation, the behaviour specs and the controller's own tests, with the semantics the
 //! controller can observe from a real one:
 //!
 //! - **Store**: JSON objects by (API group, plural, namespace, name) in ordered maps; `list`
@@ -29,8 +30,10 @@
 //! - **Eviction**: see [`eviction`] for how PodDisruptionBudgets are evaluated.
 //! - **Events**: kept in a bounded list for inspection, outside the object store (they take no
 //!   resourceVersion and are not listed as objects).
-//! - **Faults**: see [`faults`]; decided before the call touches state, from their own seeded
-//!   stream, so the same seed and calls give the same failures.
+//! - **Faults**: see [`faults`]; decided before the call touches state by fakekit's fault plan
+//!   (scripts, time windows, standing rates), each kind from its own seeded stream, so the same
+//!   seed and calls give the same failures. The fault and call-log knobs are fakekit's
+//!   [`Fake`] methods.
 //!
 //! Deliberate differences from Kubernetes, each where a real server would make the simulation
 //! less useful or where nothing in the simulation can tell:
@@ -64,6 +67,7 @@ mod watch;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use fakekit::KitView;
 use jiff::Timestamp;
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, ListOptions, ObjectKey, ObjectList, Patch,
@@ -74,13 +78,14 @@ use serde_json::Value;
 
 pub use calls::ApiCall;
 pub use config::ApiServerConfig;
-pub use faults::{ApiFault, ApiFaultRates, ApiOperation};
-pub use store::PREDEFINED_NAMESPACES;
+pub use fakekit::Fake;
+pub use faults::{ApiFault, ApiFaultRates, ApiFaultWindow, ApiOperation, Disconnect, Injected};
+pub use store::{ApiKit, PREDEFINED_NAMESPACES};
 
-use crate::apiserver::faults::Decision;
-use crate::apiserver::selectors::Filter;
-use crate::apiserver::store::{PatchTarget, State, describe_key, resource};
-use crate::apiserver::watch::{WatchRequest, WatchStart};
+use crate::faults::Decision;
+use crate::selectors::Filter;
+use crate::store::{PatchTarget, State, describe_key, resource};
+use crate::watch::{WatchRequest, WatchStart};
 
 /// A recorded Kubernetes Event, in the order the server received them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,47 +149,35 @@ impl ApiServer {
         state.watch.send_due_bookmarks(now, version, interval_ms);
         state
     }
+}
 
-    /// One seam call: decide its fault, sleep its latency (lock released), apply it, log it.
-    async fn serve<T>(
-        &self,
-        operation: ApiOperation,
-        kind: &ResourceKind,
-        target: String,
-        call: impl FnOnce(&mut State, &Decision) -> Result<T, KubeError>,
-        describe: impl FnOnce(&T) -> String,
-    ) -> Result<T, KubeError> {
-        let decision = {
-            let mut state = self.current();
-            let state = &mut *state;
-            state
-                .faults
-                .decide(operation, &state.config.faults, &mut state.rng.faults)
-        };
-        if !decision.latency.is_zero() {
-            tokio::time::sleep(decision.latency).await;
-        }
-        let mut state = self.current();
-        let result = match decision.error {
-            None => call(&mut state, &decision),
-            Some(injected) => {
-                if decision.apply_anyway {
-                    // The effect happens; only the response is lost.
-                    let _ = call(&mut state, &decision);
-                }
-                Err(injected.error(operation))
-            }
-        };
-        let mut outcome = calls::outcome(&result, describe);
-        if let (Ok(_), Some(after)) = (&result, decision.disconnect_after_events) {
-            outcome.push_str(&format!(" (injected fault: drops after {after} events)"));
-        }
-        let now = state.now;
-        state
-            .calls
-            .record(now, operation, kind.plural, target, outcome);
-        result
+impl Fake for ApiServer {
+    type Kit = ApiKit;
+    type State = State;
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.current()
     }
+
+    fn kit(state: &mut State) -> KitView<'_, ApiKit> {
+        KitView {
+            kit: &mut state.kit,
+            rates: &mut state.config.faults,
+            now: state.now,
+        }
+    }
+}
+
+/// One seam call through the kit: the `kind`'s plural and `target` are what the log keeps.
+async fn serve<T>(
+    api: &ApiServer,
+    operation: ApiOperation,
+    kind: &ResourceKind,
+    target: String,
+    call: impl FnOnce(&mut State, &Decision) -> Result<T, KubeError>,
+    describe: impl FnOnce(&T) -> String,
+) -> Result<T, KubeError> {
+    fakekit::serve(api, operation, (kind.plural, target), call, describe).await
 }
 
 fn version_of(object: &Value) -> String {
@@ -199,7 +192,8 @@ fn version_of(object: &Value) -> String {
 #[async_trait]
 impl KubeApi for ApiServer {
     async fn get(&self, kind: &ResourceKind, key: &ObjectKey) -> Result<Option<Value>, KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::Get,
             kind,
             describe_key(key),
@@ -217,7 +211,8 @@ impl KubeApi for ApiServer {
         kind: &ResourceKind,
         options: &ListOptions,
     ) -> Result<ObjectList, KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::List,
             kind,
             selectors::describe(options),
@@ -239,7 +234,8 @@ impl KubeApi for ApiServer {
             (true, None) => format!("default/{name}"),
             (false, _) => name,
         };
-        self.serve(
+        serve(
+            self,
             ApiOperation::Create,
             kind,
             target,
@@ -263,7 +259,8 @@ impl KubeApi for ApiServer {
         key: &ObjectKey,
         patch: &Patch,
     ) -> Result<Value, KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::Patch,
             kind,
             describe_key(key),
@@ -279,7 +276,8 @@ impl KubeApi for ApiServer {
         key: &ObjectKey,
         patch: &Patch,
     ) -> Result<Value, KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::PatchStatus,
             kind,
             describe_key(key),
@@ -295,7 +293,8 @@ impl KubeApi for ApiServer {
         key: &ObjectKey,
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome, KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::Delete,
             kind,
             describe_key(key),
@@ -310,7 +309,8 @@ impl KubeApi for ApiServer {
     }
 
     async fn evict(&self, pod: &ObjectKey, options: &DeleteOptions) -> Result<(), KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::Evict,
             &ResourceKind::POD,
             describe_key(pod),
@@ -326,7 +326,8 @@ impl KubeApi for ApiServer {
         options: &ListOptions,
         resource_version: &str,
     ) -> Result<WatchStream, KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::Watch,
             kind,
             format!("{} from={resource_version:?}", selectors::describe(options)),
@@ -346,7 +347,7 @@ impl KubeApi for ApiServer {
                     filter,
                     start,
                     current,
-                    remaining_events: decision.disconnect_after_events,
+                    remaining_events: decision.degraded.0,
                     queue_max: state.config.watch_events_max,
                     now: state.now,
                 };
@@ -358,7 +359,8 @@ impl KubeApi for ApiServer {
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), KubeError> {
-        self.serve(
+        serve(
+            self,
             ApiOperation::RecordEvent,
             &event.involved,
             describe_key(&event.key),

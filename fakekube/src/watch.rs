@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 // that drains a watch without waiting (`now_or_never`) would mistake for "caught up".
 use futures::channel::mpsc;
 
-use crate::apiserver::selectors::Filter;
-use crate::apiserver::store::Resource;
+use crate::selectors::Filter;
+use crate::store::Resource;
 
 /// What a change did to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,10 +2,10 @@
 //! API server: it lists once, then follows the watch, resumes dropped watches and re-lists when
 //! the server says its version is gone.
 
+use fakekube::{ApiOperation, ApiServerConfig, Fake};
 use karpenter_core::seams::KubeApi;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::state::Reflector;
-use karpenter_sim::apiserver::{ApiOperation, ApiServerConfig};
 use serde_json::{Value, json};
 
 use super::{api_server, block_on};

@@ -7,21 +7,24 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use fakekit::{Kit, KitSpec};
 use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchErrorKind;
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, ListOptions, ObjectKey, ObjectList, Patch, ResourceKind,
 };
+use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value, json};
+use strum::VariantArray;
 
-use crate::apiserver::RecordedEvent;
-use crate::apiserver::calls::CallLog;
-use crate::apiserver::config::ApiServerConfig;
-use crate::apiserver::faults::Faults;
-use crate::apiserver::rng::{NAME_SUFFIX_LEN, Rngs, name_suffix, uuid};
-use crate::apiserver::selectors::Filter;
-use crate::apiserver::watch::{Change, ChangeType, WatchHub};
+use crate::RecordedEvent;
+use crate::calls::ApiCall;
+use crate::config::ApiServerConfig;
+use crate::faults::{ApiFault, ApiFaultRates, ApiOperation};
+use crate::rng::{self, NAME_SUFFIX_LEN, name_suffix, uuid};
+use crate::selectors::Filter;
+use crate::watch::{Change, ChangeType, WatchHub};
 
 /// Objects are stored per (API group, plural): two groups may share a plural (`events`).
 pub(crate) type Resource = (&'static str, &'static str);
@@ -63,25 +66,39 @@ pub(crate) enum PatchTarget {
     Status,
 }
 
-/// Everything the server holds, behind one lock.
-pub(crate) struct State {
-    pub config: ApiServerConfig,
+/// Everything the server holds, behind one lock (unnameable outside the crate: fakekit's `Fake`
+/// lends it back to the crate only).
+pub struct State {
+    pub(crate) config: ApiServerConfig,
     /// The injected clock's time at the current call.
-    pub now: Timestamp,
+    pub(crate) now: Timestamp,
     /// The last resourceVersion handed out (one counter for all kinds, as etcd's revision).
-    pub resource_version: u64,
-    pub objects: BTreeMap<Resource, BTreeMap<ObjectKey, Value>>,
-    pub watch: WatchHub,
-    pub events: VecDeque<RecordedEvent>,
-    pub next_event_seq: u64,
-    pub calls: CallLog,
-    pub faults: Faults,
-    pub rng: Rngs,
+    pub(crate) resource_version: u64,
+    pub(crate) objects: BTreeMap<Resource, BTreeMap<ObjectKey, Value>>,
+    pub(crate) watch: WatchHub,
+    pub(crate) events: VecDeque<RecordedEvent>,
+    pub(crate) next_event_seq: u64,
+    /// The fault plan, the call log and the latency tally.
+    pub(crate) kit: Kit<ApiKit>,
+    /// Generated names and uids.
+    pub(crate) ids: ChaCha8Rng,
+}
+
+/// The types of the API server's kit: the `KubeApi` operations, API-server faults, [`ApiCall`]s.
+pub struct ApiKit;
+
+impl KitSpec for ApiKit {
+    type Operation = ApiOperation;
+    type Rates = ApiFaultRates;
+    type Fault = ApiFault;
+    type Record = ApiCall;
+    const OPERATIONS: &'static [ApiOperation] = ApiOperation::VARIANTS;
 }
 
 impl State {
     /// A fresh store at `now`, holding only the predefined namespaces.
-    pub fn new(config: ApiServerConfig, now: Timestamp) -> Self {
+    pub(crate) fn new(config: ApiServerConfig, now: Timestamp) -> Self {
+        let streams = rng::streams(config.seed);
         let mut state = Self {
             now,
             resource_version: 0,
@@ -89,9 +106,8 @@ impl State {
             watch: WatchHub::new(config.watch_history_max),
             events: VecDeque::new(),
             next_event_seq: 1,
-            calls: CallLog::new(config.call_log_len_max),
-            faults: Faults::default(),
-            rng: Rngs::new(config.seed),
+            kit: Kit::new(streams.clone(), config.call_log_len_max),
+            ids: streams.stream("ids"),
             config,
         };
         for namespace in PREDEFINED_NAMESPACES {
@@ -105,12 +121,12 @@ impl State {
         state
     }
 
-    pub fn lookup(&self, resource: Resource, key: &ObjectKey) -> Option<&Value> {
+    pub(crate) fn lookup(&self, resource: Resource, key: &ObjectKey) -> Option<&Value> {
         self.objects.get(&resource)?.get(key)
     }
 
     /// Objects of `kind` in (namespace, name) order.
-    pub fn all(&self, kind: &ResourceKind) -> impl Iterator<Item = &Value> {
+    pub(crate) fn all(&self, kind: &ResourceKind) -> impl Iterator<Item = &Value> {
         self.objects
             .get(&resource(kind))
             .into_iter()
@@ -119,7 +135,7 @@ impl State {
 
     /// Objects of `kind` in `namespace` (all namespaces for `None`), in (namespace, name) order.
     /// A namespace is a contiguous range of the ordered map, so this does not scan the others.
-    pub fn scan<'a>(
+    pub(crate) fn scan<'a>(
         &'a self,
         kind: &ResourceKind,
         namespace: Option<&'a str>,
@@ -138,12 +154,16 @@ impl State {
         }
     }
 
-    pub fn get(&self, kind: &ResourceKind, key: &ObjectKey) -> Result<Option<Value>, KubeError> {
+    pub(crate) fn get(
+        &self,
+        kind: &ResourceKind,
+        key: &ObjectKey,
+    ) -> Result<Option<Value>, KubeError> {
         check_key(kind, key)?;
         Ok(self.lookup(resource(kind), key).cloned())
     }
 
-    pub fn list(
+    pub(crate) fn list(
         &self,
         kind: &ResourceKind,
         options: &ListOptions,
@@ -160,7 +180,11 @@ impl State {
         })
     }
 
-    pub fn create(&mut self, kind: &ResourceKind, mut object: Value) -> Result<Value, KubeError> {
+    pub(crate) fn create(
+        &mut self,
+        kind: &ResourceKind,
+        mut object: Value,
+    ) -> Result<Value, KubeError> {
         let resource = resource(kind);
         let Some(map) = object.as_object_mut() else {
             return Err(invalid(kind, "the object is not a JSON object"));
@@ -243,7 +267,7 @@ impl State {
             remove_field(metadata, field);
         }
         metadata["name"] = json!(key.name);
-        metadata["uid"] = json!(uuid(&mut self.rng.ids));
+        metadata["uid"] = json!(uuid(&mut self.ids));
         metadata["creationTimestamp"] = json!(format_timestamp(self.now));
         metadata["generation"] = json!(1);
         let status = initial_status(kind, object.get("status").cloned());
@@ -251,7 +275,7 @@ impl State {
         Ok(self.insert_new(resource, key, object))
     }
 
-    pub fn patch(
+    pub(crate) fn patch(
         &mut self,
         kind: &ResourceKind,
         key: &ObjectKey,
@@ -285,7 +309,7 @@ impl State {
         Ok(self.replace(resource, key, &current, next))
     }
 
-    pub fn delete(
+    pub(crate) fn delete(
         &mut self,
         kind: &ResourceKind,
         key: &ObjectKey,
@@ -358,7 +382,7 @@ impl State {
     ) -> Result<String, KubeError> {
         let prefix: String = prefix.chars().take(GENERATE_NAME_PREFIX_LEN_MAX).collect();
         for _ in 0..GENERATE_NAME_ATTEMPTS_MAX {
-            let name = format!("{prefix}{}", name_suffix(&mut self.rng.ids));
+            let name = format!("{prefix}{}", name_suffix(&mut self.ids));
             check_name(kind, &name)?;
             let key = ObjectKey {
                 namespace: namespace.clone(),
@@ -394,6 +418,48 @@ impl State {
             object: object.clone(),
         });
         object
+    }
+
+    /// Creates `object` (keeping a `creationTimestamp` it gives) and merges `status` into the
+    /// status the server gives it, or replaces the existing object with `object` and `status` as
+    /// given (metadata the server owns carried over; without a `status` the stored one stays). A
+    /// fixture: not a seam call.
+    pub(crate) fn put(
+        &mut self,
+        kind: &ResourceKind,
+        object: Value,
+        status: Option<Value>,
+    ) -> Result<Value, KubeError> {
+        let key = key_of(kind, &object);
+        let Some(current) = self.lookup(resource(kind), &key).cloned() else {
+            let created_at = object["metadata"]["creationTimestamp"].clone();
+            let mut created = self.create(kind, object)?;
+            if created_at.is_string() {
+                // An object that existed before the test began.
+                let mut older = created.clone();
+                older["metadata"]["creationTimestamp"] = created_at;
+                created = self.replace(resource(kind), &key, &created, older);
+            }
+            let Some(status) = status else {
+                return Ok(created);
+            };
+            let patch = Patch::Merge(json!({ "status": status }));
+            return self.patch(kind, &key, &patch, PatchTarget::Status);
+        };
+        let mut next = object;
+        next["apiVersion"] = current["apiVersion"].clone();
+        next["kind"] = current["kind"].clone();
+        for field in SYSTEM_METADATA.iter().chain(&["name", "namespace"]) {
+            match current["metadata"].get(*field) {
+                Some(value) => next["metadata"][*field] = value.clone(),
+                None => remove_field(&mut next["metadata"], field),
+            }
+        }
+        match status.or_else(|| current.get("status").cloned()) {
+            Some(status) => next["status"] = status,
+            None => remove_field(&mut next, "status"),
+        }
+        Ok(self.replace(resource(kind), &key, &current, next))
     }
 
     /// Stores `next` in place of `current` at a new resourceVersion.
@@ -707,6 +773,20 @@ pub(crate) fn format_timestamp(at: Timestamp) -> String {
 }
 
 /// `namespace/name` or `name`.
+/// The key of `object` of `kind` (a namespaced object without a namespace is in `default`).
+pub(crate) fn key_of(kind: &ResourceKind, object: &Value) -> ObjectKey {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if kind.namespaced {
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or("default");
+        ObjectKey::namespaced(namespace, name)
+    } else {
+        ObjectKey::cluster(name)
+    }
+}
+
 pub(crate) fn describe_key(key: &ObjectKey) -> String {
     match &key.namespace {
         Some(ns) => format!("{ns}/{}", key.name),

@@ -23,8 +23,8 @@ use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use serde_json::{Value, json};
 
-use crate::apiserver::selectors::LabelSelector;
-use crate::apiserver::store::{State, is_marked, is_terminal_pod, resource};
+use crate::selectors::LabelSelector;
+use crate::store::{State, is_marked, is_terminal_pod, resource};
 
 /// A budget's numbers at one moment (what the disruption controller would write to its status).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,13 +35,17 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    pub fn disruptions_allowed(&self) -> u64 {
+    pub(crate) fn disruptions_allowed(&self) -> u64 {
         self.healthy.saturating_sub(self.desired_healthy)
     }
 }
 
 impl State {
-    pub fn evict(&mut self, key: &ObjectKey, options: &DeleteOptions) -> Result<(), KubeError> {
+    pub(crate) fn evict(
+        &mut self,
+        key: &ObjectKey,
+        options: &DeleteOptions,
+    ) -> Result<(), KubeError> {
         let kind = ResourceKind::POD;
         let Some(pod) = self.get(&kind, key)? else {
             return Ok(());
@@ -149,7 +153,7 @@ impl State {
     /// Writes every budget's numbers to its status, as Kubernetes' disruption controller does
     /// (only budgets whose status changes get a new resourceVersion); returns how many changed.
     /// Budgets without a usable selector (null or invalid) are left alone.
-    pub fn sync_budget_status(&mut self) -> usize {
+    pub(crate) fn sync_budget_status(&mut self) -> usize {
         let kind = ResourceKind::POD_DISRUPTION_BUDGET;
         let updates: Vec<(ObjectKey, Value, Value)> = self
             .all(&kind)

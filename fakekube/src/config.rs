@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::apiserver::faults::{ApiFaultRates, ApiOperation};
+use crate::faults::{ApiFaultRates, ApiOperation};
 
-/// Settings of an [`ApiServer`](crate::apiserver::ApiServer). Every queue the server keeps has its
+/// Settings of an [`ApiServer`](crate::ApiServer). Every queue the server keeps has its
 /// bound here, so a long simulation has a known memory ceiling.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiServerConfig {
@@ -21,7 +21,7 @@ pub struct ApiServerConfig {
     /// How often, in the injected clock's time, an open watch gets a `Bookmark` with the current
     /// resourceVersion (Kubernetes sends them about once a minute). Bookmarks are sent when a call
     /// reaches the server or when the simulation calls
-    /// [`ApiServer::advance_to_now`](crate::apiserver::ApiServer::advance_to_now); the server has
+    /// [`ApiServer::advance_to_now`](crate::ApiServer::advance_to_now); the server has
     /// no background task. 0 disables them.
     pub bookmark_interval_ms: u64,
     /// Recorded Events kept for inspection; the oldest go first.

@@ -3,15 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fakekube::{
+    ApiFault, ApiFaultRates, ApiOperation, ApiServer, ApiServerConfig, Fake, PREDEFINED_NAMESPACES,
+};
 use futures::{FutureExt, StreamExt};
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, ListOptions, ObjectKey, Patch, ResourceKind,
     WatchEvent, WatchStream,
 };
 use karpenter_core::seams::{KubeApi, KubeError, ManualClock};
-use karpenter_sim::apiserver::{
-    ApiFault, ApiFaultRates, ApiOperation, ApiServer, ApiServerConfig, PREDEFINED_NAMESPACES,
-};
 use serde_json::{Value, json};
 
 use super::{api_server, block_on};

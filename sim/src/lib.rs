@@ -8,17 +8,22 @@
 //! - [`world`]: everything above plus fakecloud and the controller, on one clock and one seed;
 //!   [`scenario`] describes a run, [`invariants`] are checked every step, [`report`] is the result.
 //! - [`faults`]: the fault catalogue ([`faults::FaultMix`]) a scenario or a caller turns on;
-//!   [`controller`]: the controller processes the world crashes, restarts and fails over.
+//!   [`process`]: the controller processes the world crashes, restarts and fails over.
+//! - [`seams`]: the seam layers each process reaches the API server and the cloud through
+//!   ([`audit`] of what the controller removed and created; [`bugs`], test-only broken
+//!   behaviours that show the invariants catch them).
 //! - [`swarm`]: many seeds, each with its own draw of faults, through a safety and a liveness
-//!   phase; [`bugs`] are test-only broken behaviours that show the invariants catch them.
+//!   phase.
 
+pub mod audit;
 pub mod bugs;
-pub mod controller;
 pub mod faults;
 pub mod invariants;
 pub mod kubelet;
+pub mod process;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;
+pub mod seams;
 pub mod swarm;
 pub mod world;

@@ -30,14 +30,15 @@ use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 use sha2::{Digest, Sha256};
 
-use crate::bugs::{Bug, Seams};
-use crate::controller::{Controllers, LOST_LEASE, ProcessSeams};
+use crate::bugs::Bug;
 use crate::faults::{self, CrashPoint, FaultMix};
 use crate::invariants::{Catalogue, Invariants, Observation, ObserverCache};
 use crate::kubelet::{Kubelet, KubeletConfig};
+use crate::process::{Controllers, LOST_LEASE, ProcessSeams};
 use crate::report::{NodesReport, PodsReport, Report};
 use crate::scenario::Scenario;
 use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::seams::Seams;
 use fakekube::{ApiServer, ApiServerConfig};
 use inject::{Fired, Injector, count};
 use workloads::Workloads;

@@ -63,7 +63,7 @@ use karpenter_core::seams::kube::ResourceKind;
 use serde_json::Value;
 
 use super::{CLAIM_DEADLINE, Invariants, Observation, res};
-use crate::bugs::{Audit, PodRemoval};
+use crate::audit::{Audit, PodRemoval};
 use fakekube::ApiServer;
 
 /// EC2 reclaims a spot instance this long after its interruption warning.
@@ -728,7 +728,7 @@ impl Catalogue {
     /// `claim-storm`.
     fn check_claim_storm(
         &mut self,
-        ended: &[crate::bugs::ClaimEnded],
+        ended: &[crate::audit::ClaimEnded],
         observation: &Observation,
         now: Timestamp,
         invariants: &mut Invariants,

@@ -3,14 +3,23 @@
 //! knobs every fake has (`set_fault_rates`, `script_faults`, `add_fault_window`, `clear_faults`,
 //! `calls`, ...) are fakekit's [`Fake`](fakekit::Fake) methods.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use serde_json::Value;
 
 use crate::config::ApiServerConfig;
+use crate::faults::{ApiFaultRates, ApiOperation};
 use crate::store::{is_marked, key_of, resource};
 use crate::{ApiServer, RecordedEvent};
+
+/// Standing fault rates taken off by [`ApiServer::suspend_faults`], to put back with
+/// [`ApiServer::resume_faults`].
+#[must_use = "suspended faults are put back with `resume_faults`"]
+#[derive(Debug)]
+pub struct SuspendedFaults(BTreeMap<ApiOperation, ApiFaultRates>);
 
 /// Knobs.
 impl ApiServer {
@@ -82,6 +91,26 @@ impl ApiServer {
             .iter()
             .filter(|key| state.delete(&ResourceKind::POD, key, &now).is_ok())
             .count()
+    }
+
+    /// Takes the standing fault rates off until [`ApiServer::resume_faults`]: the harness's own
+    /// work (a workload stand-in, an observer, a user's `kubectl`) runs without them, since faults
+    /// are for the controller. Scripts and windows stay.
+    pub fn suspend_faults(&self) -> SuspendedFaults {
+        SuspendedFaults(std::mem::take(&mut self.current().config.faults))
+    }
+
+    /// Puts back the rates [`ApiServer::suspend_faults`] took off (replacing any set since).
+    pub fn resume_faults(&self, suspended: SuspendedFaults) {
+        self.current().config.faults = suspended.0;
+    }
+
+    /// Runs `work` with the standing fault rates off (see [`ApiServer::suspend_faults`]).
+    pub async fn without_faults<T>(&self, work: impl AsyncFnOnce(&ApiServer) -> T) -> T {
+        let suspended = self.suspend_faults();
+        let out = work(self).await;
+        self.resume_faults(suspended);
+        out
     }
 
     /// Writes each PodDisruptionBudget's numbers (`expectedPods`, `currentHealthy`,

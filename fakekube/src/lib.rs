@@ -80,6 +80,7 @@ pub use calls::ApiCall;
 pub use config::ApiServerConfig;
 pub use fakekit::Fake;
 pub use faults::{ApiFault, ApiFaultRates, ApiFaultWindow, ApiOperation, Disconnect, Injected};
+pub use knobs::SuspendedFaults;
 pub use store::{ApiKit, PREDEFINED_NAMESPACES};
 
 use crate::faults::Decision;

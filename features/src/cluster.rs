@@ -18,7 +18,7 @@ use std::fmt;
 use std::time::Duration;
 
 use fakecloud::Pool;
-use fakekube::{ApiFaultRates, ApiOperation};
+use fakekube::ApiServer;
 use jiff::Timestamp;
 use karpenter_core::seams::ec2::Instance;
 use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::history::History;
 use crate::manifests;
 use crate::observe::Snapshot;
-use crate::workloads::{DaemonSet, Deployment};
+use karpenter_sim::workloads::{DaemonSet, Deployment};
 
 /// The seed of a scenario that does not say `Given the seed N`.
 pub const DEFAULT_SEED: u64 = 1;
@@ -313,7 +313,7 @@ impl SimWorld {
         let Some(world) = self.world.as_ref() else {
             return;
         };
-        let saved = suspend_api_faults(world);
+        let saved = world.api.suspend_faults();
         let pods = world.api.objects(&ResourceKind::POD);
         let mut result = Ok(());
         for deployment in self.deployments.values_mut() {
@@ -337,7 +337,7 @@ impl SimWorld {
                 }
             }
         }
-        world.api.configure(|c| c.faults = saved);
+        world.api.resume_faults(saved);
         if let Err(err) = result {
             self.fail(format!(
                 "the ReplicaSet stand-in could not write pods: {err}"
@@ -544,10 +544,8 @@ impl SimWorld {
         }
         let result = match self.world.as_ref() {
             Some(world) => {
-                let saved = suspend_api_faults(world);
-                let result = world.api.create(&kind, document).await;
-                world.api.configure(|c| c.faults = saved);
-                result
+                let create = async |api: &ApiServer| api.create(&kind, document).await;
+                world.api.without_faults(create).await
             }
             None => unreachable!("built above"),
         };
@@ -573,9 +571,8 @@ impl SimWorld {
         self.world().await;
         self.mark();
         let world = self.built();
-        let saved = suspend_api_faults(world);
-        let result = world.api.delete(kind, key, &DeleteOptions::default()).await;
-        world.api.configure(|c| c.faults = saved);
+        let delete = async |api: &ApiServer| api.delete(kind, key, &DeleteOptions::default()).await;
+        let result = world.api.without_faults(delete).await;
         self.observe_now();
         result
     }
@@ -591,9 +588,10 @@ impl SimWorld {
         self.world().await;
         self.mark();
         let world = self.built();
-        let saved = suspend_api_faults(world);
-        let result = world.api.patch(kind, key, patch).await;
-        world.api.configure(|c| c.faults = saved);
+        let result = world
+            .api
+            .without_faults(async |api: &ApiServer| api.patch(kind, key, patch).await)
+            .await;
         self.observe_now();
         result
     }
@@ -695,15 +693,6 @@ impl Default for SimWorld {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// Switches the API server's injected faults off, returning them for `c.faults = saved`.
-fn suspend_api_faults(world: &World) -> BTreeMap<ApiOperation, ApiFaultRates> {
-    let mut saved = BTreeMap::new();
-    world
-        .api
-        .configure(|c| saved = std::mem::take(&mut c.faults));
-    saved
 }
 
 /// `text` with regex metacharacters escaped (for the replay command's `--name` filter).

@@ -325,20 +325,6 @@ impl World {
         Ok(true)
     }
 
-    /// Takes the API server's injected faults off (returning them): harness work (the workload,
-    /// the observer) runs without them, since faults are for the controller, not for the world
-    /// watching it.
-    fn suspend_api_faults(&self) -> BTreeMap<fakekube::ApiOperation, fakekube::ApiFaultRates> {
-        let mut saved = BTreeMap::new();
-        self.api
-            .configure(|c| saved = std::mem::take(&mut c.faults));
-        saved
-    }
-
-    fn resume_api_faults(&self, saved: BTreeMap<fakekube::ApiOperation, fakekube::ApiFaultRates>) {
-        self.api.configure(|c| c.faults = saved);
-    }
-
     /// One step of the world; returns the step's event-log line (fault lines follow it in the
     /// log).
     pub async fn step(&mut self) -> Result<String, WorldError> {
@@ -346,15 +332,15 @@ impl World {
         let before = self.faults.clone();
         // Harness work (turning faults on or off, the workload) runs with the API server's
         // injected faults off; a new mix's rates are what is resumed afterwards.
-        let mut saved = self.suspend_api_faults();
+        let mut saved = self.api.suspend_faults();
         let setup = self.apply_pending_faults().await;
         if matches!(setup, Ok(true)) {
-            saved = self.suspend_api_faults();
+            saved = self.api.suspend_faults();
         }
         let elapsed = self.elapsed();
         let now = self.now();
         let workloads = self.workloads.step(self.api.as_ref(), elapsed, now).await;
-        self.resume_api_faults(saved);
+        self.api.resume_faults(saved);
         setup?;
         workloads?;
         self.cloud.advance_to_now();
@@ -402,7 +388,7 @@ impl World {
             );
         }
         let controller = controllers.report;
-        let saved = self.suspend_api_faults();
+        let saved = self.api.suspend_faults();
         let observation = Observation::read(
             &mut self.observer,
             self.api.as_ref(),
@@ -410,7 +396,7 @@ impl World {
             self.clock.now(),
         )
         .await;
-        self.resume_api_faults(saved);
+        self.api.resume_faults(saved);
         let observation = observation?;
         self.track(&observation);
         self.invariants.check(&observation, self.now());
@@ -697,7 +683,7 @@ impl World {
     /// Ends a run driven step by step: the end-of-run checks (liveness) and the report of
     /// `simulated` seconds.
     pub async fn finish(&mut self, simulated: Duration) -> Result<Report, WorldError> {
-        let saved = self.suspend_api_faults();
+        let saved = self.api.suspend_faults();
         let observation = Observation::read(
             &mut self.observer,
             self.api.as_ref(),
@@ -705,7 +691,7 @@ impl World {
             self.clock.now(),
         )
         .await;
-        self.resume_api_faults(saved);
+        self.api.resume_faults(saved);
         let observation = observation?;
         self.invariants.finish(&observation);
         Ok(self.report(&observation, simulated))

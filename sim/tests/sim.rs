@@ -2,11 +2,7 @@
 //! `tests/sim/` (declared with `#[path]`, since this file is the crate root), and this file holds
 //! only module declarations and helpers they share.
 
-use std::sync::Arc;
-
-use fakekube::{ApiServer, ApiServerConfig};
 use jiff::Timestamp;
-use karpenter_core::seams::ManualClock;
 
 #[path = "sim/fixtures.rs"]
 mod fixtures;
@@ -29,11 +25,4 @@ pub fn start() -> Timestamp {
 /// Runs a future that never sleeps (no runtime needed; a sleep would panic).
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures::executor::block_on(future)
-}
-
-/// An API server with `config` on a manual clock at [`start`].
-pub fn api_server(config: ApiServerConfig) -> (Arc<ManualClock>, Arc<ApiServer>) {
-    let clock = Arc::new(ManualClock::new(start()));
-    let server = Arc::new(ApiServer::new(clock.clone(), config));
-    (clock, server)
 }

@@ -8,6 +8,7 @@
 //! controller reference to the ReplicaSet `<deployment>-<hash>`, as the real controllers write
 //! them. Extras go unscheduled first, then newest first (Kubernetes' deletion ranking, shortened).
 
+use std::borrow::Borrow;
 use std::collections::BTreeSet;
 use std::hash::Hasher;
 
@@ -164,10 +165,11 @@ impl Deployment {
     pub async fn reconcile(
         &mut self,
         kube: &dyn KubeApi,
-        pods: &[Value],
+        pods: &[impl Borrow<Value>],
     ) -> Result<(usize, usize), KubeError> {
         let mut live: Vec<&Value> = pods
             .iter()
+            .map(Borrow::borrow)
             .filter(|p| self.owns(p))
             .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
             .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))

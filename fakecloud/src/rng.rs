@@ -12,25 +12,9 @@ pub(crate) use fakekit::{between, chance, uuid};
 /// The component name the streams are derived from.
 pub(crate) const COMPONENT: &str = "fakecloud";
 
-/// Stream numbers by purpose.
-const NUMBERS: &[(&str, u64)] = &[
-    ("ids", 1),
-    ("fault/throttle", 2),
-    ("boot", 3),
-    ("spot", 4),
-    ("sqs", 5),
-    ("fault/internal-error", 6),
-    ("fault/unavailable", 7),
-    ("fault/lost-response", 8),
-    ("fault/latency", 9),
-    ("sqs-reorder", 10),
-    ("sqs-duplicate", 11),
-    ("injected", 12),
-];
-
 /// The streams of fakecloud for `seed`.
 pub(crate) fn streams(seed: u64) -> Streams {
-    Streams::new(seed, COMPONENT, NUMBERS)
+    Streams::new(seed, COMPONENT)
 }
 
 #[derive(Clone, Debug)]

@@ -19,4 +19,4 @@ pub mod streams;
 pub use calls::{CallLog, Record, list, outcome};
 pub use faults::{Decision, Degraded, FaultPlan, FaultStreams, FaultWindow, Rates, Scripted};
 pub use serve::{Fake, FromInjected, Kit, KitDecision, KitSpec, KitView, serve};
-pub use streams::{Streams, between, chance, uuid};
+pub use streams::{Streams, between, chance, stream_id, uuid};

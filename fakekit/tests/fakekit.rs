@@ -179,7 +179,7 @@ impl Fake for Toy {
 }
 
 fn streams(seed: u64) -> Streams {
-    Streams::new(seed, "toy", &[("fault/busy", 7), ("ids", 1)])
+    Streams::new(seed, "toy")
 }
 
 fn at(second: i64) -> Timestamp {
@@ -289,4 +289,29 @@ fn each_fault_kind_draws_from_its_own_stream() {
     }
     let draws = |s: &mut FaultStreams| (0..20).map(|_| s.chance("busy", 0.5)).collect::<Vec<_>>();
     assert_eq!(draws(&mut quiet), draws(&mut busy));
+}
+
+#[test]
+fn two_components_on_one_seed_never_share_a_stream() {
+    // fakecloud's and the API server's ids, and EC2 throttling and API 5xx, once drew from the
+    // same numbered streams of the world's one seed.
+    let cloud = Streams::new(7, "fakecloud");
+    let api = Streams::new(7, "fakekube");
+    let draw = |streams: &Streams, purpose: &str| -> Vec<u64> {
+        let mut rng = streams.stream(purpose);
+        (0..4).map(|_| rng.r#gen()).collect()
+    };
+    assert_ne!(draw(&cloud, "ids"), draw(&api, "ids"));
+    assert_ne!(
+        draw(&cloud, "fault/throttle"),
+        draw(&api, "fault/unavailable")
+    );
+    assert_ne!(
+        fakekit::stream_id("fakecloud", "ids"),
+        fakekit::stream_id("fakekube", "ids")
+    );
+    assert_eq!(
+        draw(&cloud, "ids"),
+        draw(&Streams::new(7, "fakecloud"), "ids")
+    );
 }

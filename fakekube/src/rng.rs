@@ -19,19 +19,9 @@ pub(crate) const NAME_SUFFIX_LEN: usize = 5;
 /// The component name the streams are derived from.
 pub(crate) const COMPONENT: &str = "fakekube";
 
-/// Stream numbers by purpose.
-const NUMBERS: &[(&str, u64)] = &[
-    ("ids", 1),
-    ("fault/unavailable", 2),
-    ("fault/conflict", 3),
-    ("fault/lost-response", 4),
-    ("fault/disconnect", 5),
-    ("fault/latency", 6),
-];
-
 /// The streams of the API server for `seed`.
 pub(crate) fn streams(seed: u64) -> Streams {
-    Streams::new(seed, COMPONENT, NUMBERS)
+    Streams::new(seed, COMPONENT)
 }
 
 /// The random suffix `generateName` appends.

@@ -29,7 +29,8 @@
 
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use fakekit::Streams;
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -80,16 +81,15 @@ pub enum Purpose {
     Target,
 }
 
-/// The random stream of one fault's `purpose`, derived from the run's seed and the fault's place
-/// in [`FAULT_NAMES`] (streams 1000 and up: clear of every other stream of the seed).
+/// The random stream of one fault's `purpose`: `<fault>/schedule` or `<fault>/target` of the
+/// component `faults` of the run's seed. Named, not numbered: adding a fault moves no other
+/// fault's draws, and no stream of fakecloud or the API server coincides with one of these.
 pub fn stream(seed: u64, fault: &str, purpose: Purpose) -> ChaCha8Rng {
-    let index = FAULT_NAMES
-        .iter()
-        .position(|n| *n == fault)
-        .unwrap_or(FAULT_NAMES.len()) as u64;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(1000 + index * 2 + u64::from(purpose == Purpose::Target));
-    rng
+    let purpose = match purpose {
+        Purpose::Schedule => "schedule",
+        Purpose::Target => "target",
+    };
+    Streams::new(seed, "faults").stream(&format!("{fault}/{purpose}"))
 }
 
 /// `Vec<Duration>` as a list of humantime strings (`[90s, 10m]`).
@@ -453,10 +453,8 @@ impl FaultMix {
     /// given the seed's coin for it. Faults are drawn in catalogue order, each with its coin then
     /// its intensities.
     fn draw_choosing(seed: u64, choose: impl Fn(&str, bool) -> bool) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(999);
         let mut coins = Coins {
-            rng,
+            rng: Streams::new(seed, "fault-mix").stream("draw"),
             names: FAULT_NAMES.iter(),
             choose: &choose,
         };

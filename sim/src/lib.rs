@@ -4,7 +4,8 @@
 //! - [`apiserver`]: an in-memory API server implementing the `KubeApi` seam.
 //! - [`scheduler`]: a kube-scheduler stand-in, written independently of the controller's
 //!   scheduling code (it is the check on that code).
-//! - [`kubelet`]: a kubelet stand-in that registers nodes for booted instances and runs pods.
+//! - [`kubelet`]: a kubelet stand-in that registers nodes for booted instances and runs pods;
+//!   both stand-ins read and write objects through the same small helpers (`objects`).
 //! - [`world`]: everything above plus fakecloud and the controller, on one clock and one seed;
 //!   [`scenario`] describes a run, [`invariants`] are checked every step, [`report`] is the result.
 //! - [`faults`]: the fault catalogue ([`faults::FaultMix`]) a scenario or a caller turns on;
@@ -18,6 +19,7 @@ pub mod controller;
 pub mod faults;
 pub mod invariants;
 pub mod kubelet;
+mod objects;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;

@@ -59,6 +59,8 @@ pub enum WorldError {
     Faults(String),
 }
 
+/// One simulated cluster: the controller processes, the stand-ins, the API server and fakecloud,
+/// with the invariants that watch them and the event log that fingerprints the run.
 pub struct World {
     seed: u64,
     scenario: Scenario,

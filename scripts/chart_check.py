@@ -267,6 +267,22 @@ def service_monitor(check):
     return problems
 
 
+def notes(check):
+    """NOTES.txt renders (Helm shows it only after an install, so `helm template` never runs it):
+    rendered here through a ConfigMap in a copy of the chart."""
+    wrapper = ('apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: |\n'
+               '{{ tpl (.Files.Get "notes.txt") . | indent 4 }}\n')
+    chart = altered_chart(check, "notes", "templates/notes-check.yaml", lambda _: wrapper)
+    shutil.copy(chart / "templates/NOTES.txt", chart / "notes.txt")
+    code, output = check.run([check.helm, "template", RELEASE, chart, "--namespace", NAMESPACE,
+                              "--set", "settings.clusterName=ci",
+                              "--show-only", "templates/notes-check.yaml"])
+    if code != 0:
+        return tail(output)
+    text = yaml.safe_load(output)["data"]["notes"]
+    return [] if 'for cluster "ci"' in text else ["NOTES.txt does not name the cluster"]
+
+
 def secure(check, rendering):
     return security_problems(docs((check.out / rendering).read_text()))
 
@@ -331,7 +347,7 @@ def altered_chart(check, name, path, change):
     shutil.rmtree(copy.parent, ignore_errors=True)
     shutil.copytree(check.root / "charts/karpenter", copy)
     target = copy / path
-    before = target.read_text()
+    before = target.read_text() if target.exists() else ""
     after = change(before)
     if after == before:
         raise ValueError(f"{name}: the alteration of {path} matched nothing")
@@ -420,6 +436,7 @@ def main():
             check.step(f"RBAC is exactly controller/kube/src/rbac.rs ({rendering})", rbac_exact,
                        rendering)
         check.step("ServiceMonitor only where enabled and its API exists", service_monitor)
+        check.step("NOTES.txt renders", notes)
         check.step("Karpenter objects against the chart's CRDs", karpenter_objects, "default.yaml")
         check.step("controller args and environment", environment)
         check.step("cfn-lint deploy/cloudformation.yaml", cfn_lint)

@@ -2,7 +2,7 @@
 //! exactly the same steps.
 //!
 //! - `cargo xtask test`: format check, clippy (`-D warnings`), CRD staleness check, a replayed
-//!   simulation, a 100-seed swarm, every test.
+//!   simulation, a 100-seed swarm, the chart check, every test.
 //! - `cargo xtask crds`: regenerate `crds/` and `charts/karpenter/crds/` from the API types.
 //! - `cargo xtask sim [ARGS]`: `karpenter-sim` built with `--cfg madsim` (`run`, `swarm`, ...).
 //! - `cargo xtask chart`: the Helm chart, IAM policy and Dockerfile checks with real Helm.
@@ -23,7 +23,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Everything CI runs: fmt check, clippy -D warnings, CRD staleness check, all tests.
+    /// Everything CI runs: fmt check, clippy -D warnings, CRD staleness check, simulations, the
+    /// chart check, all tests.
     Test,
     /// Regenerate the committed CRD manifests.
     Crds,

@@ -174,7 +174,7 @@ impl World {
             KubeletConfig::default(),
         );
         let options = operator::Options {
-            lifecycle: karpenter_core::lifecycle::Options {
+            lifecycle: karpenter_core::nodeclaim::Options {
                 cluster_name: CLUSTER.into(),
                 ..Default::default()
             },

@@ -9,14 +9,19 @@
 
 pub mod api;
 pub mod catalog;
+pub mod context;
+pub mod events;
 pub mod interruption;
 pub mod leader;
-pub mod lifecycle;
 pub mod manifest;
 pub mod metrics;
+pub mod nodeclaim;
+pub mod nodeclass;
+pub mod nodepool;
 pub mod operator;
 pub mod plan;
 pub mod provisioning;
+pub mod replacement;
 pub mod resources;
 pub mod scheduling;
 pub mod seams;

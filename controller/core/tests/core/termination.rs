@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, FakeCloud};
+use fakecloud::FakeCloud;
 use karpenter_core::api::conditions;
 use karpenter_core::api::{ConditionStatus, NodeClaim};
-use karpenter_core::catalog::Catalog;
-use karpenter_core::lifecycle::{Lifecycle, Options, Step, UnavailableOfferings};
+use karpenter_core::context::Context;
 use karpenter_core::metrics::Metrics;
+use karpenter_core::nodeclaim::{Lifecycle, Step};
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
@@ -18,67 +18,37 @@ use karpenter_core::termination::{Stage, Termination};
 use serde_json::{Value, json};
 
 use super::fake_kube::FakeKube;
+use super::support::{self, objects};
+
+pub use super::support::objects::running_pod as pod;
 
 pub struct World {
     pub kube: Arc<FakeKube>,
     pub cloud: Arc<FakeCloud>,
     pub clock: Arc<ManualClock>,
     pub metrics: Arc<Metrics>,
+    /// What the controllers share (a handler under test is built over it too).
+    pub ctx: Arc<Context>,
     lifecycle: Lifecycle,
     termination: Termination,
 }
 
 pub fn world() -> World {
-    let clock = Arc::new(ManualClock::new(
-        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
-    ));
-    let catalog = Catalog::builtin();
-    let cloud = Arc::new(FakeCloud::new(
-        clock.clone(),
-        catalog.clone(),
-        Config::default(),
-    ));
+    let clock = support::clock();
+    let cloud = support::cloud(&clock);
     let kube = Arc::new(FakeKube::default());
     kube.set_clock(clock.clone());
-    kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}]}
-    }));
-    let metrics = Arc::new(Metrics::new());
-    let lifecycle = Lifecycle::new(
-        kube.clone(),
-        cloud.clone(),
-        clock.clone(),
-        Arc::new(catalog),
-        Arc::new(UnavailableOfferings::new()),
-        Options {
-            cluster_name: "sim".into(),
-            ..Options::default()
-        },
-    );
-    let termination = Termination::new(kube.clone(), cloud.clone(), clock.clone(), metrics.clone());
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
+    let ctx = Arc::new(support::context(&kube, &cloud, &clock));
     World {
         kube,
         cloud,
         clock,
-        metrics,
-        lifecycle,
-        termination,
+        metrics: ctx.metrics.clone(),
+        lifecycle: Lifecycle::new(ctx.clone()),
+        termination: Termination::new(ctx.clone()),
+        ctx,
     }
-}
-
-/// A pod bound to `node`, running; `tweak` adds what the test is about.
-pub fn pod(name: &str, node: &str, tweak: impl FnOnce(&mut Value)) -> Value {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-        "spec": {"nodeName": node, "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]},
-        "status": {"phase": "Running"}
-    });
-    tweak(&mut pod);
-    pod
 }
 
 fn daemonset_owned(pod: &mut Value) {

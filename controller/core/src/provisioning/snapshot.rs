@@ -288,7 +288,7 @@ impl Snapshot {
     ) -> BTreeMap<String, usize> {
         let mut by_name = BTreeMap::new();
         for node in nodes {
-            let name = node.metadata.name.clone().unwrap_or_default();
+            let name = node.name_any();
             let spec = node.spec.clone().unwrap_or_default();
             let status = node.status.clone().unwrap_or_default();
             let taints: Vec<Taint> = spec
@@ -371,7 +371,7 @@ fn daemon_pod(ds: &DaemonSet) -> Option<PodInfo> {
 /// single-valued requirements, its taints, and its allocatable (from status once launched, else
 /// the smallest allocatable among its instance-type options: a safe under-estimate).
 fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
-    let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+    let mut labels = claim.labels().clone();
     for r in &claim.spec.requirements {
         if r.operator == crate::api::Operator::In && r.values.len() == 1 {
             labels
@@ -411,7 +411,7 @@ fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
         }
     };
     ExistingNode {
-        name: claim.metadata.name.clone().unwrap_or_default(),
+        name: claim.name_any(),
         labels,
         taints: claim.spec.taints.clone(),
         capacity: allocatable.clone(),

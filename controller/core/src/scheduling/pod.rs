@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
     TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube_core::{Selector, SelectorExt};
 
 use super::requirements::{Requirement, Requirements};
 use crate::api::labels::normalize_label;
@@ -408,33 +409,37 @@ pub fn effect_name(effect: TaintEffect) -> &'static str {
     }
 }
 
+/// A metav1 `LabelSelector` parsed once into kube-core's [`Selector`] for matching. Kubernetes'
+/// rules for pod (anti-)affinity and topology spread hold: a missing selector selects nothing, an
+/// empty one everything. `In`/`NotIn` without values select as with an empty list (never /
+/// always), and a selector with an unknown operator selects nothing (the API server rejects
+/// both; a pod read from a file may still carry them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LabelMatcher(Option<Selector>);
+
+impl LabelMatcher {
+    pub fn new(selector: Option<&LabelSelector>) -> Self {
+        let parsed = selector.and_then(|selector| {
+            let mut selector = selector.clone();
+            for expr in selector.match_expressions.iter_mut().flatten() {
+                expr.values.get_or_insert_with(Vec::new);
+            }
+            Selector::try_from(selector).ok()
+        });
+        Self(parsed)
+    }
+
+    /// Whether the selector selects an object with `labels`.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0.as_ref().is_some_and(|s| s.matches(labels))
+    }
+}
+
 /// Whether `selector` selects a pod with `labels` (a missing selector selects nothing, an empty
-/// one everything).
+/// one everything). Parses the selector: hot paths keep a [`LabelMatcher`].
 pub fn selector_matches(
     selector: Option<&LabelSelector>,
     labels: &BTreeMap<String, String>,
 ) -> bool {
-    let Some(selector) = selector else {
-        return false;
-    };
-    if let Some(match_labels) = &selector.match_labels
-        && !match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        return false;
-    }
-    selector
-        .match_expressions
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .all(|expr| {
-            let values = expr.values.as_deref().unwrap_or_default();
-            match expr.operator.as_str() {
-                "In" => labels.get(&expr.key).is_some_and(|v| values.contains(v)),
-                "NotIn" => labels.get(&expr.key).is_none_or(|v| !values.contains(v)),
-                "Exists" => labels.contains_key(&expr.key),
-                "DoesNotExist" => !labels.contains_key(&expr.key),
-                _ => false,
-            }
-        })
+    LabelMatcher::new(selector).matches(labels)
 }

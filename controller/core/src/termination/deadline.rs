@@ -76,7 +76,7 @@ impl Termination {
         if now >= deadline || !pods.iter().any(|p| drain::needs_replacement(p, now)) {
             return None;
         }
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let name = claim.name_any();
         if !replacement::is_replacement_planned(claim) {
             return Some(format!(
                 "waiting for replacement capacity to be planned (evicting by {} at the latest)",
@@ -87,7 +87,7 @@ impl Termination {
             .claims
             .iter()
             .filter(|c| {
-                replacement::replaces_claim(c, name)
+                replacement::replaces_claim(c, &name)
                     && c.metadata.deletion_timestamp.is_none()
                     && !is_initialized(c)
             })

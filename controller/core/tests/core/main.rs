@@ -18,4 +18,5 @@ mod scheduling_properties;
 mod seams;
 mod support;
 mod termination;
+mod tidy;
 mod validation;

@@ -78,13 +78,10 @@ fn state_change(instance: &str, state: &str, time: jiff::Timestamp) -> String {
 
 /// A NodeClaim that says it runs `instance` (the handler matches claims by provider id only).
 fn claim_for(name: &str, instance: &str) -> Value {
-    json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "finalizers": ["karpenter.sh/termination"],
-                     "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-        "status": {"providerID": format!("aws:///us-west-2a/{instance}")}
-    })
+    objects::nodeclaim(name)
+        .finalized()
+        .running_as(instance)
+        .json()
 }
 
 struct Queue {
@@ -427,13 +424,7 @@ impl Cluster {
         let node = format!("node-{claim}");
         self.kube.apply(
             &ResourceKind::NODE,
-            json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": node},
-                "spec": {"providerID": provider_id},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                           "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
-            }),
+            objects::ready_node(&node, &provider_id),
         );
         for name in pods {
             let mut pod = self

@@ -47,21 +47,14 @@ fn world() -> World {
     }
 }
 
+/// A claim for any of `types` as any of `capacity_types`, with a startup taint an agent on the
+/// node removes.
 fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
-    json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {
-            "requirements": [
-                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}
-            ],
-            "startupTaints": [{"key": "example.com/agent-not-ready", "effect": "NoSchedule"}],
-            "resources": {"requests": {"cpu": "1"}},
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-        }
-    })
+    objects::nodeclaim(name)
+        .of_types(types)
+        .capacity_types(capacity_types)
+        .startup_taint("example.com/agent-not-ready")
+        .json()
 }
 
 impl World {
@@ -89,11 +82,9 @@ impl World {
             .as_ref()
             .and_then(|s| s.provider_id.clone())
             .expect("launched");
-        self.kube.apply(&ResourceKind::NODE, json!({
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-0-1.ec2.internal"},
-            "spec": {"providerID": provider_id, "taints": taints},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
-        }));
+        let mut node = objects::ready_node("ip-10-0-0-1.ec2.internal", &provider_id);
+        node["spec"]["taints"] = taints;
+        self.kube.apply(&ResourceKind::NODE, node);
     }
 }
 

@@ -68,43 +68,22 @@ impl World {
     /// A launched, registered and initialized NodeClaim with its Node (`node-<claim>`); returns
     /// the node's name.
     pub fn node(&self, claim: &str, termination_grace_period: Option<&str>) -> String {
-        let mut spec = json!({
-            "requirements": [
-                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-            ],
-            "resources": {"requests": {"cpu": "1"}},
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-        });
-        if let Some(tgp) = termination_grace_period {
-            spec["terminationGracePeriod"] = json!(tgp);
+        let mut nodeclaim = objects::nodeclaim(claim)
+            .of_types(&["m5.large"])
+            .capacity_types(&["on-demand"]);
+        if let Some(period) = termination_grace_period {
+            nodeclaim = nodeclaim.termination_grace_period(period);
         }
-        self.kube.apply(
-            &ResourceKind::NODE_CLAIM,
-            json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": claim, "labels": {"karpenter.sh/nodepool": "default"},
-                             "creationTimestamp": "2026-01-01T00:00:00Z"},
-                "spec": spec
-            }),
-        );
+        self.kube.apply(&ResourceKind::NODE_CLAIM, nodeclaim.json());
         self.reconcile_lifecycle(claim, Step::Launched);
         let provider_id = self
             .claim(claim)
             .and_then(|c| c.status.and_then(|s| s.provider_id))
             .expect("launched");
         let node = format!("node-{claim}");
-        self.kube.apply(
-            &ResourceKind::NODE,
-            json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": node, "labels": {"karpenter.sh/nodepool": "default"}},
-                "spec": {"providerID": provider_id},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                           "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
-            }),
-        );
+        let mut ready = objects::ready_node(&node, &provider_id);
+        ready["metadata"]["labels"] = json!({"karpenter.sh/nodepool": "default"});
+        self.kube.apply(&ResourceKind::NODE, ready);
         self.reconcile_lifecycle(claim, Step::Registered);
         self.reconcile_lifecycle(claim, Step::Initialized);
         // Past EC2's consistency window for the launch.
@@ -651,11 +630,7 @@ fn a_nodeclaim_that_never_launched_is_finalized_without_ec2_calls() {
     let mut w = world();
     w.kube.apply(
         &ResourceKind::NODE_CLAIM,
-        json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "default-b", "finalizers": ["karpenter.sh/termination"]},
-            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
-        }),
+        objects::nodeclaim("default-b").finalized().json(),
     );
     w.delete(&ResourceKind::NODE_CLAIM, "default-b");
     w.cloud.clear_calls();

@@ -43,3 +43,82 @@ pub fn tolerating(mut pod: Value, key: &str, value: &str) -> Value {
         json!([{"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}]);
     pod
 }
+
+/// A NodeClaim of NodePool `default` and EC2NodeClass `default`, created at the start of the test
+/// clock and requesting one CPU, built up by the methods below:
+/// `nodeclaim("default-a").of_types(&["m5.large"]).capacity_types(&["on-demand"]).json()`.
+pub fn nodeclaim(name: &str) -> NodeClaimBuilder {
+    NodeClaimBuilder(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]}],
+            "resources": {"requests": {"cpu": "1"}},
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+        }
+    }))
+}
+
+/// See [`nodeclaim`].
+pub struct NodeClaimBuilder(Value);
+
+impl NodeClaimBuilder {
+    fn requirement(mut self, key: &str, values: &[&str]) -> Self {
+        let requirement = json!({"key": key, "operator": "In", "values": values});
+        self.0["spec"]["requirements"]
+            .as_array_mut()
+            .expect("requirements are a list")
+            .push(requirement);
+        self
+    }
+
+    /// Launchable as any of these instance types.
+    pub fn of_types(self, types: &[&str]) -> Self {
+        self.requirement("node.kubernetes.io/instance-type", types)
+    }
+
+    /// Launchable with any of these capacity types.
+    pub fn capacity_types(self, capacity_types: &[&str]) -> Self {
+        self.requirement("karpenter.sh/capacity-type", capacity_types)
+    }
+
+    /// With a `NoSchedule` startup taint `key` (an agent that must start first).
+    pub fn startup_taint(mut self, key: &str) -> Self {
+        self.0["spec"]["startupTaints"] = json!([{"key": key, "effect": "NoSchedule"}]);
+        self
+    }
+
+    /// With a terminationGracePeriod.
+    pub fn termination_grace_period(mut self, period: &str) -> Self {
+        self.0["spec"]["terminationGracePeriod"] = json!(period);
+        self
+    }
+
+    /// Carrying the termination finalizer (the lifecycle controller adds it on first sight).
+    pub fn finalized(mut self) -> Self {
+        self.0["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+        self
+    }
+
+    /// Launched as `instance` in us-west-2a (`status.providerID` only).
+    pub fn running_as(mut self, instance: &str) -> Self {
+        self.0["status"] = json!({"providerID": format!("aws:///us-west-2a/{instance}")});
+        self
+    }
+
+    pub fn json(self) -> Value {
+        self.0
+    }
+}
+
+/// A Ready Node for the instance `provider_id` with room for two CPUs: what the kubelet
+/// registers when an instance boots.
+pub fn ready_node(name: &str, provider_id: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"providerID": provider_id},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                   "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
+    })
+}

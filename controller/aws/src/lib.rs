@@ -1,4 +1,7 @@
-//! EC2 and SQS implementations of the `Ec2` and `Sqs` seams over aws-sdk-ec2 / aws-sdk-sqs.
+//! The `Ec2` and `Sqs` seams of `karpenter-core` over aws-sdk-rust (EC2, SQS, and the SSM, IAM,
+//! EKS and pricing calls the seams grow), and the live instance catalog (types, offerings and
+//! prices from the region).
 //!
-//! Not built yet: the seams are defined in `karpenter-core`; the AWS adapters land with the
-//! lifecycle and interruption issues. Only this crate and `controller/cli` may depend on aws-sdk-*.
+//! Empty today: issue 18 ("The AWS adapter") builds it. Until then the controller runs only against
+//! `fakecloud`. Only this crate and `controller/cli` may depend on aws-sdk-* (they take 8 GB and
+//! minutes to build).

@@ -2,9 +2,9 @@
 //! the metric (so existing dashboards and alerts keep working), and under `karpenter_` names of
 //! our own for what upstream only shows in logs (why a termination is waiting).
 //!
-//! The [`Metrics`] value is owned by the [`Operator`](crate::operator::Operator) and shared with
-//! the controllers; the composition root serves [`Metrics::encode`] on `/metrics`. Metrics are
-//! written, never read, by controller logic: no decision may depend on them.
+//! One [`Metrics`] value lives in the controllers' [`Context`](crate::context::Context); the
+//! composition root serves [`Metrics::encode`] on `/metrics`. Metrics are written, never read,
+//! by controller logic: no decision may depend on them.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;

@@ -2,9 +2,9 @@
 //! garbage collection of instances and claims that lost each other. Deleting claims belong to the
 //! termination controller (`crate::termination`).
 //!
-//! The lifecycle reconcile is the ordered list of phases in [`PHASES`] (upstream's lifecycle
-//! sub-reconcilers): each phase either lets the claim go on to the next ([`Flow::Continue`]) or
-//! ends this reconcile with what it did ([`Flow::Done`]). Before them, a new claim gets the
+//! The lifecycle reconcile is the ordered list of phases in `PHASES` (upstream's lifecycle
+//! sub-reconcilers): each phase either lets the claim go on to the next (`Flow::Continue`) or
+//! ends this reconcile with what it did (`Flow::Done`). Before them, a new claim gets the
 //! termination finalizer. Nothing is remembered between reconciles except through the API server
 //! and EC2 (and the unavailable-offerings cache, which is only an optimisation), so a restarted
 //! controller picks up exactly where it was.
@@ -205,7 +205,8 @@ impl Lifecycle {
         Ok(out)
     }
 
-    /// One reconcile of one claim: the finalizer, then [`PHASES`] until one is done.
+    /// One reconcile of one claim: the finalizer, then the phases (launch, registration,
+    /// liveness, initialization) until one is done.
     pub async fn reconcile(
         &self,
         claim: &NodeClaim,

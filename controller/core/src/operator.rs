@@ -37,15 +37,28 @@ pub struct StepReport {
     pub errors: Vec<StepError>,
 }
 
-/// A controller pass that failed as a whole.
+impl StepReport {
+    /// Whether every controller pass ran (a claim's own failure, in `lifecycle` or
+    /// `termination`, and a failed interruption receive do not count).
+    pub fn is_ok(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+/// A controller pass that failed as a whole (it could not read the cluster, say); it is retried
+/// on the next step.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StepError {
     #[error("provisioning: {0}")]
     Provisioning(ProvisionError),
+    #[error("nodeclaim lifecycle: {0}")]
+    Lifecycle(KubeError),
     #[error("termination: {0}")]
     Termination(KubeError),
     #[error("garbage collection: {0}")]
     GarbageCollection(LifecycleError),
+    #[error("nodepool counters: {0}")]
+    Counters(KubeError),
 }
 
 impl StepError {
@@ -53,8 +66,10 @@ impl StepError {
     pub fn metric_label(&self) -> &'static str {
         match self {
             StepError::Provisioning(_) => "provisioning",
+            StepError::Lifecycle(_) => "nodeclaim_lifecycle",
             StepError::Termination(_) => "termination",
             StepError::GarbageCollection(_) => "garbage_collection",
+            StepError::Counters(_) => "nodepool_counter",
         }
     }
 }
@@ -118,10 +133,9 @@ impl Operator {
     /// configured), provisioning (when its batch closes), NodeClaim lifecycle, termination,
     /// garbage collection (on its interval), NodePool counters. Interruption runs first so that
     /// the claims it deletes are provisioned for (replacement first) and start terminating in the
-    /// same step. A failed provisioning, termination or garbage-collection pass is reported in
-    /// [`StepReport::errors`] and the others still run; a lifecycle or counter pass that cannot
-    /// read the cluster ends the step with its error.
-    pub async fn step(&mut self) -> Result<StepReport, KubeError> {
+    /// same step. A pass that fails as a whole is reported in [`StepReport::errors`] (and logged)
+    /// and the others still run; every pass is retried on the next step.
+    pub async fn step(&mut self) -> StepReport {
         let mut report = StepReport::default();
         if let Some(handler) = &self.interruption {
             let polled = handler.poll().await;
@@ -137,7 +151,13 @@ impl Operator {
                 report.errors.push(StepError::Provisioning(err));
             }
         }
-        report.lifecycle = self.lifecycle.reconcile_all().await?;
+        match self.lifecycle.reconcile_all().await {
+            Ok(steps) => report.lifecycle = steps,
+            Err(err) => {
+                tracing::warn!(%err, "nodeclaim lifecycle pass failed; retrying next step");
+                report.errors.push(StepError::Lifecycle(err));
+            }
+        }
         match self.termination.reconcile_all().await {
             Ok(stages) => report.termination = stages,
             Err(err) => {
@@ -153,7 +173,10 @@ impl Operator {
             }
             None => {}
         }
-        self.counter.count().await?;
-        Ok(report)
+        if let Err(err) = self.counter.count().await {
+            tracing::warn!(%err, "nodepool counter pass failed; retrying next step");
+            report.errors.push(StepError::Counters(err));
+        }
+        report
     }
 }

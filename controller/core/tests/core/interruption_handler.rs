@@ -386,7 +386,8 @@ fn cluster() -> Cluster {
 
 impl Cluster {
     fn step(&mut self) -> StepReport {
-        let report = futures::executor::block_on(self.operator.step()).expect("step");
+        let report = futures::executor::block_on(self.operator.step());
+        assert!(report.is_ok(), "{:?}", report.errors);
         self.clock.advance(Duration::from_secs(1));
         report
     }

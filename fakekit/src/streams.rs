@@ -23,7 +23,10 @@ impl Streams {
     /// The streams of `component` (a name without `/`, so `component/purpose` names one stream)
     /// of `seed`.
     pub fn new(seed: u64, component: &'static str) -> Self {
-        debug_assert!(!component.contains('/'), "component {component:?} contains '/'");
+        debug_assert!(
+            !component.contains('/'),
+            "component {component:?} contains '/'"
+        );
         Self { seed, component }
     }
 

@@ -27,9 +27,9 @@
 //!   from the catalog independently of the controller's scheduler (it is the check on it).
 //!
 //! Adding an area (termination, interruption, disruption) takes a `.feature` file and step
-//! functions over what is here: `SimWorld::world()` gives the API server (`world.api`: create,
-//! delete, `evict` with PodDisruptionBudgets) and fakecloud (`world.cloud`: `interrupt_spot`,
-//! `stop_instance`, fault knobs); `SimWorld::apply` creates a PodDisruptionBudget or any other
+//! functions over what is here: `SimWorld::world()` gives the API server (`world.api()`:
+//! create, delete, `evict` with PodDisruptionBudgets) and fakecloud (`world.cloud()`:
+//! `interrupt_spot`, `stop_instance`, fault knobs); `SimWorld::apply` creates a PodDisruptionBudget or any other
 //! manifest mid-scenario; an action step calls `SimWorld::mark` so "new nodes" count from it;
 //! `wait_until`/`holds_for` step time; [`observe::Snapshot`] maps nodes to instances
 //! (`NodeView::instance_id`) and pods to nodes. Termination and interruption steps single out

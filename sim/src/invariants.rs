@@ -1,375 +1,369 @@
-//! Invariants checked after every step, each counted with its first violation:
-//! - `nodepool-limits`: no NodePool's NodeClaims together exceed its cpu/memory limits;
-//! - `no-leaked-instances`: every live cluster instance belongs to a NodeClaim within the
-//!   garbage-collection window;
-//! - `pods-fit-nodes`: no node's bound pods request more than it has;
-//! - `claims-progress`: no NodeClaim stays un-launched or unregistered past its deadline;
-//! - `liveness` (at the end): every pod is running once the workload settles;
-//! - the history- and attribution-based ones of [`catalogue`] (`drained-before-terminate`,
-//!   `pdb-respected`, `do-not-disrupt-respected`, `claim-storm`, `interruption-rehomed`,
-//!   `termination-progress`, `pods-scheduled`), each defined exactly there.
+//! The invariants every run is held to, one [`Invariant`] each, checked by one checker each (a
+//! [`Check`], in its own file, where its exact specification lives). In report order, safety
+//! first, then progress:
+//!
+//! | invariant | checker |
+//! |---|---|
+//! | `nodepool-limits` | [`limits`] |
+//! | `no-leaked-instances` | [`leaks`] |
+//! | `pods-fit-nodes` | [`fit`] |
+//! | `drained-before-terminate` | [`drain`] |
+//! | `pdb-respected` | [`pdb`] |
+//! | `do-not-disrupt-respected` | [`do_not_disrupt`] |
+//! | `claim-storm` | [`claim_storm`] |
+//! | `interruption-rehomed` | [`rehome`] |
+//! | `claims-progress` | [`claims_progress`] |
+//! | `termination-progress` | [`termination_progress`] |
+//! | `pods-scheduled` | [`pods_scheduled`] |
+//! | `single-leader` | [`single_leader`] |
+//! | `liveness` | [`liveness`] (at the end of a run) |
+//!
+//! After every step the world reads an [`Observation`] and hands the invariants a
+//! [`StepFacts`]; [`Invariants::check`] updates what the checkers share across steps (the
+//! [`CloudHistory`]: spot warnings, capacity incidents) and runs every checker on one
+//! [`StepView`]. Each violation is counted under its invariant and the first one's message kept
+//! for the report. The checkers read the API server's objects as raw JSON through their own
+//! helpers ([`pod_facts`]), not the controller's code: a check that shared the code under test
+//! would share its mistakes.
 //!
 //! `determinism` (the same seed twice gives the same event log) is the swarm's: it needs two runs.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+pub mod claim_storm;
+pub mod claims_progress;
+pub mod cloud_history;
+pub mod do_not_disrupt;
+pub mod drain;
+pub mod fit;
+pub mod leaks;
+pub mod limits;
+pub mod liveness;
+mod observation;
+pub mod pdb;
+pub mod pod_facts;
+pub mod pods_scheduled;
+pub mod rehome;
+pub mod single_leader;
+pub mod termination_progress;
+
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use fakecloud::FakeCloud;
+use fakekube::ApiServer;
 use jiff::Timestamp;
-use karpenter_core::api::conditions;
-use karpenter_core::api::{NodeClaim, NodePool};
-use karpenter_core::catalog::CapacityType;
-use karpenter_core::resources::Resources;
-use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_core::seams::{KubeApi, KubeError};
-use karpenter_core::state::Reflector;
 use serde_json::Value;
+use strum::IntoEnumIterator;
 
+use crate::audit::{Audit, AuditLog};
 use crate::report::InvariantResult;
 
-pub mod catalogue;
+pub use cloud_history::CloudHistory;
+pub use liveness::unsettled;
+pub use observation::{Observation, ObserverCache};
 
-pub use catalogue::{Catalogue, Counters, unsettled};
-
-/// Garbage collection's window: grace (30 s) + interval (2 min) + slack for a step.
-pub const LEAK_WINDOW: Duration = Duration::from_secs(30 + 120 + 30);
-/// Registration timeout (15 min) + slack: a claim older than this must be registered or gone.
-pub const CLAIM_DEADLINE: Duration = Duration::from_secs(15 * 60 + 60);
-
-/// What the invariants look at, read once per step.
-#[derive(Clone, Debug, Default)]
-pub struct Observation {
-    pub pods_total: usize,
-    pub pods_running: usize,
-    pub pods_pending: usize,
-    pub pending_names: Vec<String>,
-    pub running_names: Vec<String>,
-    pub claims: usize,
-    pub nodes: usize,
-    pub instances_alive: usize,
-    /// Live instances by id: (instance type, capacity type).
-    pub instances: BTreeMap<String, (String, CapacityType)>,
-    /// NodeClaims being deleted.
-    pub deleting_claims: usize,
-    /// Violations found while reading (named by invariant).
-    violations: Vec<(&'static str, String)>,
+/// One invariant. The declaration order is the report order (safety first, then progress); the
+/// kebab-case names are the stable ones reports, replays and tests use.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::EnumString,
+    strum::Display,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Invariant {
+    NodepoolLimits,
+    NoLeakedInstances,
+    PodsFitNodes,
+    DrainedBeforeTerminate,
+    PdbRespected,
+    DoNotDisruptRespected,
+    ClaimStorm,
+    InterruptionRehomed,
+    ClaimsProgress,
+    TerminationProgress,
+    PodsScheduled,
+    SingleLeader,
+    Liveness,
 }
 
-/// The observer's watch-fed view of the API server (the same reflector the controller uses), so
-/// a step that changed little costs little to observe.
-pub struct ObserverCache {
-    pods: Reflector<Value>,
-    nodes: Reflector<Value>,
-    claims: Reflector<NodeClaim>,
-    pools: Reflector<NodePool>,
-    summary: Option<ApiSummary>,
+impl Invariant {
+    /// The stable name (`nodepool-limits`, ...).
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
 }
 
-impl Default for ObserverCache {
-    fn default() -> Self {
+/// One finding of a checker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// How many violations it stands for.
+    pub count: u64,
+    /// What the report shows if it is the invariant's first.
+    pub message: String,
+}
+
+impl Violation {
+    /// One violation found at `at` (the message is prefixed with the time).
+    pub fn at(at: Timestamp, message: String) -> Self {
         Self {
-            pods: Reflector::new(ResourceKind::POD),
-            nodes: Reflector::new(ResourceKind::NODE),
-            claims: Reflector::new(ResourceKind::NODE_CLAIM),
-            pools: Reflector::new(ResourceKind::NODE_POOL),
-            summary: None,
+            count: 1,
+            message: format!("{at}: {message}"),
         }
+    }
+
+    /// `count` violations at once, described by `message` as is.
+    pub fn counted(count: u64, message: String) -> Self {
+        Self { count, message }
     }
 }
 
-fn res(list: &Value) -> Resources {
-    let mut out = Resources::new();
-    for (name, q) in list.as_object().into_iter().flatten() {
-        let text = q
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| q.to_string());
-        if let Ok(v) = karpenter_core::resources::parse_quantity(name, &text) {
-            out.add_one(name, v);
-        }
+/// A checker of one invariant. It keeps whatever history its invariant needs between steps.
+pub trait Check {
+    /// The invariant it checks.
+    fn invariant(&self) -> Invariant;
+
+    /// Looks at the world after one step. Default: nothing to check per step.
+    fn check(&mut self, _step: &StepView<'_>) -> Vec<Violation> {
+        Vec::new()
     }
-    out
+
+    /// Looks at the world at the end of a run. Default: nothing to check then.
+    fn finish(&mut self, _observation: &Observation) -> Option<Violation> {
+        None
+    }
 }
 
-/// What the observer derives from the API server alone; recomputed only when a cache changed.
+/// What the world hands the invariants after a step.
+pub struct StepFacts<'a> {
+    pub api: &'a ApiServer,
+    pub cloud: &'a FakeCloud,
+    /// The observer's cache, as the step's observation read it.
+    pub observed: &'a ObserverCache,
+    pub observation: &'a Observation,
+    /// Controller replicas that led (acted) in the step.
+    pub leaders: usize,
+    pub now: Timestamp,
+}
+
+/// What a checker looks at: the step's facts, what the controller did in it (the audit), the
+/// shared cloud history, and the API server's objects read on first use (most steps need none).
+pub struct StepView<'a> {
+    pub api: &'a ApiServer,
+    pub cloud: &'a FakeCloud,
+    pub observed: &'a ObserverCache,
+    pub observation: &'a Observation,
+    pub leaders: usize,
+    pub now: Timestamp,
+    /// The controller's removals and claim deletions since the last step.
+    pub audit: &'a AuditLog,
+    pub history: &'a CloudHistory,
+    pods: OnceCell<Vec<Value>>,
+    nodes: OnceCell<Vec<Value>>,
+    claims: OnceCell<Vec<Value>>,
+    pdbs: OnceCell<Vec<Value>>,
+    pools: OnceCell<Vec<Value>>,
+}
+
+impl StepView<'_> {
+    fn objects<'s>(&self, slot: &'s OnceCell<Vec<Value>>, kind: &ResourceKind) -> &'s [Value] {
+        slot.get_or_init(|| self.api.objects(kind))
+    }
+
+    /// Pods, as the API server holds them now.
+    pub fn pods(&self) -> &[Value] {
+        self.objects(&self.pods, &ResourceKind::POD)
+    }
+
+    pub fn nodes(&self) -> &[Value] {
+        self.objects(&self.nodes, &ResourceKind::NODE)
+    }
+
+    pub fn claims(&self) -> &[Value] {
+        self.objects(&self.claims, &ResourceKind::NODE_CLAIM)
+    }
+
+    pub fn pdbs(&self) -> &[Value] {
+        self.objects(&self.pdbs, &ResourceKind::POD_DISRUPTION_BUDGET)
+    }
+
+    pub fn pools(&self) -> &[Value] {
+        self.objects(&self.pools, &ResourceKind::NODE_POOL)
+    }
+}
+
+/// How many times faults the invariants can see happened (the swarm reports them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub spot_warnings: u64,
+    /// CreateFleet answers that launched nothing for lack of capacity.
+    pub capacity_errors: u64,
+    /// EC2 calls that failed with throttling or a 5xx.
+    pub ec2_errors: u64,
+    pub slow_boots: u64,
+    pub never_boots: u64,
+    /// `interruption-rehomed` checks made, and those skipped because capacity did not exist.
+    pub rehome_checked: u64,
+    pub rehome_excused: u64,
+}
+
+/// One checker per invariant, in report order.
+#[derive(Debug, Default)]
+struct Checkers {
+    limits: limits::Limits,
+    leaks: leaks::Leaks,
+    fit: fit::Fit,
+    drain: drain::Drain,
+    pdb: pdb::Pdb,
+    do_not_disrupt: do_not_disrupt::DoNotDisrupt,
+    claim_storm: claim_storm::ClaimStorm,
+    rehome: rehome::Rehome,
+    claims_progress: claims_progress::ClaimsProgress,
+    termination_progress: termination_progress::TerminationProgress,
+    pods_scheduled: pods_scheduled::PodsScheduled,
+    single_leader: single_leader::SingleLeader,
+    liveness: liveness::Liveness,
+}
+
+impl Checkers {
+    fn all(&mut self) -> [&mut dyn Check; 13] {
+        [
+            &mut self.limits,
+            &mut self.leaks,
+            &mut self.fit,
+            &mut self.drain,
+            &mut self.pdb,
+            &mut self.do_not_disrupt,
+            &mut self.claim_storm,
+            &mut self.rehome,
+            &mut self.claims_progress,
+            &mut self.termination_progress,
+            &mut self.pods_scheduled,
+            &mut self.single_leader,
+            &mut self.liveness,
+        ]
+    }
+}
+
+/// Violations of one invariant so far, and the first one's message.
 #[derive(Clone, Debug, Default)]
-struct ApiSummary {
-    pods_total: usize,
-    pods_running: usize,
-    pods_pending: usize,
-    pending_names: Vec<String>,
-    running_names: Vec<String>,
-    claims: usize,
-    nodes: usize,
-    deleting_claims: usize,
-    violations: Vec<(&'static str, String)>,
-    /// Instance ids in claims' `status.providerID`.
-    known_instances: BTreeSet<String>,
-    claim_names: BTreeSet<String>,
-    /// Claims neither registered nor deleting, with their creation time.
-    unregistered: Vec<(String, Option<Timestamp>)>,
+struct Tally {
+    count: u64,
+    first: Option<String>,
 }
 
-impl ApiSummary {
-    fn of(pods: &[&Value], nodes: &[&Value], claims: &[&NodeClaim], pools: &[&NodePool]) -> Self {
-        let mut o = ApiSummary {
-            claims: claims.len(),
-            nodes: nodes.len(),
-            ..Default::default()
-        };
-        let mut used: BTreeMap<String, Resources> = BTreeMap::new();
-        for pod in pods {
-            let name = pod["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if pod["metadata"]["deletionTimestamp"].is_string() {
-                continue;
-            }
-            o.pods_total += 1;
-            match pod["status"]["phase"].as_str() {
-                Some("Running") => {
-                    o.pods_running += 1;
-                    o.running_names.push(name.clone());
-                }
-                Some("Succeeded") | Some("Failed") => {}
-                _ => {
-                    o.pods_pending += 1;
-                    o.pending_names.push(name.clone());
-                }
-            }
-            if let Some(node) = pod["spec"]["nodeName"].as_str() {
-                let mut requests = Resources::new();
-                for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
-                    requests = requests.plus(&res(&c["resources"]["requests"]));
-                }
-                requests.add_one("pods", 1);
-                let slot = used.entry(node.to_string()).or_default();
-                *slot = slot.plus(&requests);
-            }
-        }
-        for node in nodes {
-            let name = node["metadata"]["name"].as_str().unwrap_or_default();
-            let allocatable = res(&node["status"]["allocatable"]);
-            if let Some(requests) = used.get(name)
-                && let Some((resource, want, have)) = requests.first_excess(&allocatable)
-            {
-                o.violations.push((
-                    "pods-fit-nodes",
-                    format!("node {name}: {resource} requested {want} > allocatable {have}"),
-                ));
-            }
-        }
-        // Limits: each pool's claims' capacity.
-        for pool in pools {
-            let name = pool.metadata.name.clone().unwrap_or_default();
-            let Some(limits) = &pool.spec.limits else {
-                continue;
-            };
-            let limits = Resources::from_list(limits).unwrap_or_default();
-            let mut total = Resources::new();
-            for claim in claims.iter().filter(|c| {
-                c.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("karpenter.sh/nodepool"))
-                    == Some(&name)
-            }) {
-                if let Some(status) = &claim.status {
-                    total = total.plus(&Resources::from_list(&status.capacity).unwrap_or_default());
-                }
-            }
-            for resource in ["cpu", "memory"] {
-                if limits.get(resource) > 0 && total.get(resource) > limits.get(resource) {
-                    o.violations.push((
-                        "nodepool-limits",
-                        format!(
-                            "NodePool {name}: {resource} {} > limit {}",
-                            total.get(resource),
-                            limits.get(resource)
-                        ),
-                    ));
-                }
-            }
-        }
-        o.known_instances = claims
-            .iter()
-            .filter_map(|c| {
-                c.status
-                    .as_ref()?
-                    .provider_id
-                    .as_ref()?
-                    .rsplit('/')
-                    .next()
-                    .map(str::to_string)
-            })
-            .collect();
-        o.claim_names = claims
-            .iter()
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
-        o.deleting_claims = claims
-            .iter()
-            .filter(|c| c.metadata.deletion_timestamp.is_some())
-            .count();
-        for claim in claims {
-            let registered = claim
-                .status
-                .as_ref()
-                .is_some_and(|s| conditions::is_true(&s.conditions, "Registered"));
-            if !registered && claim.metadata.deletion_timestamp.is_none() {
-                o.unregistered.push((
-                    claim.metadata.name.clone().unwrap_or_default(),
-                    claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                ));
-            }
-        }
-        o
-    }
-}
-
-impl Observation {
-    pub async fn read(
-        cache: &mut ObserverCache,
-        kube: &dyn KubeApi,
-        cloud: &FakeCloud,
-        now: Timestamp,
-    ) -> Result<Self, KubeError> {
-        let mut changed = cache.pods.sync(kube).await?;
-        changed |= cache.nodes.sync(kube).await?;
-        changed |= cache.claims.sync(kube).await?;
-        changed |= cache.pools.sync(kube).await?;
-        if changed || cache.summary.is_none() {
-            let pods: Vec<&Value> = cache.pods.iter().map(|p| &**p).collect();
-            let nodes: Vec<&Value> = cache.nodes.iter().map(|n| &**n).collect();
-            let claims: Vec<&NodeClaim> = cache.claims.iter().map(|c| &**c).collect();
-            let pools: Vec<&NodePool> = cache.pools.iter().map(|p| &**p).collect();
-            cache.summary = Some(ApiSummary::of(&pods, &nodes, &claims, &pools));
-        }
-        let summary = cache.summary.clone().unwrap_or_default();
-        let mut o = Observation {
-            pods_total: summary.pods_total,
-            pods_running: summary.pods_running,
-            pods_pending: summary.pods_pending,
-            pending_names: summary.pending_names,
-            running_names: summary.running_names,
-            claims: summary.claims,
-            nodes: summary.nodes,
-            deleting_claims: summary.deleting_claims,
-            violations: summary.violations,
-            ..Default::default()
-        };
-        // Leaks: live instances without a claim past the GC window.
-        for instance in cloud.instances() {
-            if matches!(
-                instance.state,
-                InstanceState::ShuttingDown | InstanceState::Terminated
-            ) {
-                continue;
-            }
-            o.instances_alive += 1;
-            let owned = summary.known_instances.contains(&instance.instance_id)
-                || instance
-                    .tags
-                    .get("karpenter.sh/nodeclaim")
-                    .is_some_and(|n| summary.claim_names.contains(n));
-            let age = now.duration_since(instance.launch_time).unsigned_abs();
-            if !owned && age > LEAK_WINDOW {
-                o.violations.push((
-                    "no-leaked-instances",
-                    format!(
-                        "instance {} ({}s old) has no NodeClaim",
-                        instance.instance_id,
-                        age.as_secs()
-                    ),
-                ));
-            }
-            o.instances.insert(
-                instance.instance_id,
-                (instance.instance_type, instance.capacity_type),
-            );
-        }
-        for (name, created) in &summary.unregistered {
-            let age = now.duration_since(created.unwrap_or(now)).unsigned_abs();
-            if age > CLAIM_DEADLINE {
-                o.violations.push((
-                    "claims-progress",
-                    format!("NodeClaim {name} unregistered after {}s", age.as_secs()),
-                ));
-            }
-        }
-        Ok(o)
-    }
-}
-
-/// Running tallies of every invariant.
-#[derive(Clone, Debug, Default)]
+/// Every invariant's checker and running tally.
 pub struct Invariants {
-    tallies: BTreeMap<&'static str, (u64, Option<String>)>,
+    /// Where the controller's wrapped seam records what it removed and deleted.
+    audit: Arc<Audit>,
+    history: CloudHistory,
+    checkers: Checkers,
+    tallies: BTreeMap<Invariant, Tally>,
 }
-
-/// Every invariant a run checks, in report order: safety first, then progress.
-pub const NAMES: [&str; 13] = [
-    "nodepool-limits",
-    "no-leaked-instances",
-    "pods-fit-nodes",
-    "drained-before-terminate",
-    "pdb-respected",
-    "do-not-disrupt-respected",
-    "claim-storm",
-    "interruption-rehomed",
-    "claims-progress",
-    "termination-progress",
-    "pods-scheduled",
-    "single-leader",
-    "liveness",
-];
 
 impl Invariants {
-    pub fn check(&mut self, observation: &Observation, now: Timestamp) {
-        for (name, message) in &observation.violations {
-            self.record(name, message.clone(), now);
+    pub fn new(audit: Arc<Audit>, cloud: &FakeCloud) -> Self {
+        Self {
+            audit,
+            history: CloudHistory::new(cloud),
+            checkers: Checkers::default(),
+            tallies: BTreeMap::new(),
         }
     }
 
-    /// Counts one violation of `name`; the first one's message is kept for the report.
-    pub fn record(&mut self, name: &'static str, message: String, now: Timestamp) {
-        let tally = self.tallies.entry(name).or_default();
-        tally.0 += 1;
-        tally.1.get_or_insert_with(|| format!("{now}: {message}"));
-    }
-
-    /// The first violation of `name`, if any.
-    pub fn first(&self, name: &str) -> Option<&str> {
-        self.tallies.get(name).and_then(|t| t.1.as_deref())
+    /// Runs every checker after one step.
+    pub fn check(&mut self, facts: &StepFacts<'_>) {
+        let audit = self.audit.take();
+        let oldest_pending = self.checkers.pods_scheduled.oldest_pending();
+        self.history
+            .update(facts.cloud, facts.observation, facts.now, oldest_pending);
+        let step = StepView {
+            api: facts.api,
+            cloud: facts.cloud,
+            observed: facts.observed,
+            observation: facts.observation,
+            leaders: facts.leaders,
+            now: facts.now,
+            audit: &audit,
+            history: &self.history,
+            pods: OnceCell::new(),
+            nodes: OnceCell::new(),
+            claims: OnceCell::new(),
+            pdbs: OnceCell::new(),
+            pools: OnceCell::new(),
+        };
+        for checker in self.checkers.all() {
+            let invariant = checker.invariant();
+            for violation in checker.check(&step) {
+                Self::count(&mut self.tallies, invariant, violation);
+            }
+        }
     }
 
     /// End-of-run checks (liveness).
     pub fn finish(&mut self, observation: &Observation) {
-        if observation.pods_pending > 0 {
-            let tally = self.tallies.entry("liveness").or_default();
-            tally.0 += observation.pods_pending as u64;
-            tally.1.get_or_insert_with(|| {
-                format!(
-                    "{} pods still pending at the end: {:?}",
-                    observation.pods_pending,
-                    &observation.pending_names[..observation.pending_names.len().min(5)]
-                )
-            });
+        for checker in self.checkers.all() {
+            let invariant = checker.invariant();
+            if let Some(violation) = checker.finish(observation) {
+                Self::count(&mut self.tallies, invariant, violation);
+            }
         }
     }
 
+    /// Counts one violation of `invariant` found at `now` (from outside the checkers: the
+    /// swarm's liveness phase).
+    pub fn record(&mut self, invariant: Invariant, message: String, now: Timestamp) {
+        Self::count(&mut self.tallies, invariant, Violation::at(now, message));
+    }
+
+    fn count(tallies: &mut BTreeMap<Invariant, Tally>, invariant: Invariant, found: Violation) {
+        let tally = tallies.entry(invariant).or_default();
+        tally.count += found.count;
+        tally.first.get_or_insert(found.message);
+    }
+
+    /// The first violation of `invariant`, if any.
+    pub fn first(&self, invariant: Invariant) -> Option<&str> {
+        self.tallies
+            .get(&invariant)
+            .and_then(|t| t.first.as_deref())
+    }
+
+    /// Records that the harness (not the controller) terminated `instance_id`, as a user or EC2
+    /// would outside Karpenter: `drained-before-terminate` does not hold the controller to it.
+    pub fn note_external_termination(&mut self, instance_id: &str) {
+        self.checkers.drain.note_external_termination(instance_id);
+    }
+
+    /// What the checkers counted (spot warnings, capacity errors, rehome checks...).
+    pub fn counters(&self) -> Counters {
+        let (rehome_checked, rehome_excused) = self.checkers.rehome.counts();
+        Counters {
+            rehome_checked,
+            rehome_excused,
+            ..self.history.counters().clone()
+        }
+    }
+
+    /// Every invariant in report order, held or not.
     pub fn results(&self) -> Vec<InvariantResult> {
-        NAMES
-            .iter()
-            .map(|name| {
-                let (violations, first) = self.tallies.get(name).cloned().unwrap_or_default();
+        Invariant::iter()
+            .map(|invariant| {
+                let tally = self.tallies.get(&invariant).cloned().unwrap_or_default();
                 InvariantResult {
-                    name: name.to_string(),
-                    held: violations == 0,
-                    violations,
-                    first,
+                    name: invariant.name().to_string(),
+                    held: tally.count == 0,
+                    violations: tally.count,
+                    first: tally.first,
                 }
             })
             .collect()

@@ -5,7 +5,8 @@
 //! - Stand-ins for what a cluster runs besides Karpenter: [`scheduler`] (kube-scheduler, written
 //!   independently of the controller's scheduling code: it is the check on that code),
 //!   [`kubelet`] (registers nodes for booted instances and runs pods), [`workloads`] (the
-//!   ReplicaSet and DaemonSet controllers, shared with the behaviour specs).
+//!   ReplicaSet and DaemonSet controllers, shared with the behaviour specs); they read and write
+//!   objects through the same small helpers (`objects`).
 //! - The controller's side: [`process`] (the controller processes the world crashes, restarts
 //!   and fails over, each behind a fuse) and [`seams`] (the seam layers every process reaches the
 //!   API server and the cloud through: [`audit`] of what it removed and created, [`bugs`] that
@@ -21,6 +22,7 @@ pub mod bugs;
 pub mod faults;
 pub mod invariants;
 pub mod kubelet;
+mod objects;
 pub mod process;
 pub mod report;
 pub mod scenario;

@@ -30,6 +30,7 @@ pub struct Report {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InvariantResult {
+    /// The invariant's stable name ([`crate::invariants::Invariant::name`]).
     pub name: String,
     pub held: bool,
     pub violations: u64,

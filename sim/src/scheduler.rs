@@ -21,7 +21,6 @@
 mod filters;
 mod interpod;
 mod matching;
-pub(crate) mod objects;
 mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,11 +40,12 @@ use serde_json::{Value, json};
 use filters::{Candidate, NodeView};
 use interpod::{Cluster, InterPod, PlacedPod};
 use matching::Labels;
-use objects::{
+use requests::pod_requests;
+
+use crate::objects::{
     NewCondition, condition, condition_matches, condition_true, conditions_with, decode, guarded,
     object_key, resources_of,
 };
-use requests::pod_requests;
 
 /// The `schedulerName` of pods nobody asked a particular scheduler for.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";

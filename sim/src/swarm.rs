@@ -20,12 +20,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use karpenter_core::seams::Clock;
 use serde::Serialize;
 
 use crate::bugs::Bug;
 use crate::faults::{FAULT_NAMES, FaultMix};
-use crate::invariants::unsettled;
+use crate::invariants::{Invariant, liveness, unsettled};
 use crate::scenario::Scenario;
 use crate::world::World;
 
@@ -144,7 +143,7 @@ impl FaultPlan for CatalogueFaults {
         match phase {
             Phase::Safety => {
                 // The scenario's own faults stay on under the drawn ones.
-                self.mix = self.mix.clone().or(world.scenario.faults.clone());
+                self.mix = self.mix.clone().or(world.scenario().faults.clone());
                 world.set_faults(self.mix.clone());
             }
             Phase::Liveness => world.clear_faults(),
@@ -296,22 +295,13 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
         let settled_after = loop {
             world.step().await.map_err(|e| format!("step: {e}"))?;
             log.extend_from_slice(world.last_step_log());
-            let left = unsettled(&world.api, &world.cloud);
+            let left = unsettled(world.api(), world.cloud());
             if left.is_empty() {
                 break Some(world.elapsed().saturating_sub(started));
             }
             if world.elapsed() >= deadline {
-                let now = world.clock.now();
-                world.invariants.record(
-                    "liveness",
-                    format!(
-                        "not settled {}s after the faults stopped: {} left, e.g. {:?}",
-                        world.elapsed().saturating_sub(started).as_secs(),
-                        left.len(),
-                        &left[..left.len().min(5)]
-                    ),
-                    now,
-                );
+                let waited = world.elapsed().saturating_sub(started);
+                world.record_violation(Invariant::Liveness, liveness::not_settled(waited, &left));
                 break None;
             }
         };
@@ -339,8 +329,8 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
             settled_after,
             simulated,
             determinism_checked: false,
-            rehome_checked: world.catalogue().counters.rehome_checked,
-            rehome_excused: world.catalogue().counters.rehome_excused,
+            rehome_checked: world.invariants().counters().rehome_checked,
+            rehome_excused: world.invariants().counters().rehome_excused,
             log,
         })
     };

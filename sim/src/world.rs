@@ -11,35 +11,38 @@
 //! during a run ([`World::set_faults`], [`World::clear_faults`]); with none on, the world is
 //! exactly the one without the fault machinery (same event log).
 
+mod event_log;
 mod inject;
+mod knobs;
 mod workloads;
 
+pub use event_log::{EventLog, RECENT_LINES_MAX};
 pub use inject::{CRASH_CALLS_MAX, NEVER_ALLOWS_PDB_PREFIX, Storm};
 
-use fakekit::Fake;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{BootModel, Config as CloudConfig, FakeCloud, Pool};
+use fakecloud::{BootModel, FakeCloud};
 use jiff::Timestamp;
 use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::manifest::{KarpenterObject, Outcome, check_document, parse_documents};
-use karpenter_core::operator;
+use karpenter_core::operator::{self, StepReport};
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
-use sha2::{Digest, Sha256};
+
+use fakekit::Fake;
+use fakekube::{ApiServer, ApiServerConfig};
 
 use crate::bugs::Bug;
 use crate::faults::{self, CrashPoint, FaultMix};
-use crate::invariants::{Catalogue, Invariants, Observation, ObserverCache};
+use crate::invariants::{Invariant, Invariants, Observation, ObserverCache, StepFacts};
 use crate::kubelet::{Kubelet, KubeletConfig};
-use crate::process::{Controllers, LOST_LEASE, ProcessSeams};
+use crate::process::{Controllers, ControllersStep, LOST_LEASE, ProcessSeams};
 use crate::report::{NodesReport, PodsReport, Report};
 use crate::scenario::Scenario;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::seams::Seams;
-use fakekube::{ApiServer, ApiServerConfig};
 use inject::{Fired, Injector, count};
 use workloads::Workloads;
 
@@ -59,12 +62,14 @@ pub enum WorldError {
     Faults(String),
 }
 
+/// One simulated cluster: the controller processes, the stand-ins, the API server and fakecloud,
+/// with the invariants that watch them and the event log that fingerprints the run.
 pub struct World {
-    pub seed: u64,
-    pub scenario: Scenario,
-    pub clock: Arc<ManualClock>,
-    pub api: Arc<ApiServer>,
-    pub cloud: Arc<FakeCloud>,
+    seed: u64,
+    scenario: Scenario,
+    clock: Arc<ManualClock>,
+    api: Arc<ApiServer>,
+    cloud: Arc<FakeCloud>,
     scheduler: Scheduler,
     kubelet: Kubelet,
     controllers: Controllers,
@@ -73,15 +78,8 @@ pub struct World {
     /// Pod name → first time it was seen pending, and when it started running.
     pending_since: BTreeMap<String, Timestamp>,
     pending_seconds: Vec<f64>,
-    log: Sha256,
-    log_lines: u64,
-    /// The last [`RECENT_LINES_MAX`] event-log lines, for failure messages.
-    recent: VecDeque<String>,
-    /// Every event-log line the last step appended (its step line, then its fault lines).
-    step_lines: Vec<String>,
-    pub invariants: Invariants,
-    /// The invariants that need history or attribution (checked after the step's observation).
-    catalogue: Catalogue,
+    log: EventLog,
+    invariants: Invariants,
     observer: ObserverCache,
     instances_seen: BTreeMap<String, (String, CapacityType)>,
     terminated_seen: usize,
@@ -93,9 +91,6 @@ pub struct World {
     /// A fault mix to turn on at the start of the next step.
     pending_faults: Option<FaultMix>,
 }
-
-/// Event-log lines kept in memory for [`World::recent_log`].
-pub const RECENT_LINES_MAX: usize = 500;
 
 /// Simulated time after a step in which nothing changed.
 pub const IDLE_STEP: Duration = Duration::from_secs(10);
@@ -111,56 +106,14 @@ impl World {
         let start: Timestamp = EPOCH.parse().expect("EPOCH is a valid timestamp");
         let clock = Arc::new(ManualClock::new(start));
         let catalog = Catalog::builtin();
-        let mut cloud_config = CloudConfig {
-            seed,
-            cluster_name: CLUSTER.into(),
-            ..CloudConfig::default()
-        };
-        if let Some(tag) = &scenario.cloud.discovery_tag {
-            cloud_config.cluster_name = tag.clone();
-        }
-        if let Some(units) = scenario.cloud.pool_capacity {
-            cloud_config.pool_capacity_default = units;
-        }
-        if let Some(f) = scenario.cloud.never_boot_fraction {
-            cloud_config.boot.never_boot_fraction = f;
-        }
-        if let Some(f) = scenario.cloud.slow_boot_fraction {
-            cloud_config.boot.slow_boot_fraction = f;
-        }
-        if let Some(ms) = scenario.cloud.eventual_consistency_lag_ms {
-            cloud_config.eventual_consistency_lag_ms = ms;
-        }
+        let cloud_config = scenario.cloud.cloud_config(seed);
         let cloud = Arc::new(FakeCloud::new(clock.clone(), catalog.clone(), cloud_config));
-        let throttle = scenario.cloud.ec2_throttle_rate.unwrap_or(0.0);
-        let unavailable = scenario.cloud.ec2_unavailable_rate.unwrap_or(0.0);
-        if throttle > 0.0 || unavailable > 0.0 {
-            cloud.set_fault_rates_all(fakecloud::FaultRates {
-                throttle_rate: throttle,
-                unavailable_rate: unavailable,
-                ..fakecloud::FaultRates::default()
-            });
-        }
-        for (instance_type, zone, capacity_type) in &scenario.cloud.exhausted {
-            let ct = CapacityType::from_label(capacity_type).unwrap_or(CapacityType::OnDemand);
-            cloud.set_pool_capacity(&Pool::new(instance_type, zone, ct), 0);
-        }
-        let api = Arc::new(ApiServer::new(
-            clock.clone(),
-            ApiServerConfig {
-                seed,
-                ..ApiServerConfig::default()
-            },
-        ));
-        let api_unavailable = scenario.cloud.api_unavailable_rate.unwrap_or(0.0);
-        let api_conflict = scenario.cloud.api_conflict_rate.unwrap_or(0.0);
-        if api_unavailable > 0.0 || api_conflict > 0.0 {
-            api.set_fault_rates_all(fakekube::ApiFaultRates {
-                unavailable_rate: api_unavailable,
-                conflict_rate: api_conflict,
-                ..Default::default()
-            });
-        }
+        let api_config = ApiServerConfig {
+            seed,
+            ..ApiServerConfig::default()
+        };
+        let api = Arc::new(ApiServer::new(clock.clone(), api_config));
+        scenario.cloud.apply(&cloud, &api);
         scenario.faults.validate().map_err(WorldError::Faults)?;
         let kube: Arc<dyn KubeApi> = api.clone();
         let seams = Seams::new(bug, api.clone(), cloud.clone(), clock.clone());
@@ -175,23 +128,16 @@ impl World {
             cloud.clone(),
             KubeletConfig::default(),
         );
-        let options = operator::Options {
-            lifecycle: karpenter_core::lifecycle::Options {
-                cluster_name: CLUSTER.into(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
         let controllers = Controllers::new(ProcessSeams {
             api: seams.controller_kube.clone(),
             ec2: seams.controller_ec2.clone(),
             sqs: seams.controller_sqs.clone(),
             clock: clock.clone(),
             catalog: Arc::new(catalog),
-            options,
+            options: operator_options(),
             queue_url: format!("fakecloud://sqs/{CLUSTER}"),
         });
-        let catalogue = Catalogue::new(seams.audit.clone(), &cloud);
+        let invariants = Invariants::new(seams.audit.clone(), &cloud);
         let workloads = Workloads::new(scenario.workloads.clone());
         let pending_faults = (!scenario.faults.is_empty()).then(|| scenario.faults.clone());
         let mut world = World {
@@ -207,12 +153,8 @@ impl World {
             workloads,
             pending_since: BTreeMap::new(),
             pending_seconds: Vec::new(),
-            log: Sha256::new(),
-            log_lines: 0,
-            recent: VecDeque::new(),
-            step_lines: Vec::new(),
-            invariants: Invariants::default(),
-            catalogue,
+            log: EventLog::default(),
+            invariants,
             observer: ObserverCache::default(),
             instances_seen: BTreeMap::new(),
             terminated_seen: 0,
@@ -252,6 +194,42 @@ impl World {
             self.api.create(&kind, document).await?;
         }
         Ok(())
+    }
+
+    /// The seed everything in the world draws from.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The scenario the world was built from.
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    /// The world's clock: simulated time, moved only between steps.
+    pub fn clock(&self) -> &Arc<ManualClock> {
+        &self.clock
+    }
+
+    /// The in-memory API server (without the controller's view of it: no bug distorts it).
+    pub fn api(&self) -> &Arc<ApiServer> {
+        &self.api
+    }
+
+    /// Fakecloud (EC2 and SQS).
+    pub fn cloud(&self) -> &Arc<FakeCloud> {
+        &self.cloud
+    }
+
+    /// The invariants' tallies and what their checkers counted.
+    pub fn invariants(&self) -> &Invariants {
+        &self.invariants
+    }
+
+    /// Counts a violation of `invariant` found now by the caller (the swarm's liveness phase).
+    pub fn record_violation(&mut self, invariant: Invariant, message: String) {
+        let now = self.now();
+        self.invariants.record(invariant, message, now);
     }
 
     fn now(&self) -> Timestamp {
@@ -328,21 +306,10 @@ impl World {
     /// One step of the world; returns the step's event-log line (fault lines follow it in the
     /// log).
     pub async fn step(&mut self) -> Result<String, WorldError> {
-        self.step_lines.clear();
+        self.log.start_step();
         let before = self.faults.clone();
-        // Harness work (turning faults on or off, the workload) runs with the API server's
-        // injected faults off; a new mix's rates are what is resumed afterwards.
-        let mut saved = self.api.suspend_faults();
-        let setup = self.apply_pending_faults().await;
-        if matches!(setup, Ok(true)) {
-            saved = self.api.suspend_faults();
-        }
         let elapsed = self.elapsed();
-        let now = self.now();
-        let workloads = self.workloads.step(self.api.as_ref(), elapsed, now).await;
-        self.api.resume_faults(saved);
-        setup?;
-        workloads?;
+        self.run_harness(elapsed).await?;
         self.cloud.advance_to_now();
         let mut fault_lines = Vec::new();
         let fired = self
@@ -355,82 +322,95 @@ impl World {
         let controllers = self.controllers.step().await;
         // What the controller waited on injected EC2/SQS latency this step (`ec2-latency`).
         let waited = self.cloud.delayed_total().saturating_sub(latency_before);
+        self.note_processes(&controllers, elapsed, &mut fault_lines);
+        let observation = self.observe().await?;
+        self.track(&observation);
+        self.invariants.check(&StepFacts {
+            api: &self.api,
+            cloud: &self.cloud,
+            observed: &self.observer,
+            observation: &observation,
+            leaders: controllers.leaders,
+            now: self.now(),
+        });
+        let errors = u8::from(kubelet.is_err())
+            + u8::from(scheduler.is_err())
+            + u8::from(controllers.report.as_ref().is_some_and(|r| !r.is_ok()));
+        let line = step_line(
+            self.elapsed(),
+            &observation,
+            controllers.report.as_ref(),
+            errors,
+        );
+        self.log.append(&line);
+        self.count_faults();
+        self.injector.tally_cloud(&self.cloud, &mut self.faults);
+        self.log_faults(&before, fault_lines);
+        let advance = self.next_advance(&observation);
+        // A controller step that waited on injected latency took that long on the world's clock
+        // (which the calls themselves do not move): its next look at the world comes no sooner,
+        // so latency delays reactions, as a slow EC2 API does. (A fault falling due within that
+        // wait fires at the next step.)
+        self.clock.advance(advance.max(waited));
+        Ok(line)
+    }
+
+    /// The harness's part of a step, with the API server's injected faults off: turning on the
+    /// faults set since the last step (a new mix's rates are what is resumed afterwards), then
+    /// the workload.
+    async fn run_harness(&mut self, elapsed: Duration) -> Result<(), WorldError> {
+        let mut saved = self.api.suspend_faults();
+        let setup = self.apply_pending_faults().await;
+        if matches!(setup, Ok(true)) {
+            saved = self.api.suspend_faults();
+        }
+        let now = self.now();
+        let workloads = self.workloads.step(self.api.as_ref(), elapsed, now).await;
+        self.api.resume_faults(saved);
+        setup?;
+        workloads?;
+        Ok(())
+    }
+
+    /// Logs the controller processes that started or died in the step; a death that was not a
+    /// lost lease is a crash, and counted as one.
+    fn note_processes(
+        &mut self,
+        controllers: &ControllersStep,
+        elapsed: Duration,
+        lines: &mut Vec<String>,
+    ) {
+        let t = elapsed.as_secs();
         for identity in &controllers.starts {
-            fault_lines.push(format!(
-                "t={} controller {identity} started",
-                elapsed.as_secs()
-            ));
+            lines.push(format!("t={t} controller {identity} started"));
         }
         for (identity, cause) in &controllers.deaths {
             if cause.contains(LOST_LEASE) {
                 // Not a fault: what a process does when its lease runs out.
-                fault_lines.push(format!(
-                    "t={} controller {identity} exited: {cause}",
-                    elapsed.as_secs()
-                ));
+                lines.push(format!("t={t} controller {identity} exited: {cause}"));
             } else {
-                fault_lines.push(format!(
-                    "t={} fault={} {identity} died {cause}",
-                    elapsed.as_secs(),
+                lines.push(format!(
+                    "t={t} fault={} {identity} died {cause}",
                     faults::CONTROLLER_CRASH
                 ));
                 count(&mut self.faults, faults::CONTROLLER_CRASH, 1);
             }
         }
-        if controllers.leaders > 1 {
-            // Leader election's safety: two replicas acting at once can launch twice for one pod
-            // or race a drain.
-            let now = self.now();
-            self.invariants.record(
-                "single-leader",
-                format!("{} replicas led in the same step", controllers.leaders),
-                now,
-            );
-        }
-        let controller = controllers.report;
+    }
+
+    /// Reads the step's observation, with the API server's injected faults off (they are for
+    /// the controller, not for the world watching it).
+    async fn observe(&mut self) -> Result<Observation, WorldError> {
         let saved = self.api.suspend_faults();
-        let observation = Observation::read(
-            &mut self.observer,
-            self.api.as_ref(),
-            &self.cloud,
-            self.clock.now(),
-        )
-        .await;
+        let observation =
+            Observation::read(&mut self.observer, self.api.as_ref(), &self.cloud).await;
         self.api.resume_faults(saved);
-        let observation = observation?;
-        self.track(&observation);
-        self.invariants.check(&observation, self.now());
-        self.catalogue.check(
-            &self.api,
-            &self.cloud,
-            &observation,
-            self.now(),
-            &mut self.invariants,
-        );
-        // Names the run chose (generated by the seeded API server) make the log seed-specific.
-        let created = controller
-            .as_ref()
-            .and_then(|r| r.as_ref().ok())
-            .and_then(|r| r.provisioned.as_ref())
-            .map(|o| o.created.join(","))
-            .unwrap_or_default();
-        let line = format!(
-            "t={} pods={} running={} pending={} claims={} nodes={} instances={} created=[{}] errors={}",
-            self.elapsed().as_secs(),
-            observation.pods_total,
-            observation.pods_running,
-            observation.pods_pending,
-            observation.claims,
-            observation.nodes,
-            observation.instances_alive,
-            created,
-            u8::from(kubelet.is_err())
-                + u8::from(scheduler.is_err())
-                + u8::from(controller.as_ref().is_some_and(|r| r.is_err())),
-        );
-        self.append(&line);
-        self.count_faults();
-        self.injector.tally_cloud(&self.cloud, &mut self.faults);
+        Ok(observation?)
+    }
+
+    /// Appends the step's fault lines, then one line with what each fault's tally grew by
+    /// since `before` (if any grew).
+    fn log_faults(&mut self, before: &BTreeMap<String, u64>, fault_lines: Vec<String>) {
         let counted: Vec<String> = self
             .faults
             .iter()
@@ -440,17 +420,24 @@ impl World {
             })
             .collect();
         for fault_line in fault_lines {
-            self.append(&fault_line);
+            self.log.append(&fault_line);
         }
         if !counted.is_empty() {
-            self.append(&format!(
+            self.log.append(&format!(
                 "t={} faults {}",
                 self.elapsed().as_secs(),
                 counted.join(" ")
             ));
         }
-        // A step that changed nothing (no API write, same cloud) is followed by a longer one:
-        // nothing can happen sooner than a timer, and the controllers' own loops poll at 10 s.
+    }
+
+    /// How far the clock moves after this step: the scenario's step, or, after a step that
+    /// changed nothing (no API write, the same live and ready-to-join instances), a longer one
+    /// (nothing can happen sooner than a timer, and the controllers' own loops poll at
+    /// [`IDLE_STEP`]). An idle step never skips a lease renewal (with leader election on, a
+    /// leader renews every retry period), a fault that falls due or a process that restarts:
+    /// they happen on time.
+    fn next_advance(&mut self, observation: &Observation) -> Duration {
         let version = self.api.resource_version().to_string();
         let cloud = (
             observation.instances_alive,
@@ -459,14 +446,14 @@ impl World {
         let idle = self.last_version.as_ref() == Some(&version) && self.last_cloud == cloud;
         self.last_version = Some(version);
         self.last_cloud = cloud;
-        // With leader election on, the lease is a timer too: a leader renews every retry period
-        // (and must within its renew deadline), so an idle step never skips a renewal.
+        if !idle {
+            return self.scenario.step;
+        }
         let idle_step = if self.controllers.election() {
             IDLE_STEP.min(karpenter_core::leader::RETRY_PERIOD)
         } else {
             IDLE_STEP
         };
-        // Nor past a fault that is due or a process that restarts: they happen on time.
         let elapsed = self.elapsed();
         let restart = self
             .controllers
@@ -478,39 +465,18 @@ impl World {
             .filter(|due| *due > elapsed)
             .map(|due| due - elapsed)
             .fold(idle_step, Duration::min);
-        let advance = if idle {
-            self.scenario.step.max(idle_step)
-        } else {
-            self.scenario.step
-        };
-        // A controller step that waited on injected latency took that long on the world's clock
-        // (which the calls themselves do not move): its next look at the world comes no sooner,
-        // so latency delays reactions, as a slow EC2 API does. (A fault falling due within that
-        // wait fires at the next step.)
-        self.clock.advance(advance.max(waited));
-        Ok(line)
-    }
-
-    fn append(&mut self, line: &str) {
-        self.log.update(line.as_bytes());
-        self.log.update(b"\n");
-        self.log_lines += 1;
-        if self.recent.len() == RECENT_LINES_MAX {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(line.to_string());
-        self.step_lines.push(line.to_string());
+        self.scenario.step.max(idle_step)
     }
 
     /// Every event-log line the last step appended: its step line, then what faults did.
     pub fn last_step_log(&self) -> &[String] {
-        &self.step_lines
+        self.log.step_lines()
     }
 
     /// The last event-log lines (at most [`RECENT_LINES_MAX`]), oldest first: what happened just
     /// before a failure.
     pub fn recent_log(&self) -> Vec<String> {
-        self.recent.iter().cloned().collect()
+        self.log.recent()
     }
 
     /// Crashes and failovers the injector fired this step.
@@ -669,30 +635,16 @@ impl World {
         self.finish(duration).await
     }
 
-    /// The history-based invariants and what they counted (spot warnings, capacity errors...).
-    pub fn catalogue(&self) -> &Catalogue {
-        &self.catalogue
-    }
-
     /// Tells the invariants that the harness is about to terminate `instance_id` itself (an
     /// instance terminated outside Karpenter), so it is not counted against the controller.
     pub fn note_external_termination(&mut self, instance_id: &str) {
-        self.catalogue.note_external_termination(instance_id);
+        self.invariants.note_external_termination(instance_id);
     }
 
     /// Ends a run driven step by step: the end-of-run checks (liveness) and the report of
     /// `simulated` seconds.
     pub async fn finish(&mut self, simulated: Duration) -> Result<Report, WorldError> {
-        let saved = self.api.suspend_faults();
-        let observation = Observation::read(
-            &mut self.observer,
-            self.api.as_ref(),
-            &self.cloud,
-            self.clock.now(),
-        )
-        .await;
-        self.api.resume_faults(saved);
-        let observation = observation?;
+        let observation = self.observe().await?;
         self.invariants.finish(&observation);
         Ok(self.report(&observation, simulated))
     }
@@ -740,8 +692,45 @@ impl World {
             cost_dollars: self.cloud.cost_report().total_dollars,
             simulated_seconds: duration.as_secs_f64(),
             wall_seconds: 0.0,
-            event_log_sha256: format!("{:x}", self.log.clone().finalize()),
-            event_log_lines: self.log_lines,
+            event_log_sha256: self.log.sha256_hex(),
+            event_log_lines: self.log.lines(),
         }
     }
+}
+
+/// The controller's options in the world: upstream's defaults, with the world's cluster name.
+fn operator_options() -> operator::Options {
+    operator::Options {
+        lifecycle: karpenter_core::nodeclaim::Options {
+            cluster_name: CLUSTER.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The step's event-log line. The names the run chose (generated by the seeded API server, in
+/// `created`) make the log seed-specific.
+fn step_line(
+    elapsed: Duration,
+    observation: &Observation,
+    controller: Option<&StepReport>,
+    errors: u8,
+) -> String {
+    let created = controller
+        .and_then(|r| r.provisioned.as_ref())
+        .map(|o| o.created.join(","))
+        .unwrap_or_default();
+    format!(
+        "t={} pods={} running={} pending={} claims={} nodes={} instances={} created=[{}] errors={}",
+        elapsed.as_secs(),
+        observation.pods_total,
+        observation.pods_running,
+        observation.pods_pending,
+        observation.claims,
+        observation.nodes,
+        observation.instances_alive,
+        created,
+        errors,
+    )
 }

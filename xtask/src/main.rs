@@ -2,9 +2,11 @@
 //! exactly the same steps.
 //!
 //! - `cargo xtask test`: format check, clippy (`-D warnings`), CRD staleness check, a replayed
-//!   simulation, a 100-seed swarm, every test.
+//!   simulation, a 100-seed swarm, the chart check, every test.
 //! - `cargo xtask crds`: regenerate `crds/` and `charts/karpenter/crds/` from the API types.
 //! - `cargo xtask sim [ARGS]`: `karpenter-sim` built with `--cfg madsim` (`run`, `swarm`, ...).
+//! - `cargo xtask chart`: the Helm chart, IAM policy and Dockerfile checks with real Helm.
+//! - `cargo xtask image`: the controller image, where a Docker daemon runs.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -21,7 +23,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Everything CI runs: fmt check, clippy -D warnings, CRD staleness check, all tests.
+    /// Everything CI runs: fmt check, clippy -D warnings, CRD staleness check, simulations, the
+    /// chart check, all tests.
     Test,
     /// Regenerate the committed CRD manifests.
     Crds,
@@ -31,6 +34,15 @@ enum Task {
         /// Arguments for `karpenter-sim` (default: `run --seed 1 --scenario default`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// The chart check: `helm lint`/`helm template` with real Helm, offline validation, exact
+    /// RBAC, security context, IAM template and Dockerfile lint, and negative cases of each.
+    Chart,
+    /// Builds the controller image from the Dockerfile (skipped, saying so, without a daemon).
+    Image {
+        /// Image reference to tag the build with.
+        #[arg(long, default_value = concat!("ghcr.io/karpenter-rs/karpenter:", env!("CARGO_PKG_VERSION")))]
+        tag: String,
     },
     /// The scheduling benchmark (release build), one process per size.
     Bench {
@@ -53,6 +65,8 @@ fn main() -> ExitCode {
         Task::Crds => crds(&root),
         Task::Bench { json, sizes } => bench(&root, json.as_deref(), &sizes),
         Task::Sim { args } => sim(&root, &args),
+        Task::Chart => chart(&root),
+        Task::Image { tag } => image(&root, &tag),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -120,6 +134,7 @@ fn test(root: &Path) -> Result<(), String> {
     }
     sim_determinism(root)?;
     sim_swarm(root)?;
+    chart(root)?;
     // Last, so that its summary is the run's closing line.
     run_tests(root)
 }
@@ -406,4 +421,49 @@ fn sim_swarm(root: &Path) -> Result<(), String> {
     .map_err(|_| {
         format!("simulation swarm (seeds {TEST_SWARM_SEEDS}; see the replay commands above)")
     })
+}
+
+/// Runs `scripts/chart-check.sh` (pinned Helm and validators installed once under `target/tools`,
+/// renderings in `target/chart`). The RBAC test it runs is built first, so that the check's own
+/// time budget (300 s, set in the script) is not spent compiling.
+fn chart(root: &Path) -> Result<(), String> {
+    run(
+        root,
+        "chart RBAC test build",
+        "cargo",
+        &[
+            "test",
+            "--quiet",
+            "--package",
+            "karpenter-kube",
+            "--test",
+            "chart_rbac",
+            "--no-run",
+        ],
+    )?;
+    run(
+        root,
+        "chart check",
+        "bash",
+        &["scripts/chart-check.sh", "target/tools", "target/chart"],
+    )
+}
+
+/// `docker build` of the controller image where a Docker daemon answers; elsewhere says it skipped
+/// (the Dockerfile is still linted by the chart check).
+fn image(root: &Path, tag: &str) -> Result<(), String> {
+    let daemon = Command::new("docker")
+        .arg("info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !daemon {
+        eprintln!(
+            "xtask: image: skipped: no Docker daemon answers `docker info` here \
+             (the Dockerfile is linted by `cargo xtask chart`)"
+        );
+        return Ok(());
+    }
+    run(root, "image build", "docker", &["build", "--tag", tag, "."])
 }

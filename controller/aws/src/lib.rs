@@ -1,4 +1,10 @@
-//! EC2 and SQS implementations of the `Ec2` and `Sqs` seams over aws-sdk-ec2 / aws-sdk-sqs.
+//! The `Ec2` and `Sqs` seams of `karpenter-core` over aws-sdk-rust (EC2, SQS, and the SSM, IAM,
+//! EKS and pricing calls the seams grow), and the live instance catalog (types, offerings and
+//! prices from the region).
 //!
-//! Not built yet: the seams are defined in `karpenter-core`; the AWS adapters land with the
-//! lifecycle and interruption issues. Only this crate and `controller/cli` may depend on aws-sdk-*.
+//! The adapter itself is issue 18 ("The AWS adapter"); only this crate and `controller/cli` may
+//! depend on aws-sdk-* (they take 8 GB and minutes to build). What exists today is [`actions`]:
+//! the IAM actions the adapter will call, which the shipped IAM policy (`deploy/`) allows exactly,
+//! as its tests check.
+
+pub mod actions;

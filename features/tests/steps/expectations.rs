@@ -287,7 +287,7 @@ async fn owned_by_claim(w: &mut SimWorld) {
     let raw = {
         let world = w.world().await;
         world
-            .api
+            .api()
             .objects(&karpenter_core::seams::kube::ResourceKind::NODE)
     };
     for node in &nodes {
@@ -439,8 +439,8 @@ async fn right_sized(w: &mut SimWorld, vcpus: i64) {
         w.fail(format!("{total} vCPU launched, want at least {vcpus}"));
     }
     let world = w.world().await;
-    let catalog = world.cloud.instance_types();
-    let cloud = world.cloud.clone();
+    let catalog = world.cloud().instance_types();
+    let cloud = world.cloud().clone();
     let available = |o: &Offering| {
         let ct = CapacityType::from_label(&o.capacity_type).unwrap_or(CapacityType::OnDemand);
         cloud

@@ -26,7 +26,7 @@ use crate::termination::{claim_record, first_eviction};
 async fn spot_warning(w: &mut SimWorld, name: String) {
     let subject = w.single_out(&name).await;
     w.mark();
-    if !w.world().await.cloud.interrupt_spot(&subject.instance_id) {
+    if !w.world().await.cloud().interrupt_spot(&subject.instance_id) {
         w.fail(format!(
             "instance {} is not a live spot instance that was not warned yet",
             subject.instance_id
@@ -41,7 +41,7 @@ async fn rebalance(w: &mut SimWorld, name: String) {
     if !w
         .world()
         .await
-        .cloud
+        .cloud()
         .recommend_rebalance(&subject.instance_id)
     {
         w.fail(format!(
@@ -61,7 +61,7 @@ async fn maintenance(w: &mut SimWorld, name: String, period: Period) {
     if !w
         .world()
         .await
-        .cloud
+        .cloud()
         .schedule_maintenance(&subject.instance_id, period.0)
     {
         w.fail(format!("instance {} is not live", subject.instance_id));
@@ -84,7 +84,7 @@ async fn terminated_outside(w: &mut SimWorld, name: String) {
 async fn stopped_outside(w: &mut SimWorld, name: String) {
     let subject = w.single_out(&name).await;
     w.mark();
-    if !w.world().await.cloud.stop_instance(&subject.instance_id) {
+    if !w.world().await.cloud().stop_instance(&subject.instance_id) {
         w.fail(format!("instance {} is not live", subject.instance_id));
     }
 }
@@ -94,7 +94,7 @@ async fn stopped_outside(w: &mut SimWorld, name: String) {
 #[when(expr = "that interruption message is delivered {int} more time(s)")]
 async fn duplicate(w: &mut SimWorld, times: usize) {
     let subject = w.subject();
-    let cloud = w.world().await.cloud.clone();
+    let cloud = w.world().await.cloud().clone();
     let Some(message) = cloud
         .sent_messages()
         .into_iter()
@@ -113,7 +113,7 @@ async fn duplicate(w: &mut SimWorld, times: usize) {
 #[when(expr = "{int} malformed message(s) arrive(s) on the interruption queue")]
 async fn malformed(w: &mut SimWorld, count: usize) {
     w.mark();
-    let cloud = w.world().await.cloud.clone();
+    let cloud = w.world().await.cloud().clone();
     for _ in 0..count {
         cloud.inject_malformed_message();
     }
@@ -125,7 +125,7 @@ async fn malformed(w: &mut SimWorld, count: usize) {
 async fn unknown_instance(w: &mut SimWorld) {
     w.mark();
     let now = w.now();
-    let cloud = w.world().await.cloud.clone();
+    let cloud = w.world().await.cloud().clone();
     let instance_id = "i-0f00000000000dead";
     if cloud.instance(instance_id).is_some() {
         w.fail(format!("instance {instance_id} exists"));
@@ -158,7 +158,7 @@ async fn stop_booting(w: &mut SimWorld) {
     w.mark();
     w.world()
         .await
-        .cloud
+        .cloud()
         .configure(|c| c.boot.never_boot_fraction = 1.0);
 }
 
@@ -167,7 +167,7 @@ async fn stop_booting(w: &mut SimWorld) {
 /// No message is waiting or in flight: every one was handled and deleted.
 #[then(expr = "within {period} the interruption queue is empty")]
 async fn queue_empty(w: &mut SimWorld, period: Period) {
-    let cloud = w.world().await.cloud.clone();
+    let cloud = w.world().await.cloud().clone();
     w.wait_until(period.0, move |_| match cloud.queue_depth() {
         0 => Ok(()),
         depth => Err(format!("{depth} messages in the interruption queue")),

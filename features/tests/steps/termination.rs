@@ -134,7 +134,7 @@ pub fn claim_record(w: &SimWorld, subject: &Subject) -> ClaimRecord {
 #[then(expr = "within {period} that node, its NodeClaim and its instance are gone")]
 async fn subject_gone(w: &mut SimWorld, period: Period) {
     let subject = w.subject();
-    let cloud = w.world().await.cloud.clone();
+    let cloud = w.world().await.cloud().clone();
     w.wait_until(period.0, move |s| {
         if s.node(&subject.node).is_some() {
             return Err(format!("node {} still exists", subject.node));
@@ -190,7 +190,7 @@ async fn no_claim_deleting(w: &mut SimWorld, period: Period) {
 #[then("its instance is still running")]
 async fn instance_running(w: &mut SimWorld) {
     let subject = w.subject();
-    let state = w.world().await.cloud.instance_state(&subject.instance_id);
+    let state = w.world().await.cloud().instance_state(&subject.instance_id);
     if state != Some(InstanceState::Running) {
         w.fail(format!("instance {} is {state:?}", subject.instance_id));
     }

@@ -141,7 +141,7 @@ async fn cluster_refuses(w: &mut SimWorld, text: String) {
 #[then(expr = "the cluster holds {string}")]
 async fn cluster_holds(w: &mut SimWorld, objects: String) {
     let world = w.world().await;
-    let api = world.api.clone();
+    let api = world.api().clone();
     for object in list(&objects) {
         let (kind, name) = object
             .split_once('/')

@@ -152,7 +152,7 @@ async fn capacity_returns(w: &mut SimWorld, instance_type: String) {
 async fn boots_recover(w: &mut SimWorld) {
     w.mark();
     let world = w.world().await;
-    world.cloud.configure(|c| {
+    world.cloud().configure(|c| {
         c.boot.never_boot_fraction = 0.0;
         c.boot.slow_boot_fraction = 0.0;
     });

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::register::parse_taint_flags;
 use super::{Kubelet, NOT_READY_TAINT, STARTUP_TAINTS_ANNOTATION, TickReport, lost_race};
-use crate::scheduler::objects::{
+use crate::objects::{
     NewCondition, after_ms, condition, condition_true, conditions_with, format_time, guarded,
     parse_time, taint_json,
 };

@@ -11,7 +11,7 @@ use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch
 use serde_json::{Value, json};
 
 use super::{Kubelet, TickReport, lost_race};
-use crate::scheduler::objects::{
+use crate::objects::{
     NewCondition, after_ms, condition_true, conditions_with, format_time, guarded, object_key,
     parse_time,
 };

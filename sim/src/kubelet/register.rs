@@ -13,7 +13,7 @@ use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
 use serde_json::{Map, Value, json};
 
 use super::{Kubelet, STARTUP_TAINTS_ANNOTATION, TickReport};
-use crate::scheduler::objects::{NewCondition, conditions_with, format_time, taint_json};
+use crate::objects::{NewCondition, conditions_with, format_time, taint_json};
 
 impl Kubelet {
     /// Creates a Node for every instance that is ready to join and has none yet.

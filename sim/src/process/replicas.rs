@@ -13,7 +13,7 @@ use karpenter_core::catalog::Catalog;
 use karpenter_core::leader::{LeaderElector, LeaseConfig};
 use karpenter_core::operator::{self, Operator, StepReport};
 use karpenter_core::seams::layered::Layered;
-use karpenter_core::seams::{Clock, Ec2, KubeApi, KubeError, Sqs};
+use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
 
 use crate::faults::CrashPoint;
 use crate::process::fuse::{Fuse, Trigger};
@@ -66,7 +66,7 @@ struct Replica {
 #[derive(Debug, Default)]
 pub struct ControllersStep {
     /// The leader's (or the only process's) step report, if a process acted.
-    pub report: Option<Result<StepReport, KubeError>>,
+    pub report: Option<StepReport>,
     /// Processes that died in this step: (identity, why).
     pub deaths: Vec<(String, String)>,
     /// Processes that started in this step.

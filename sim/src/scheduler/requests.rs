@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use karpenter_core::resources::{CPU, MEMORY, Resources};
 use karpenter_core::seams::KubeError;
 
-use super::objects::resources_of;
+use crate::objects::resources_of;
 
 /// The pod's effective requests (cpu in millicores, the rest in units).
 pub(crate) fn pod_requests(pod: &Pod, what: &str) -> Result<Resources, KubeError> {

@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use karpenter_sim::bugs::Bug;
+use karpenter_sim::invariants::Invariant;
 use karpenter_sim::scenario::Scenario;
 use karpenter_sim::swarm::{self, SeedOutcome, Selection, SwarmConfig};
-use strum::VariantArray;
+use karpenter_sim::world::World;
+use strum::{IntoEnumIterator, VariantArray};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -198,4 +200,49 @@ fn every_bug_has_a_command_line_name() {
         assert_eq!(bug.name().parse::<Bug>().ok(), Some(bug));
     }
     assert!("no-such-bug".parse::<Bug>().is_err());
+}
+
+#[test]
+fn invariants_keep_their_stable_names_in_report_order() {
+    // The names are what reports, replays and the README use: renaming or reordering a variant
+    // must not change them.
+    let names: Vec<&str> = Invariant::iter().map(Invariant::name).collect();
+    assert_eq!(
+        names,
+        [
+            "nodepool-limits",
+            "no-leaked-instances",
+            "pods-fit-nodes",
+            "drained-before-terminate",
+            "pdb-respected",
+            "do-not-disrupt-respected",
+            "claim-storm",
+            "interruption-rehomed",
+            "claims-progress",
+            "termination-progress",
+            "pods-scheduled",
+            "single-leader",
+            "liveness",
+        ]
+    );
+    for invariant in Invariant::iter() {
+        assert_eq!(invariant.name().parse::<Invariant>().ok(), Some(invariant));
+        assert_eq!(invariant.to_string(), invariant.name());
+    }
+    assert!("no-such-invariant".parse::<Invariant>().is_err());
+}
+
+#[test]
+fn a_fresh_world_reports_every_invariant_held_in_report_order() {
+    let scenario = Scenario::load("default").expect("the default scenario loads");
+    let world = futures::executor::block_on(World::new(1, scenario)).expect("the world builds");
+    let results = world.invariants().results();
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    let expected: Vec<&str> = Invariant::iter().map(Invariant::name).collect();
+    assert_eq!(names, expected);
+    assert!(
+        results
+            .iter()
+            .all(|r| r.held && r.violations == 0 && r.first.is_none())
+    );
 }

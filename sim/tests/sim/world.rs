@@ -238,7 +238,7 @@ async fn run_until(world: &mut World, elapsed: Duration) {
 }
 
 fn pods(world: &World) -> Vec<Value> {
-    world.api.objects(&ResourceKind::POD)
+    world.api().objects(&ResourceKind::POD)
 }
 
 /// Pods running and not being deleted.
@@ -256,7 +256,7 @@ fn running_not_deleting(pod: &Value) -> bool {
 /// Node name → EC2 instance id.
 fn node_instances(world: &World) -> BTreeMap<String, String> {
     world
-        .api
+        .api()
         .objects(&ResourceKind::NODE)
         .iter()
         .filter_map(|n| {
@@ -275,7 +275,7 @@ fn node_instances(world: &World) -> BTreeMap<String, String> {
 /// their states.
 fn instances_by_claim(world: &World) -> BTreeMap<String, Vec<(String, InstanceState)>> {
     let mut out: BTreeMap<String, Vec<(String, InstanceState)>> = BTreeMap::new();
-    for instance in world.cloud.instances() {
+    for instance in world.cloud().instances() {
         if let Some(claim) = instance.tags.get("karpenter.sh/nodeclaim") {
             out.entry(claim.clone())
                 .or_default()
@@ -291,7 +291,7 @@ fn tally(report_or_world: &BTreeMap<String, u64>, name: &str) -> u64 {
 
 fn assert_invariants_held(world: &World, seed: u64) {
     let failed: Vec<_> = world
-        .invariants
+        .invariants()
         .results()
         .into_iter()
         .filter(|i| !i.held && i.name != "liveness")
@@ -356,7 +356,7 @@ fn a_spot_storm_on_200_nodes_loses_no_pod_beyond_the_two_minute_notice() {
                 "seed {seed}: pods running off the interrupted nodes 120 s after the warning"
             );
             let on_demand = world
-                .cloud
+                .cloud()
                 .instances()
                 .iter()
                 .filter(|i| {
@@ -394,7 +394,7 @@ async fn delete_busiest_claim(world: &World, app: &str) -> (String, String) {
         .expect("pods are bound");
     let instance = nodes[node].clone();
     let claim = world
-        .api
+        .api()
         .objects(&ResourceKind::NODE_CLAIM)
         .into_iter()
         .find(|c| {
@@ -408,7 +408,7 @@ async fn delete_busiest_claim(world: &World, app: &str) -> (String, String) {
         .unwrap_or_default()
         .to_string();
     world
-        .api
+        .api()
         .delete(
             &ResourceKind::NODE_CLAIM,
             &ObjectKey::cluster(name.clone()),
@@ -464,7 +464,7 @@ fn a_drain_blocked_by_a_pdb_proceeds_when_the_termination_grace_period_expires()
                 "seed {seed}: the PDB holds the drain"
             );
             let blocked = world
-                .api
+                .api()
                 .object(
                     &ResourceKind::NODE_CLAIM,
                     &ObjectKey::cluster(claim.clone()),
@@ -486,7 +486,7 @@ fn a_drain_blocked_by_a_pdb_proceeds_when_the_termination_grace_period_expires()
             run_until(&mut world, deleted_at + Duration::from_secs(5 * 60 + 90)).await;
             assert!(
                 world
-                    .api
+                    .api()
                     .object(
                         &ResourceKind::NODE_CLAIM,
                         &ObjectKey::cluster(claim.clone())
@@ -494,7 +494,7 @@ fn a_drain_blocked_by_a_pdb_proceeds_when_the_termination_grace_period_expires()
                     .is_none(),
                 "seed {seed}: the claim is gone after its terminationGracePeriod"
             );
-            let state = world.cloud.instance(&instance).map(|i| i.state);
+            let state = world.cloud().instance(&instance).map(|i| i.state);
             assert!(
                 matches!(
                     state,
@@ -544,7 +544,7 @@ fn a_controller_killed_mid_drain_finishes_the_drain_after_restart() {
             run_until(&mut world, deleted_at + Duration::from_secs(10 * 60)).await;
             assert!(
                 world
-                    .api
+                    .api()
                     .object(
                         &ResourceKind::NODE_CLAIM,
                         &ObjectKey::cluster(claim.clone())
@@ -556,13 +556,13 @@ fn a_controller_killed_mid_drain_finishes_the_drain_after_restart() {
                 !node_instances(&world).values().any(|id| *id == instance),
                 "seed {seed}: the node is gone"
             );
-            let state = world.cloud.instance(&instance).map(|i| i.state);
+            let state = world.cloud().instance(&instance).map(|i| i.state);
             assert!(
                 matches!(state, Some(InstanceState::Terminated) | None),
                 "seed {seed}: instance {instance} is {state:?}"
             );
             let stuck: Vec<Value> = world
-                .api
+                .api()
                 .objects(&ResourceKind::NODE_CLAIM)
                 .into_iter()
                 .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
@@ -609,7 +609,7 @@ fn a_controller_killed_mid_launch_neither_leaks_nor_duplicates_the_instance() {
                 "seed {seed}: the controller died right after its first launch"
             );
             let claims: BTreeSet<String> = world
-                .api
+                .api()
                 .objects(&ResourceKind::NODE_CLAIM)
                 .iter()
                 .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
@@ -738,7 +738,7 @@ fn duplicate_sqs_messages_cause_one_action() {
                 "seed {seed}"
             );
             let mut actions: BTreeMap<String, usize> = BTreeMap::new();
-            for event in world.api.events() {
+            for event in world.api().events() {
                 if event.event.reason == "TerminatingOnInterruption"
                     && event.event.involved == ResourceKind::NODE_CLAIM
                 {
@@ -753,7 +753,7 @@ fn duplicate_sqs_messages_cause_one_action() {
             let running = running_count(&world);
             assert_eq!(running, 4, "seed {seed}");
             // One replacement per interrupted node: 4 first, 2 more.
-            assert_eq!(world.cloud.instances().len(), 6, "seed {seed}");
+            assert_eq!(world.cloud().instances().len(), 6, "seed {seed}");
             assert_invariants_held(&world, seed);
         });
     }
@@ -834,7 +834,7 @@ fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off()
             );
             assert_invariants_held(&world, seed);
             let stuck: Vec<Value> = world
-                .api
+                .api()
                 .objects(&ResourceKind::NODE_CLAIM)
                 .into_iter()
                 .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
@@ -845,7 +845,7 @@ fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off()
             );
             assert!(
                 world
-                    .api
+                    .api()
                     .objects(&ResourceKind::POD_DISRUPTION_BUDGET)
                     .is_empty(),
                 "seed {seed}: clearing the faults removes their budgets"

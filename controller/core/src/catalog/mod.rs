@@ -7,6 +7,7 @@
 pub mod builtin;
 pub mod file;
 pub mod overhead;
+pub mod unavailable;
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,7 @@ pub use overhead::{
     VM_MEMORY_OVERHEAD_PERCENT, compute_allocatable, compute_overhead, eni_limited_pods,
     eviction_threshold, kube_reserved, memory_capacity,
 };
+pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
 
 /// The extended resource NVIDIA's device plugin advertises, one per GPU.
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";

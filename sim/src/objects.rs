@@ -1,8 +1,11 @@
-//! Small helpers both stand-ins use to read and write Kubernetes objects through the `KubeApi`
-//! seam: decoding, timestamps at Kubernetes' precision, conditions, quantities and taints.
+//! Small helpers the kube-scheduler and kubelet stand-ins share to read and write Kubernetes
+//! objects through the `KubeApi` seam: decoding, timestamps at Kubernetes' precision, conditions,
+//! quantities and taints.
 //!
-//! Kept here (crate-private) rather than duplicated so that the scheduler and the kubelet agree on
-//! how a condition or a timestamp is written; neither depends on the controller's scheduling code.
+//! Kept in one crate-private module rather than duplicated so that the scheduler and the kubelet
+//! agree on how a condition or a timestamp is written; neither depends on the controller's
+//! scheduling code. (The invariants keep their own readers, `invariants::pod_facts`: they check
+//! the stand-ins too.)
 
 use std::collections::BTreeMap;
 

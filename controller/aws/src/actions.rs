@@ -1,0 +1,201 @@
+//! The AWS API actions the controller calls, as data, with the scoping the shipped IAM policy puts
+//! on each (`deploy/iam/controller-policy.json`, `deploy/iam/controller-iam-policy.json`, embedded
+//! in `deploy/cloudformation.yaml`).
+//!
+//! One row per `Ec2`/`Sqs` seam method (`karpenter_core::seams`), plus what the adapter needs
+//! around them, as upstream Karpenter's policy grants: the instance-type catalog and prices
+//! (DescribeInstanceTypes/Offerings, DescribeSpotPriceHistory, pricing), the cluster endpoint (EKS
+//! DescribeCluster), the queue URL (GetQueueUrl) and instance profiles for an EC2NodeClass `role`.
+//!
+//! `tests/iam_policy.rs` fails when the policy allows an action not listed here, misses one listed
+//! here, scopes one more loosely than its row says, or when a seam method has no row.
+
+/// How the policy limits an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scoping {
+    /// A read of any resource, in the cluster's region only (`aws:RequestedRegion`).
+    Region,
+    /// A read of a global service (Pricing, IAM listing) that has no resource-level permissions.
+    Global,
+    /// Only these resources (ARNs with CloudFormation `${...}` variables).
+    Resources(&'static [&'static str]),
+    /// Only resources tagged as this cluster's (`kubernetes.io/cluster/${ClusterName}: owned`, as
+    /// request tags when created, resource tags otherwise) and carrying `owner_tag`; `inputs` are
+    /// resource types a launch only uses (images, subnets, ...), which need no tags.
+    ClusterOwned {
+        owner_tag: &'static str,
+        inputs: &'static [&'static str],
+    },
+}
+
+/// One IAM action the controller calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action {
+    /// `service:Action` as IAM spells it.
+    pub action: &'static str,
+    /// The seam method (`Ec2::create_fleet`) or adapter need behind the call.
+    pub called_by: &'static str,
+    pub scoping: Scoping,
+}
+
+/// The tag that marks Karpenter's EC2 resources (launched for a NodePool).
+pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
+/// The tag that marks instance profiles Karpenter made for an EC2NodeClass.
+pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
+
+/// Resource types a launch reads but does not create: AMIs and their snapshots, subnets,
+/// security groups.
+const LAUNCH_INPUTS: &[&str] = &["image", "snapshot", "security-group", "subnet"];
+
+const fn owned_ec2(action: &'static str, called_by: &'static str) -> Action {
+    Action {
+        action,
+        called_by,
+        scoping: Scoping::ClusterOwned {
+            owner_tag: NODEPOOL_TAG,
+            inputs: &[],
+        },
+    }
+}
+
+const fn owned_profile(action: &'static str, called_by: &'static str) -> Action {
+    Action {
+        action,
+        called_by,
+        scoping: Scoping::ClusterOwned {
+            owner_tag: NODECLASS_TAG,
+            inputs: &[],
+        },
+    }
+}
+
+const fn regional(action: &'static str, called_by: &'static str) -> Action {
+    Action {
+        action,
+        called_by,
+        scoping: Scoping::Region,
+    }
+}
+
+const fn only(
+    action: &'static str,
+    called_by: &'static str,
+    resources: &'static [&'static str],
+) -> Action {
+    Action {
+        action,
+        called_by,
+        scoping: Scoping::Resources(resources),
+    }
+}
+
+const QUEUE: &[&str] = &["${KarpenterInterruptionQueue.Arn}"];
+const INSTANCE_PROFILES: &[&str] =
+    &["arn:${AWS::Partition}:iam::${AWS::AccountId}:instance-profile/*"];
+
+/// Every action the controller calls, sorted by name.
+pub const ACTIONS: &[Action] = &[
+    Action {
+        action: "ec2:CreateFleet",
+        called_by: "Ec2::create_fleet",
+        scoping: Scoping::ClusterOwned {
+            owner_tag: NODEPOOL_TAG,
+            inputs: LAUNCH_INPUTS,
+        },
+    },
+    owned_ec2("ec2:CreateLaunchTemplate", "Ec2::create_launch_template"),
+    owned_ec2(
+        "ec2:CreateTags",
+        "Ec2::create_tags; Ec2::create_fleet and Ec2::create_launch_template tag what they create",
+    ),
+    owned_ec2("ec2:DeleteLaunchTemplate", "Ec2::delete_launch_template"),
+    regional("ec2:DescribeImages", "Ec2::describe_images"),
+    regional(
+        "ec2:DescribeInstanceTypeOfferings",
+        "instance-type catalog: types offered per zone",
+    ),
+    regional(
+        "ec2:DescribeInstanceTypes",
+        "instance-type catalog: capacity, ENI limits, architecture",
+    ),
+    regional("ec2:DescribeInstances", "Ec2::describe_instances"),
+    regional(
+        "ec2:DescribeLaunchTemplates",
+        "Ec2::describe_launch_templates",
+    ),
+    regional(
+        "ec2:DescribeSecurityGroups",
+        "Ec2::describe_security_groups",
+    ),
+    regional(
+        "ec2:DescribeSpotPriceHistory",
+        "instance-type catalog: spot prices",
+    ),
+    regional("ec2:DescribeSubnets", "Ec2::describe_subnets"),
+    Action {
+        action: "ec2:RunInstances",
+        called_by: "Ec2::create_fleet (EC2 authorizes an instant fleet's launches as RunInstances)",
+        scoping: Scoping::ClusterOwned {
+            owner_tag: NODEPOOL_TAG,
+            inputs: LAUNCH_INPUTS,
+        },
+    },
+    owned_ec2("ec2:TerminateInstances", "Ec2::terminate_instances"),
+    only(
+        "eks:DescribeCluster",
+        "cluster endpoint and CA discovery when settings leave them empty",
+        &["arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"],
+    ),
+    owned_profile(
+        "iam:AddRoleToInstanceProfile",
+        "instance profile of an EC2NodeClass `role`",
+    ),
+    owned_profile(
+        "iam:CreateInstanceProfile",
+        "instance profile of an EC2NodeClass `role`",
+    ),
+    owned_profile(
+        "iam:DeleteInstanceProfile",
+        "instance profile of a deleted EC2NodeClass",
+    ),
+    only(
+        "iam:GetInstanceProfile",
+        "instance profile of an EC2NodeClass",
+        INSTANCE_PROFILES,
+    ),
+    Action {
+        action: "iam:ListInstanceProfiles",
+        called_by: "garbage collection of unused instance profiles",
+        scoping: Scoping::Global,
+    },
+    only(
+        "iam:PassRole",
+        "launches pass the node role to EC2 through the instance profile",
+        &["${KarpenterNodeRole.Arn}"],
+    ),
+    owned_profile(
+        "iam:RemoveRoleFromInstanceProfile",
+        "instance profile whose EC2NodeClass `role` changed",
+    ),
+    owned_profile(
+        "iam:TagInstanceProfile",
+        "instance profile of an EC2NodeClass `role`",
+    ),
+    Action {
+        action: "pricing:GetProducts",
+        called_by: "on-demand prices (not called with settings.isolatedVPC)",
+        scoping: Scoping::Global,
+    },
+    only("sqs:DeleteMessage", "Sqs::delete_message", QUEUE),
+    only(
+        "sqs:GetQueueUrl",
+        "the interruption queue's URL from settings.interruptionQueue",
+        QUEUE,
+    ),
+    only("sqs:ReceiveMessage", "Sqs::receive_messages", QUEUE),
+    only(
+        "ssm:GetParameter",
+        "Ec2::get_parameter (AMI aliases)",
+        &["arn:${AWS::Partition}:ssm:${AWS::Region}::parameter/aws/service/*"],
+    ),
+];

@@ -1,0 +1,290 @@
+//! `interruption-rehomed`: the pods a spot-interrupted node held at the warning (not finished,
+//! not DaemonSet or mirror pods, not tolerating `karpenter.sh/disrupted`, not already being
+//! deleted before it) have somewhere else to run by the time they leave it — at the first step
+//! at which none of them is left on the node undeleted, or at the reclaim ([`SPOT_NOTICE`] after
+//! the warning) if that comes first: each is matched one-to-one with a pod of the same owner
+//! (controller owner reference, else the `app` label) created since the warning and bound to
+//! another node, and those left over fit (first-fit decreasing on cpu, memory and pod count) in
+//! the free allocatable of other Ready, schedulable, non-deleting nodes. (Without a workload
+//! controller re-creating evicted pods, the second half carries the check: replacement capacity
+//! must be up before the drain.)
+//!
+//! Checked only when capacity existed from the warning to then: no insufficient-capacity answer,
+//! no instance launched in it that bootstrapped too slowly (or never) to join
+//! [`REHOME_JOIN_SLACK`] before the reclaim, and no instance launched in it (a replacement)
+//! warned itself before the reclaim (a second storm taking the replacement back). EC2 throttling
+//! and 5xx answers do not excuse it: the controller retries them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use karpenter_core::api::labels::DISRUPTED_TAINT_KEY;
+use karpenter_core::resources::Resources;
+use serde_json::Value;
+
+use super::pod_facts::{
+    condition_true, is_daemon, is_deleting, is_healthy, is_mirror, is_terminal, minus, name_of,
+    node_of_instance, plus, requests, resource_list, time_of, tolerates_disrupted,
+};
+use super::{Check, Invariant, StepView, Violation};
+
+/// EC2 reclaims a spot instance this long after its interruption warning.
+pub const SPOT_NOTICE: Duration = fakecloud::SPOT_INTERRUPTION_NOTICE;
+/// A replacement for an interrupted node must be ready to join this long before the reclaim to
+/// count as capacity that existed (registration, initialization and pod start take about 15 s).
+pub const REHOME_JOIN_SLACK: Duration = Duration::from_secs(15);
+
+/// Pods of an interrupted node to find running elsewhere at the reclaim.
+#[derive(Clone, Debug)]
+struct RehomeCheck {
+    instance: String,
+    node: String,
+    warned: Timestamp,
+    due: Timestamp,
+    /// (name, owner key, requests).
+    pods: Vec<(String, Option<String>, Resources)>,
+}
+
+/// The `interruption-rehomed` checker: the checks not yet due, and how many were made.
+#[derive(Debug, Default)]
+pub struct Rehome {
+    pending: Vec<RehomeCheck>,
+    /// Checks made, and those excused because capacity did not exist.
+    checked: u64,
+    excused: u64,
+}
+
+impl Rehome {
+    /// Checks made so far, and of those, excused because capacity did not exist.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.checked, self.excused)
+    }
+
+    /// Snapshots the pods of each node whose instance got its warning this step.
+    fn watch_warnings(&mut self, step: &StepView<'_>) {
+        for (id, warned) in step.history.fresh_warnings() {
+            let warned = *warned;
+            let Some(node) = node_of_instance(step.nodes(), id).map(name_of) else {
+                continue;
+            };
+            let pods = step
+                .pods()
+                .iter()
+                .filter(|p| p["spec"]["nodeName"] == node)
+                .filter(|p| !is_terminal(p) && !is_mirror(p) && !is_daemon(p))
+                .filter(|p| !tolerates_disrupted(p))
+                .filter(|p| {
+                    // Already going before the warning: not the interruption's to move.
+                    let asked = time_of(&p["metadata"]["deletionTimestamp"]).map(|t| {
+                        let grace = p["metadata"]["deletionGracePeriodSeconds"]
+                            .as_i64()
+                            .unwrap_or(0);
+                        t.checked_sub(SignedDuration::from_secs(grace)).unwrap_or(t)
+                    });
+                    asked.is_none_or(|t| t >= warned)
+                })
+                .map(|p| (name_of(p).to_string(), owner_key(p), requests(p)))
+                .collect();
+            self.pending.push(RehomeCheck {
+                instance: id.clone(),
+                node: node.to_string(),
+                warned,
+                due: plus(warned, SPOT_NOTICE).max(step.now),
+                pods,
+            });
+        }
+    }
+
+    /// The checks due now: at the reclaim, or as soon as none of the pods is left on the node
+    /// undeleted. The rest stay pending.
+    fn take_due(&mut self, step: &StepView<'_>) -> Vec<RehomeCheck> {
+        let pods = step.pods();
+        let (due, later) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|c| {
+                c.due <= step.now
+                    || !pods.iter().any(|p| {
+                        p["spec"]["nodeName"] == c.node.as_str()
+                            && !is_deleting(p)
+                            && c.pods.iter().any(|(name, _, _)| name == name_of(p))
+                    })
+            });
+        self.pending = later;
+        due
+    }
+}
+
+impl Check for Rehome {
+    fn invariant(&self) -> Invariant {
+        Invariant::InterruptionRehomed
+    }
+
+    fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
+        self.watch_warnings(step);
+        if self.pending.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for check in self.take_due(step) {
+            if check.pods.is_empty() {
+                continue;
+            }
+            self.checked += 1;
+            if capacity_missing(&check, step) {
+                self.excused += 1;
+                continue;
+            }
+            let left = homeless(&check, step.pods(), step.nodes());
+            if !left.is_empty() {
+                out.push(Violation::at(
+                    step.now,
+                    format!(
+                        "spot instance {} (node {}) warned at {}: {} of its pods left it with no replacement bound elsewhere and no room on other nodes: {:?}",
+                        check.instance,
+                        check.node,
+                        check.warned,
+                        left.len(),
+                        &left[..left.len().min(5)]
+                    ),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Whether the check is excused: capacity was missing from the warning to now (or the reclaim),
+/// a replacement joined too late, or a replacement was itself interrupted.
+fn capacity_missing(check: &RehomeCheck, step: &StepView<'_>) -> bool {
+    step.history
+        .capacity_lost(check.warned, step.now.min(check.due))
+        || slow_replacement(check, step)
+        || replacement_interrupted(check, step)
+}
+
+/// Whether an instance launched during the notice (a replacement) got a spot warning of its
+/// own before the reclaim: the capacity made for these pods was taken back, and a second
+/// replacement cannot boot within what is left of the notice.
+fn replacement_interrupted(check: &RehomeCheck, step: &StepView<'_>) -> bool {
+    step.history.warnings().any(|(id, warned)| {
+        warned > check.warned
+            && warned <= check.due
+            && step
+                .cloud
+                .boot(id)
+                .is_some_and(|boot| boot.launch_time >= check.warned)
+    })
+}
+
+/// Whether an instance launched during the notice joins too late to count as capacity.
+fn slow_replacement(check: &RehomeCheck, step: &StepView<'_>) -> bool {
+    let latest = minus(check.due, REHOME_JOIN_SLACK);
+    step.history
+        .incidents()
+        .iter()
+        .any(|(start, ready)| *start >= check.warned && *start <= check.due && *ready > latest)
+}
+
+/// The check's pods that have neither a replacement bound elsewhere nor room on another node.
+fn homeless(check: &RehomeCheck, pods: &[Value], nodes: &[Value]) -> Vec<String> {
+    // Replacements: same owner, created since the warning, bound elsewhere.
+    let mut replacements: Vec<Option<String>> = pods
+        .iter()
+        .filter(|p| !is_deleting(p) && !is_terminal(p))
+        .filter(|p| {
+            p["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| !n.is_empty() && n != check.node)
+        })
+        .filter(|p| time_of(&p["metadata"]["creationTimestamp"]).is_some_and(|t| t >= check.warned))
+        .map(owner_key)
+        .collect();
+    let mut unmatched = Vec::new();
+    for (name, owner, need) in &check.pods {
+        let same = pods.iter().any(|p| {
+            name_of(p) == name && is_healthy(p) && p["spec"]["nodeName"] != check.node.as_str()
+        });
+        if same {
+            continue;
+        }
+        match replacements
+            .iter()
+            .position(|o| owner.is_some() && o == owner)
+        {
+            Some(i) => {
+                replacements.remove(i);
+            }
+            None => unmatched.push((name.clone(), need.clone())),
+        }
+    }
+    if unmatched.is_empty() {
+        return Vec::new();
+    }
+    first_fit_decreasing(unmatched, &mut free_room(&check.node, pods, nodes))
+}
+
+/// Free allocatable of the Ready, schedulable, non-deleting, untainted nodes other than `node`.
+fn free_room(node: &str, pods: &[Value], nodes: &[Value]) -> Vec<(String, Resources)> {
+    let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| !is_terminal(p)) {
+        if let Some(node) = pod["spec"]["nodeName"].as_str() {
+            let slot = used.entry(node).or_default();
+            *slot = slot.plus(&requests(pod));
+        }
+    }
+    nodes
+        .iter()
+        .filter(|n| name_of(n) != node && condition_true(n, "Ready"))
+        .filter(|n| !is_deleting(n) && n["spec"]["unschedulable"] != true)
+        .filter(|n| {
+            !n["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["key"] == DISRUPTED_TAINT_KEY)
+        })
+        .map(|n| {
+            let room = resource_list(&n["status"]["allocatable"])
+                .minus(used.get(name_of(n)).unwrap_or(&Resources::new()));
+            (name_of(n).to_string(), room)
+        })
+        .collect()
+}
+
+/// Who replaces the pod when it goes: its controller owner reference, else its `app` label.
+fn owner_key(pod: &Value) -> Option<String> {
+    let owner = pod["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["controller"] == true)
+        .and_then(|o| o["uid"].as_str())
+        .map(|uid| format!("uid={uid}"));
+    owner.or_else(|| {
+        pod["metadata"]["labels"]["app"]
+            .as_str()
+            .map(|app| format!("app={app}"))
+    })
+}
+
+/// Places `pods` first-fit decreasing into `free` (node → free resources); the pods left over.
+fn first_fit_decreasing(
+    mut pods: Vec<(String, Resources)>,
+    free: &mut [(String, Resources)],
+) -> Vec<String> {
+    pods.sort_by(|a, b| {
+        b.1.get("cpu")
+            .cmp(&a.1.get("cpu"))
+            .then(b.1.get("memory").cmp(&a.1.get("memory")))
+            .then(a.0.cmp(&b.0))
+    });
+    let mut left = Vec::new();
+    for (name, need) in pods {
+        match free.iter_mut().find(|(_, room)| need.fits_in(room)) {
+            Some((_, room)) => *room = room.minus(&need),
+            None => left.push(name),
+        }
+    }
+    left
+}

@@ -1,0 +1,78 @@
+//! `termination-progress`: a deleting NodeClaim is gone within its terminationGracePeriod (or
+//! [`TERMINATION_WITHOUT_TGP_MAX`] without one) plus [`TERMINATION_SLACK`], counted from its
+//! `deletionTimestamp`; a claim without a terminationGracePeriod whose node holds a
+//! do-not-disrupt or PodDisruptionBudget-covered pod may wait for it forever (upstream's design).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::pod_facts::{
+    instance_of, is_deleting, is_do_not_disrupt, is_terminal, name_of, node_of_instance,
+    pdb_covers, plus, termination_grace_period, time_of,
+};
+use super::{Check, Invariant, StepView, Violation};
+
+/// Bound on a termination without a terminationGracePeriod (drain, volume detach, EC2's
+/// shutting-down) when no pod blocks it by design.
+pub const TERMINATION_WITHOUT_TGP_MAX: Duration = Duration::from_secs(10 * 60);
+/// Slack on top of a termination's bound: the instance's shutdown (30 s), the node's removal
+/// after it (40 s), steps and retries.
+pub const TERMINATION_SLACK: Duration = Duration::from_secs(5 * 60);
+
+/// The `termination-progress` checker (no memory between steps).
+#[derive(Debug, Default)]
+pub struct TerminationProgress;
+
+impl Check for TerminationProgress {
+    fn invariant(&self) -> Invariant {
+        Invariant::TerminationProgress
+    }
+
+    fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
+        if step.observation.deleting_claims == 0 {
+            return Vec::new();
+        }
+        let now = step.now;
+        let mut out = Vec::new();
+        for claim in step.claims().iter().filter(|c| is_deleting(c)) {
+            let Some(deleted) = time_of(&claim["metadata"]["deletionTimestamp"]) else {
+                continue;
+            };
+            let tgp = termination_grace_period(claim);
+            let bound = tgp.unwrap_or(TERMINATION_WITHOUT_TGP_MAX) + TERMINATION_SLACK;
+            if now <= plus(deleted, bound) {
+                continue;
+            }
+            if tgp.is_none() && blocked_by_design(step, claim) {
+                continue;
+            }
+            out.push(Violation::at(
+                now,
+                format!(
+                    "NodeClaim {} still terminating {}s after its deletion (bound {}s)",
+                    name_of(claim),
+                    now.duration_since(deleted).as_secs(),
+                    bound.as_secs()
+                ),
+            ));
+        }
+        out
+    }
+}
+
+/// Whether a claim's node holds a pod eviction may never move (do-not-disrupt, or covered by a
+/// PodDisruptionBudget).
+fn blocked_by_design(step: &StepView<'_>, claim: &Value) -> bool {
+    let Some(provider) = claim["status"]["providerID"].as_str() else {
+        return false;
+    };
+    let Some(node) = node_of_instance(step.nodes(), instance_of(provider)).map(name_of) else {
+        return false;
+    };
+    let pdbs = step.pdbs();
+    step.pods()
+        .iter()
+        .filter(|p| p["spec"]["nodeName"] == node && !is_terminal(p))
+        .any(|p| is_do_not_disrupt(p) || pdbs.iter().any(|b| pdb_covers(b, p)))
+}

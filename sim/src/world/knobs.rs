@@ -1,0 +1,68 @@
+//! How a scenario's [`CloudKnobs`] shape the world's fakecloud and API server: the knobs fakecloud
+//! is built with ([`CloudKnobs::cloud_config`]: they are part of what [`FakeCloud::reset`]
+//! returns to), then the standing fault rates and exhausted offerings set on the built components
+//! ([`CloudKnobs::apply`]). A knob left unset leaves the component's default untouched, so a
+//! scenario without knobs runs exactly the components as built.
+
+use fakecloud::{Config as CloudConfig, FakeCloud, FaultRates, Pool};
+use fakekit::Fake;
+use fakekube::{ApiFaultRates, ApiServer};
+use karpenter_core::catalog::CapacityType;
+
+use super::CLUSTER;
+use crate::scenario::CloudKnobs;
+
+impl CloudKnobs {
+    /// Fakecloud's configuration for a world of `seed`: cluster name (or the discovery tag),
+    /// pool capacity, boot model fractions and DescribeInstances lag.
+    pub fn cloud_config(&self, seed: u64) -> CloudConfig {
+        let mut config = CloudConfig {
+            seed,
+            cluster_name: CLUSTER.into(),
+            ..CloudConfig::default()
+        };
+        if let Some(tag) = &self.discovery_tag {
+            config.cluster_name = tag.clone();
+        }
+        if let Some(units) = self.pool_capacity {
+            config.pool_capacity_default = units;
+        }
+        if let Some(f) = self.never_boot_fraction {
+            config.boot.never_boot_fraction = f;
+        }
+        if let Some(f) = self.slow_boot_fraction {
+            config.boot.slow_boot_fraction = f;
+        }
+        if let Some(ms) = self.eventual_consistency_lag_ms {
+            config.eventual_consistency_lag_ms = ms;
+        }
+        config
+    }
+
+    /// Sets the standing EC2 fault rates and empties the exhausted offerings' pools on `cloud`,
+    /// and sets the API server's fault rates on `api`.
+    pub fn apply(&self, cloud: &FakeCloud, api: &ApiServer) {
+        let throttle = self.ec2_throttle_rate.unwrap_or(0.0);
+        let unavailable = self.ec2_unavailable_rate.unwrap_or(0.0);
+        if throttle > 0.0 || unavailable > 0.0 {
+            cloud.set_fault_rates_all(FaultRates {
+                throttle_rate: throttle,
+                unavailable_rate: unavailable,
+                ..FaultRates::default()
+            });
+        }
+        for (instance_type, zone, capacity_type) in &self.exhausted {
+            let ct = CapacityType::from_label(capacity_type).unwrap_or(CapacityType::OnDemand);
+            cloud.set_pool_capacity(&Pool::new(instance_type, zone, ct), 0);
+        }
+        let api_unavailable = self.api_unavailable_rate.unwrap_or(0.0);
+        let api_conflict = self.api_conflict_rate.unwrap_or(0.0);
+        if api_unavailable > 0.0 || api_conflict > 0.0 {
+            api.set_fault_rates_all(ApiFaultRates {
+                unavailable_rate: api_unavailable,
+                conflict_rate: api_conflict,
+                ..Default::default()
+            });
+        }
+    }
+}

@@ -230,6 +230,58 @@ fn pods_go_to_an_existing_node_with_room_before_any_new_capacity() {
     );
 }
 
+/// A node of 8 CPUs between registration and initialization: it carries its NodeClaim's
+/// startup taint and Karpenter's unregistered taint besides the pool's `team=a`.
+fn registering_node() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-a", "labels": {"karpenter.sh/nodepool": "default", "kubernetes.io/arch": "amd64"}},
+        "spec": {"taints": [{"key": "team", "value": "a", "effect": "NoSchedule"},
+                            {"key": "example.com/agent-not-ready", "effect": "NoSchedule"},
+                            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "False"}]}
+    })
+}
+
+#[test]
+fn a_node_not_yet_initialized_takes_pods_despite_the_taints_it_is_about_to_lose() {
+    let w = world();
+    let mut claim = objects::nodeclaim("default-a")
+        .startup_taint("example.com/agent-not-ready")
+        .running_as("i-0a")
+        .json();
+    claim["status"]["nodeName"] = json!("node-a");
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    w.kube.apply(&ResourceKind::NODE, registering_node());
+    w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "2"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(
+        outcome.created.is_empty(),
+        "a second NodeClaim for a pod the registering node will take: {:?}",
+        outcome.created
+    );
+    assert!(
+        w.kube
+            .recorded_events()
+            .iter()
+            .any(|e| e.reason == "Nominated" && e.message.contains("node/node-a"))
+    );
+}
+
+#[test]
+fn a_node_no_nodeclaim_owns_is_judged_by_all_its_taints() {
+    let w = world();
+    w.kube.apply(&ResourceKind::NODE, registering_node());
+    w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "2"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(
+        outcome.created.len(),
+        1,
+        "the pod does not tolerate the node's taints"
+    );
+}
+
 #[test]
 fn a_pod_nothing_can_run_gets_a_failed_scheduling_event_that_says_why() {
     let w = world();

@@ -44,7 +44,7 @@ pub use engine::{Decision, decide, plan_all, validate};
 pub use expiration::Expiration;
 pub use orchestration::{Disruption, DisruptionError, PassOutcome};
 pub use podevents::PodEvents;
-pub use view::{ClusterView, NodeFacts, Objects, PodFacts, Scheduling};
+pub use view::{Cluster, ClusterView, NodeFacts, Objects, PodFacts, Scheduling};
 
 use crate::api::nodepool::DisruptionReason;
 use crate::scheduling;

@@ -119,7 +119,59 @@ pub struct Scheduling {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+/// A cluster as owned objects (a test's, or a dry run's).
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    pub pools: Vec<NodePool>,
+    pub nodes: Vec<Node>,
+    pub claims: Vec<NodeClaim>,
+    pub pods: Vec<Pod>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub daemonsets: Vec<k8s_openapi::api::apps::v1::DaemonSet>,
+    pub namespaces: Vec<k8s_openapi::api::core::v1::Namespace>,
+}
+
 impl ClusterView {
+    /// The view of `cluster` at `now`, its scheduling half assembled as the provisioner's
+    /// snapshot is.
+    pub fn from_cluster(
+        now: Timestamp,
+        cluster: &Cluster,
+        catalog: &crate::catalog::Catalog,
+    ) -> Self {
+        let nodes: Vec<&Node> = cluster.nodes.iter().collect();
+        let claims: Vec<&NodeClaim> = cluster.claims.iter().collect();
+        let pods: Vec<&Pod> = cluster.pods.iter().collect();
+        let pdbs: Vec<&PodDisruptionBudget> = cluster.pdbs.iter().collect();
+        let snapshot = crate::provisioning::Snapshot::from_objects(
+            crate::provisioning::SnapshotObjects {
+                pools: cluster.pools.iter().collect(),
+                nodes: nodes.clone(),
+                claims: claims.clone(),
+                pods: pods.clone(),
+                daemonsets: cluster.daemonsets.iter().collect(),
+                namespaces: cluster.namespaces.iter().collect(),
+            },
+            catalog,
+        );
+        Self::build(
+            now,
+            Scheduling {
+                pools: snapshot.pools,
+                nodes: snapshot.nodes,
+                daemonsets: snapshot.daemonsets,
+                pending: snapshot.pending,
+                namespaces: snapshot.namespaces,
+            },
+            Objects {
+                nodes: &nodes,
+                claims: &claims,
+                pods: &pods,
+                pdbs: &pdbs,
+            },
+        )
+    }
+
     /// The view at `now` over a scheduling view and the objects it was made from.
     pub fn build(now: Timestamp, scheduling: Scheduling, objects: Objects<'_>) -> Self {
         let mut pools = scheduling.pools;

@@ -4,6 +4,7 @@
 mod catalog;
 mod conditions;
 mod crds;
+mod disruption;
 mod examples;
 mod fake_kube;
 mod interruption;

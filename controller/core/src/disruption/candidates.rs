@@ -140,9 +140,6 @@ pub fn check<'v>(
     if !facts.initialized {
         return Err("is not initialized".into());
     }
-    if facts.claim.is_none() {
-        return Err("has no NodeClaim".into());
-    }
     if let Some(why) = exclusions.failed.get(&facts.node) {
         return Err(format!(
             "a recent disruption command failed ({why}); not retried yet"
@@ -177,8 +174,14 @@ pub fn check<'v>(
     })
 }
 
+/// How long after its launch a replacement node is left alone by consolidation, on top of its
+/// NodePool's `consolidateAfter` (the `consolidation-churn` invariant's bound): a node launched
+/// to replace others is not itself replaced while the cluster is still settling around it.
+pub const REPLACEMENT_SETTLE: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 /// Consolidation's own gate: `consolidateAfter` is not `Never` and has passed since the node
-/// went quiet.
+/// went quiet; a node launched as a replacement also waits `consolidateAfter` +
+/// [`REPLACEMENT_SETTLE`] from its launch.
 pub fn consolidatable(candidate: &Candidate<'_>, now: Timestamp) -> Result<(), String> {
     let after = &candidate.pool.spec.disruption.consolidate_after;
     if after == "Never" {
@@ -189,6 +192,21 @@ pub fn consolidatable(candidate: &Candidate<'_>, now: Timestamp) -> Result<(), S
     }
     let duration =
         parse_duration(after).map_err(|err| format!("consolidateAfter does not parse ({err})"))?;
+    if let Some(launched) = candidate.facts.replacement_since {
+        let settled = SignedDuration::try_from(duration + REPLACEMENT_SETTLE)
+            .ok()
+            .and_then(|d| launched.checked_add(d).ok());
+        if let Some(settled) = settled
+            && now < settled
+        {
+            return Err(format!(
+                "launched as a replacement at {}: consolidateAfter {after} plus {}m must pass before it is consolidated (until {})",
+                crate::replacement::rfc3339(launched),
+                REPLACEMENT_SETTLE.as_secs() / 60,
+                crate::replacement::rfc3339(settled)
+            ));
+        }
+    }
     let Some(since) = candidate.facts.quiet_since else {
         return Ok(());
     };
@@ -197,8 +215,8 @@ pub fn consolidatable(candidate: &Candidate<'_>, now: Timestamp) -> Result<(), S
         .and_then(|d| since.checked_add(d).ok());
     match until {
         Some(until) if now < until => Err(format!(
-            "consolidateAfter {after} has not passed since its last pod event at {}",
-            crate::replacement::rfc3339(since)
+            "consolidateAfter {after} has not passed since its last pod event (until {})",
+            crate::replacement::rfc3339(until)
         )),
         _ => Ok(()),
     }

@@ -33,6 +33,8 @@ pub(crate) struct Pass<'v> {
     pub options: &'v Options,
     pub budgets: Budgets,
     pub sim: Simulator<'v>,
+    /// Free room per resource, for the cheap pre-check before a solve.
+    pub room: super::prune::Room,
     /// Nodes past the shared checks, in consolidation order.
     pub eligible: Vec<Candidate<'v>>,
     pub exclusions: Exclusions,
@@ -66,6 +68,7 @@ impl<'v> Pass<'v> {
             options,
             budgets: Budgets::new(view),
             sim: Simulator::new(view, catalog, options.scheduling),
+            room: super::prune::Room::new(view),
             eligible,
             exclusions,
             blocked,

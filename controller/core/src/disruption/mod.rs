@@ -31,6 +31,7 @@ pub mod multinode;
 pub mod orchestration;
 pub mod pdb;
 pub mod podevents;
+pub mod prune;
 pub mod queue;
 pub mod simulate;
 pub mod singlenode;

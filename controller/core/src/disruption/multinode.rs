@@ -86,10 +86,15 @@ pub(crate) fn find(pass: &mut Pass<'_>) -> Option<Command> {
         let mid = lo + (hi - lo) / 2;
         let prefix: Vec<&Candidate<'_>> = within[..mid].iter().collect();
         let facts: Vec<_> = prefix.iter().map(|c| c.facts).collect();
-        let tried = pass
-            .sim
-            .run(&facts)
-            .and_then(|sim| outcome(sim, &prefix, pass));
+        let price: f64 = prefix.iter().map(|c| c.price).sum();
+        let homeless = pass.room.homeless(pass.view, &facts);
+        let tried = match super::prune::hopeless(&homeless, price, pass.catalog, prefix[0].pool) {
+            Some(reason) => Err(reason),
+            None => pass
+                .sim
+                .run(&facts)
+                .and_then(|sim| outcome(sim, &prefix, pass)),
+        };
         match tried {
             Ok(replacements) => {
                 best = Some(Command::new(Method::Underutilized, &prefix, replacements));

@@ -196,7 +196,7 @@ impl Disruption {
         let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
         let pods: Vec<_> = state.pods.iter().map(|p| &**p).collect();
         let pdbs: Vec<_> = state.pdbs.iter().map(|p| &**p).collect();
-        let view = ClusterView::build(
+        let mut view = ClusterView::build(
             now,
             Scheduling {
                 pools: snapshot.pools,
@@ -212,6 +212,8 @@ impl Disruption {
                 pdbs: &pdbs,
             },
         );
+        // Only nodes with a NodeClaim can be disrupted here (a command deletes claims).
+        view.facts.retain(|_, f| f.claim.is_some());
         Ok(Read {
             view,
             claims: state
@@ -271,7 +273,7 @@ impl Disruption {
         }
         let mut out = Vec::new();
         for (id, (record, members)) in commands.into_iter() {
-            out.push(self.follow(read, id, &record, &members, now).await);
+            out.extend(self.follow(read, id, &record, &members, now).await);
         }
         self.sweep_stale_taints(read).await;
         out
@@ -284,18 +286,22 @@ impl Disruption {
         record: &Record,
         members: &[&NodeClaim],
         now: Timestamp,
-    ) -> Progress {
+    ) -> Option<Progress> {
         let queue = Queue { ctx: &self.ctx };
         let live: Vec<&NodeClaim> = members
             .iter()
             .copied()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
             .collect();
+        if live.is_empty() {
+            // Every claim is terminating: termination carries it from here.
+            return None;
+        }
         if live.len() < members.len() || record.replacements == 0 {
             // Terminating already (or a delete): finish it.
             queue.terminate(&live).await;
             let claims = live.iter().map(|c| c.name_any()).collect();
-            return Progress::Terminated { id, claims };
+            return Some(Progress::Terminated { id, claims });
         }
         let names: Vec<String> = members.iter().map(|c| c.name_any()).collect();
         let replacements: Vec<&Arc<NodeClaim>> = read
@@ -329,14 +335,14 @@ impl Disruption {
                         .insert(node, (add(now, FAILED_COMMAND_BACKOFF), reason.clone()));
                 }
             }
-            return Progress::Abandoned { id, reason };
+            return Some(Progress::Abandoned { id, reason });
         }
         if replacements.iter().filter(|c| initialized(c)).count() >= record.replacements {
             queue.terminate(&live).await;
             let claims = live.iter().map(|c| c.name_any()).collect();
-            return Progress::Terminated { id, claims };
+            return Some(Progress::Terminated { id, claims });
         }
-        Progress::Waiting { id }
+        Some(Progress::Waiting { id })
     }
 
     async fn delete_uninitialized(&self, replacements: &[&Arc<NodeClaim>]) {

@@ -31,6 +31,12 @@ pub(crate) fn find(pass: &mut Pass<'_>) -> Option<Command> {
 }
 
 fn try_one(pass: &mut Pass<'_>, candidate: &Candidate<'_>) -> Result<Command, String> {
+    let homeless = pass.room.homeless(pass.view, &[candidate.facts]);
+    if let Some(reason) =
+        super::prune::hopeless(&homeless, candidate.price, pass.catalog, candidate.pool)
+    {
+        return Err(reason);
+    }
     let sim = pass.sim.run(&[candidate.facts])?;
     let replacements = outcome(sim, &[candidate], pass)?;
     Ok(Command::new(

@@ -71,6 +71,9 @@ pub struct NodeFacts {
     pub quiet_since: Option<Timestamp>,
     /// The claim's `terminationGracePeriod` is set (drift then ignores pod-level blockers).
     pub has_termination_grace_period: bool,
+    /// When its claim was created, if it was launched as a replacement (it carries
+    /// `karpenter.sh/replaces`): consolidation leaves it alone for a while (anti-churn).
+    pub replacement_since: Option<Timestamp>,
     /// Why the node drifted, if it did (`Drifted=True`, or labels its pool no longer allows).
     pub drift: Option<String>,
     pub pods: Vec<PodFacts>,
@@ -269,13 +272,14 @@ fn node_facts(
 ) -> NodeFacts {
     let labels = node.labels();
     let label = |key: &str| labels.get(key).cloned();
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default()
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let node_conditions = node.status.as_ref().and_then(|s| s.conditions.as_deref());
+    // A hand-written Node (a dry run's) has no conditions: taken as ready, as `plan` does.
+    let handwritten = node_conditions.is_none_or(|c| c.is_empty());
+    let ready = handwritten
+        || node_conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
     let claim_conditions = claim
         .and_then(|c| c.status.as_ref())
         .map(|s| s.conditions.as_slice())
@@ -285,7 +289,9 @@ fn node_facts(
             .filter(|c| c.status == ConditionStatus::True)
             .map(|c| c.last_transition_time.0);
     let initialized = ready
-        && (labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true") || initialized_at.is_some());
+        && (labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true")
+            || initialized_at.is_some()
+            || (claim.is_none() && handwritten));
     let tainted = node
         .spec
         .as_ref()
@@ -324,6 +330,10 @@ fn node_facts(
         quiet_since: last_pod_event.or(initialized_at).or(created),
         has_termination_grace_period: claim
             .is_some_and(|c| c.spec.termination_grace_period.is_some()),
+        replacement_since: claim
+            .filter(|c| !crate::replacement::replaces(c).is_empty())
+            .and_then(|c| c.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0),
         drift: drift(claim_conditions, labels, pool),
         pods: Vec::new(),
     }

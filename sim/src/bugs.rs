@@ -88,6 +88,13 @@ pub enum Bug {
     /// believes the lease is free and takes it. Caught by `single-leader` (with
     /// `leader-failover` on).
     HideLeaseHolder,
+    /// NodePools reach the controller with one budget of 100% in place of theirs. Caught by
+    /// `budgets-respected`.
+    HideDisruptionBudgets,
+    /// NodePools reach the controller with `consolidateAfter: 0s` and NodeClaims without
+    /// `karpenter.sh/replaces`, so nodes just launched as replacements are consolidated again at
+    /// once. Caught by `consolidation-churn`.
+    HideConsolidationSettling,
     /// Every second world built with this bug in a process fails its first NodeClaim create once:
     /// the same seed gives another event log. Caught by `determinism`.
     Nondeterministic,
@@ -109,6 +116,8 @@ impl Bug {
                 | Bug::HidePendingPods
                 | Bug::SchedulerOvercommit
                 | Bug::HideLeaseHolder
+                | Bug::HideDisruptionBudgets
+                | Bug::HideConsolidationSettling
         )
     }
 }
@@ -142,6 +151,24 @@ fn view(bug: Bug, kind: &ResourceKind, mut object: Value) -> Option<Value> {
         Bug::HideNodePoolLimits if *kind == ResourceKind::NODE_POOL => {
             if let Some(spec) = object["spec"].as_object_mut() {
                 spec.remove("limits");
+            }
+            Some(object)
+        }
+        Bug::HideDisruptionBudgets if *kind == ResourceKind::NODE_POOL => {
+            if object["spec"].is_object() {
+                object["spec"]["disruption"]["budgets"] = json!([{"nodes": "100%"}]);
+            }
+            Some(object)
+        }
+        Bug::HideConsolidationSettling if *kind == ResourceKind::NODE_POOL => {
+            if object["spec"].is_object() {
+                object["spec"]["disruption"]["consolidateAfter"] = json!("0s");
+            }
+            Some(object)
+        }
+        Bug::HideConsolidationSettling if *kind == ResourceKind::NODE_CLAIM => {
+            if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
+                annotations.remove(karpenter_core::api::labels::REPLACES_ANNOTATION);
             }
             Some(object)
         }

@@ -266,6 +266,19 @@ impl World {
         &self.injector.storms
     }
 
+    /// Kills the controller process now (the leader, or the only one), as `kubectl delete pod`
+    /// would; it restarts after `downtime` with empty memory and finds its work in the API
+    /// server. Returns the killed process's identity.
+    pub fn crash_controller(&mut self, downtime: Duration) -> Option<String> {
+        let now = self.clock.now();
+        let index = self
+            .controllers
+            .leader_index()
+            .or_else(|| self.controllers.running_indices().first().copied())?;
+        self.controllers
+            .kill(index, "killed by the scenario", now, downtime)
+    }
+
     /// The controller processes (for tests: who leads, how often leadership changed).
     pub fn controllers(&self) -> &Controllers {
         &self.controllers
@@ -690,6 +703,8 @@ impl World {
             },
             faults_injected: self.faults.clone(),
             cost_dollars: self.cloud.cost_report().total_dollars,
+            cost_per_hour_end: dollars(observation.hourly_cost(Catalog::builtin_ref())),
+            fresh_cost_per_hour_end: dollars(crate::report::fresh_cost_per_hour(&self.api)),
             simulated_seconds: duration.as_secs_f64(),
             wall_seconds: 0.0,
             event_log_sha256: self.log.sha256_hex(),
@@ -733,4 +748,9 @@ fn step_line(
         created,
         errors,
     )
+}
+
+/// Dollars rounded to the micro-dollar, so a report prints without float noise.
+fn dollars(amount: f64) -> f64 {
+    (amount * 1e6).round() / 1e6
 }

@@ -27,6 +27,8 @@ pub struct Options {
     pub lifecycle: nodeclaim::Options,
     /// How often garbage collection runs (upstream: every 2 minutes once settled).
     pub gc_interval: Option<Duration>,
+    /// The disruption decision engine (feature gates, drift).
+    pub disruption: crate::disruption::Options,
 }
 
 /// The SQS queue EventBridge delivers interruption events to.

@@ -216,6 +216,8 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "drained-before-terminate",
             "pdb-respected",
             "do-not-disrupt-respected",
+            "budgets-respected",
+            "consolidation-churn",
             "claim-storm",
             "interruption-rehomed",
             "claims-progress",
@@ -244,5 +246,22 @@ fn a_fresh_world_reports_every_invariant_held_in_report_order() {
         results
             .iter()
             .all(|r| r.held && r.violations == 0 && r.first.is_none())
+    );
+}
+
+#[test]
+fn budgets_respected_catches_budgets_hidden_from_the_controller() {
+    let config = config("scale-in-waves.yaml", "none", 30, 5);
+    catches(config, Bug::HideDisruptionBudgets, "budgets-respected", 1);
+}
+
+#[test]
+fn consolidation_churn_catches_replacements_consolidated_at_once() {
+    let config = config("scale-in-waves.yaml", "none", 30, 5);
+    catches(
+        config,
+        Bug::HideConsolidationSettling,
+        "consolidation-churn",
+        1,
     );
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 pub use batcher::{BatchWindow, Batcher};
 pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
-pub use snapshot::Snapshot;
+pub use snapshot::{Objects as SnapshotObjects, Snapshot};
 
 use crate::context::Context;
 use crate::events::{EventType, Reference};

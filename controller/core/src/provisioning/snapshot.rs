@@ -34,14 +34,16 @@ const EPHEMERAL_TAINTS: [(&str, TaintEffect); 4] = [
     (UNREGISTERED_TAINT_KEY, TaintEffect::NoExecute),
 ];
 
-/// The objects a snapshot is assembled from, by reference (from a list or from the caches).
-struct Objects<'a> {
-    pools: Vec<&'a NodePool>,
-    nodes: Vec<&'a Node>,
-    claims: Vec<&'a NodeClaim>,
-    pods: Vec<&'a Pod>,
-    daemonsets: Vec<&'a DaemonSet>,
-    namespaces: Vec<&'a Namespace>,
+/// The objects a snapshot is assembled from, by reference (from a list, from the caches, or
+/// from files).
+pub struct Objects<'a> {
+    /// NodePools whose EC2NodeClass is usable (invalid or deleting ones are dropped here).
+    pub pools: Vec<&'a NodePool>,
+    pub nodes: Vec<&'a Node>,
+    pub claims: Vec<&'a NodeClaim>,
+    pub pods: Vec<&'a Pod>,
+    pub daemonsets: Vec<&'a DaemonSet>,
+    pub namespaces: Vec<&'a Namespace>,
 }
 
 /// Inputs of one scheduling run.
@@ -250,6 +252,11 @@ impl Snapshot {
             },
             catalog,
         )
+    }
+
+    /// What a pass needs, from objects at hand (a test, a dry run over files).
+    pub fn from_objects(objects: Objects<'_>, catalog: &Catalog) -> Self {
+        Self::assemble(objects, catalog)
     }
 
     fn assemble(objects: Objects<'_>, catalog: &Catalog) -> Self {

@@ -5,6 +5,7 @@ mod api_server;
 mod catalog;
 mod conditions;
 mod crds;
+mod disruption;
 mod examples;
 mod interruption;
 mod interruption_handler;

@@ -19,4 +19,5 @@ mod seams;
 mod support;
 mod termination;
 mod tidy;
+mod userdata;
 mod validation;

@@ -35,7 +35,11 @@ fn nodeadm_accepts_a_complete_nodeconfig_and_reports_the_kubelets_labels_taints_
 #[test]
 fn nodeadm_rejects_a_nodeconfig_missing_any_required_cluster_field() {
     for drop in ["apiServerEndpoint", "certificateAuthority", "cidr"] {
-        let partial: String = FULL.lines().filter(|l| !l.contains(drop)).map(|l| format!("{l}\n")).collect();
+        let partial: String = FULL
+            .lines()
+            .filter(|l| !l.contains(drop))
+            .map(|l| format!("{l}\n"))
+            .collect();
         let err = join(BootFamily::Al2023, &nodeconfig(&partial), &cluster()).unwrap_err();
         assert!(matches!(err, JoinError::Rejected(_)), "{drop}: {err}");
     }
@@ -44,33 +48,63 @@ fn nodeadm_rejects_a_nodeconfig_missing_any_required_cluster_field() {
 #[test]
 fn a_wrong_ca_or_cidr_never_joins() {
     let wrong_ca = FULL.replace(CA, "d3Jvbmc=");
-    assert!(matches!(join(BootFamily::Al2023, &nodeconfig(&wrong_ca), &cluster()), Err(JoinError::WrongCluster(_))));
+    assert!(matches!(
+        join(BootFamily::Al2023, &nodeconfig(&wrong_ca), &cluster()),
+        Err(JoinError::WrongCluster(_))
+    ));
     let wrong_cidr = FULL.replace("10.100.0.0/16", "172.20.0.0/16");
-    assert!(matches!(join(BootFamily::Al2023, &nodeconfig(&wrong_cidr), &cluster()), Err(JoinError::WrongCluster(_))));
+    assert!(matches!(
+        join(BootFamily::Al2023, &nodeconfig(&wrong_cidr), &cluster()),
+        Err(JoinError::WrongCluster(_))
+    ));
 }
 
 #[test]
 fn bootstrap_sh_needs_the_endpoint_and_ca_flags() {
-    let good = format!("#!/bin/bash\n/etc/eks/bootstrap.sh 'demo' --apiserver-endpoint 'https://api.demo' --b64-cluster-ca '{CA}' \\\n--kubelet-extra-args '--node-labels=team=x --register-with-taints=a=b:NoExecute --max-pods=17'\n");
+    let good = format!(
+        "#!/bin/bash\n/etc/eks/bootstrap.sh 'demo' --apiserver-endpoint 'https://api.demo' --b64-cluster-ca '{CA}' \\\n--kubelet-extra-args '--node-labels=team=x --register-with-taints=a=b:NoExecute --max-pods=17'\n"
+    );
     let view = join(BootFamily::Al2, &good, &cluster()).unwrap();
-    assert_eq!((view.labels["team"].as_str(), view.max_pods), ("x", Some(17)));
+    assert_eq!(
+        (view.labels["team"].as_str(), view.max_pods),
+        ("x", Some(17))
+    );
     let bare = "#!/bin/bash\n/etc/eks/bootstrap.sh demo\n";
-    assert!(matches!(join(BootFamily::Al2, bare, &cluster()), Err(JoinError::Rejected(_))));
+    assert!(matches!(
+        join(BootFamily::Al2, bare, &cluster()),
+        Err(JoinError::Rejected(_))
+    ));
     assert!(join(BootFamily::Al2, "echo hi", &cluster()).is_err());
 }
 
 #[test]
 fn bottlerocket_needs_api_server_and_cluster_certificate() {
-    let good = format!("[settings.kubernetes]\ncluster-name = 'demo'\napi-server = 'https://api.demo'\ncluster-certificate = '{CA}'\n[settings.kubernetes.node-taints]\n'a' = ['b:NoSchedule']\n");
-    assert_eq!(join(BootFamily::Bottlerocket, &good, &cluster()).unwrap().taints[0].key, "a");
+    let good = format!(
+        "[settings.kubernetes]\ncluster-name = 'demo'\napi-server = 'https://api.demo'\ncluster-certificate = '{CA}'\n[settings.kubernetes.node-taints]\n'a' = ['b:NoSchedule']\n"
+    );
+    assert_eq!(
+        join(BootFamily::Bottlerocket, &good, &cluster())
+            .unwrap()
+            .taints[0]
+            .key,
+        "a"
+    );
     let partial = "[settings.kubernetes]\ncluster-name = 'demo'\n";
-    assert!(matches!(join(BootFamily::Bottlerocket, partial, &cluster()), Err(JoinError::Rejected(_))));
+    assert!(matches!(
+        join(BootFamily::Bottlerocket, partial, &cluster()),
+        Err(JoinError::Rejected(_))
+    ));
 }
 
 #[test]
 fn windows_needs_start_eksbootstrap_with_the_cluster_values() {
-    let good = format!("<powershell>\n& 'C:\\Program Files\\Amazon\\EKS\\Start-EKSBootstrap.ps1' -EKSClusterName 'demo' -APIServerEndpoint 'https://api.demo' -Base64ClusterCA '{CA}' -KubeletExtraArgs '--node-labels=\"team=x\"'\n</powershell>\n");
-    assert_eq!(join(BootFamily::Windows, &good, &cluster()).unwrap().labels["team"], "x");
+    let good = format!(
+        "<powershell>\n& 'C:\\Program Files\\Amazon\\EKS\\Start-EKSBootstrap.ps1' -EKSClusterName 'demo' -APIServerEndpoint 'https://api.demo' -Base64ClusterCA '{CA}' -KubeletExtraArgs '--node-labels=\"team=x\"'\n</powershell>\n"
+    );
+    assert_eq!(
+        join(BootFamily::Windows, &good, &cluster()).unwrap().labels["team"],
+        "x"
+    );
     let no_ca = good.replace(&format!("-Base64ClusterCA '{CA}'"), "");
     assert!(join(BootFamily::Windows, &no_ca, &cluster()).is_err());
 }
@@ -78,11 +112,19 @@ fn windows_needs_start_eksbootstrap_with_the_cluster_values() {
 #[test]
 fn the_kubelet_refuses_node_role_and_node_restriction_labels_but_allows_its_own() {
     let with = |label: &str| nodeconfig(FULL).replace("team=x", label);
-    for refused in ["node-role.kubernetes.io/worker=", "node-restriction.kubernetes.io/a=b", "example.k8s.io/x=y"] {
+    for refused in [
+        "node-role.kubernetes.io/worker=",
+        "node-restriction.kubernetes.io/a=b",
+        "example.k8s.io/x=y",
+    ] {
         let err = join(BootFamily::Al2023, &with(refused), &cluster()).unwrap_err();
         assert!(matches!(err, JoinError::Kubelet(_)), "{refused}: {err}");
     }
-    for allowed in ["kubernetes.io/arch=amd64", "node.kubernetes.io/instance-type=m5.large", "topology.kubernetes.io/zone=z"] {
+    for allowed in [
+        "kubernetes.io/arch=amd64",
+        "node.kubernetes.io/instance-type=m5.large",
+        "topology.kubernetes.io/zone=z",
+    ] {
         join(BootFamily::Al2023, &with(allowed), &cluster()).unwrap();
     }
 }

@@ -165,7 +165,14 @@ impl Lifecycle {
             .ec2
             .describe_instances(
                 &[],
-                &[Filter::new(format!("tag:{NODECLAIM_TAG}"), &[&name])],
+                &[
+                    Filter::new(format!("tag:{NODECLAIM_TAG}"), &[&name]),
+                    // Never adopt another cluster's instance of the same claim name.
+                    Filter::new(
+                        format!("tag:{}", super::EKS_CLUSTER_NAME_TAG),
+                        &[&self.ctx.options.lifecycle.cluster_name],
+                    ),
+                ],
             )
             .await?
             .into_iter()

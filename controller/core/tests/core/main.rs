@@ -6,6 +6,7 @@ mod conditions;
 mod crds;
 mod examples;
 mod fake_kube;
+mod fleet;
 mod interruption;
 mod interruption_handler;
 mod leader;

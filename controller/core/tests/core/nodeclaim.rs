@@ -494,3 +494,51 @@ fn finding_2_garbage_collection_leaves_node_group_instances_tagged_only_with_the
         );
     });
 }
+
+/// Finding 8: a launch EC2 rejects as misconfigured (here an AMI id that does not exist) is not a
+/// capacity error: the claim stays, says why with `Launched=False`, emits an event, and is not
+/// relaunched on the very next pass.
+#[test]
+fn finding_8_a_misconfigured_launch_sets_launched_false_with_an_event_and_backs_off() {
+    let w = world();
+    let mut class = objects::default_node_class();
+    class["spec"]["amiFamily"] = json!("AL2023");
+    class["spec"]["amiSelectorTerms"] = json!([{"id": "ami-0doesnotexist"}]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-g", &["m5.large"], &["on-demand"]),
+    );
+    assert!(
+        matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(e)) if e.to_string().contains("InvalidAMIID")),
+        "{:?}",
+        w.reconcile()
+    );
+    let claim = w.claim("default-g").expect("the claim is kept");
+    let launched = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Launched").cloned())
+        .expect("Launched condition");
+    assert_eq!(launched.reason, "LaunchConfigurationRejected");
+    assert!(
+        w.kube
+            .events()
+            .iter()
+            .any(|e| e.reason == "LaunchConfigurationRejected")
+    );
+    assert!(
+        !w.kube
+            .events()
+            .iter()
+            .any(|e| e.reason == "InsufficientCapacityError")
+    );
+    let fleets = w.cloud.calls_of(fakecloud::Operation::CreateFleet).len();
+    w.clock.advance(Duration::from_secs(10));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting));
+    assert_eq!(
+        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
+        fleets,
+        "backed off"
+    );
+}

@@ -6,6 +6,7 @@
 //! and launch reads that), and the launch path will then read the status instead.
 
 pub mod cluster;
+pub mod launchtemplate;
 pub mod resolve;
 pub mod userdata;
 

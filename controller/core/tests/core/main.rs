@@ -9,6 +9,7 @@ mod fake_kube;
 mod fleet;
 mod interruption;
 mod interruption_handler;
+mod launchtemplate;
 mod leader;
 mod nodeclaim;
 mod plan;

@@ -17,6 +17,7 @@
 
 mod amis;
 mod boot;
+pub mod bootstrap;
 mod calls;
 mod capacity;
 mod config;

@@ -5,6 +5,9 @@
 //! status controller will live (upstream resolves once per class, writes the result to its status
 //! and launch reads that), and the launch path will then read the status instead.
 
+pub mod cluster;
+pub mod launchtemplate;
 pub mod resolve;
+pub mod userdata;
 
 pub use resolve::ResolveError;

@@ -403,3 +403,144 @@ fn a_launch_whose_answer_was_lost_is_adopted_on_the_retry_not_launched_again() {
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     assert_eq!(w.cloud.instances().len(), 1, "{:?}", w.cloud.instances());
 }
+
+/// Review finding 2: GC selected `kubernetes.io/cluster/NAME=owned`, which node groups and
+/// self-managed nodes carry; it must only ever see Karpenter's own instances.
+#[test]
+fn finding_2_garbage_collection_leaves_node_group_instances_tagged_only_with_the_cluster_tag() {
+    use karpenter_core::seams::ec2::{CreateFleetRequest, FleetOverride, LaunchTemplateRequest};
+    let w = world();
+    futures::executor::block_on(async {
+        let subnet = w.cloud.describe_subnets(&[]).await.expect("subnets")[0].clone();
+        let image = w
+            .cloud
+            .get_parameter("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id")
+            .await
+            .expect("ssm")
+            .expect("published AMI");
+        let template = LaunchTemplateRequest {
+            name: "eks-nodegroup".into(),
+            image_id: image,
+            user_data: String::new(),
+            security_group_ids: vec![],
+            instance_profile: "nodegroup".into(),
+            tags: Default::default(),
+            extra: Default::default(),
+        };
+        w.cloud.create_launch_template(&template).await.expect("lt");
+        let fleet = |tags: &[(&str, &str)], token: &str| CreateFleetRequest {
+            capacity_type: CapacityType::OnDemand,
+            launch_template_name: "eks-nodegroup".into(),
+            overrides: vec![FleetOverride {
+                instance_type: "m5.large".into(),
+                subnet_id: subnet.subnet_id.clone(),
+                zone: subnet.zone.clone(),
+                price: None,
+            }],
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            client_token: token.into(),
+            context: None,
+        };
+        let node_group = [
+            ("kubernetes.io/cluster/sim", "owned"),
+            ("eks:nodegroup-name", "system"),
+        ];
+        // Same cluster tags but another cluster's eks:eks-cluster-name: not ours either.
+        let other_cluster = [
+            ("karpenter.sh/nodepool", "default"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("eks:eks-cluster-name", "other"),
+        ];
+        let ours = [
+            ("karpenter.sh/nodepool", "default"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("eks:eks-cluster-name", "sim"),
+        ];
+        for (tags, token) in [
+            (&node_group[..], "a"),
+            (&other_cluster[..], "b"),
+            (&ours[..], "c"),
+        ] {
+            let launched = w
+                .cloud
+                .create_fleet(&fleet(tags, token))
+                .await
+                .expect("fleet");
+            assert_eq!(launched.instances.len(), 1, "{:?}", launched.errors);
+        }
+        w.clock.advance(Duration::from_secs(120));
+        assert_eq!(w.garbage_collector.collect().await.expect("gc"), (1, 0));
+        let live: Vec<_> = w
+            .cloud
+            .instances()
+            .into_iter()
+            .filter(|i| {
+                !matches!(
+                    i.state,
+                    karpenter_core::seams::ec2::InstanceState::ShuttingDown
+                        | karpenter_core::seams::ec2::InstanceState::Terminated
+                )
+            })
+            .collect();
+        assert_eq!(
+            live.len(),
+            2,
+            "the node group's and the other cluster's instances survive"
+        );
+        assert!(
+            live.iter()
+                .all(|i| !karpenter_core::nodeclaim::is_ours(&i.tags, "sim"))
+        );
+    });
+}
+
+/// Finding 8: a launch EC2 rejects as misconfigured (here an AMI id that does not exist) is not a
+/// capacity error: the claim stays, says why with `Launched=False`, emits an event, and is not
+/// relaunched on the very next pass.
+#[test]
+fn finding_8_a_misconfigured_launch_sets_launched_false_with_an_event_and_backs_off() {
+    let w = world();
+    let mut class = objects::default_node_class();
+    class["spec"]["amiFamily"] = json!("AL2023");
+    class["spec"]["amiSelectorTerms"] = json!([{"id": "ami-0doesnotexist"}]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-g", &["m5.large"], &["on-demand"]),
+    );
+    assert!(
+        matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(e)) if e.to_string().contains("InvalidAMIID")),
+        "{:?}",
+        w.reconcile()
+    );
+    let claim = w.claim("default-g").expect("the claim is kept");
+    let launched = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Launched").cloned())
+        .expect("Launched condition");
+    assert_eq!(launched.reason, "LaunchConfigurationRejected");
+    assert!(
+        w.kube
+            .events()
+            .iter()
+            .any(|e| e.event.reason == "LaunchConfigurationRejected")
+    );
+    assert!(
+        !w.kube
+            .events()
+            .iter()
+            .any(|e| e.event.reason == "InsufficientCapacityError")
+    );
+    let fleets = w.cloud.calls_of(fakecloud::Operation::CreateFleet).len();
+    w.clock.advance(Duration::from_secs(10));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting));
+    assert_eq!(
+        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
+        fleets,
+        "backed off"
+    );
+}

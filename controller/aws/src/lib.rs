@@ -1,7 +1,35 @@
-//! EC2 and SQS implementations of the `Ec2` and `Sqs` seams over aws-sdk-ec2 / aws-sdk-sqs.
+//! The AWS side of the controller: the `Ec2`, `Sqs`, `InstanceProfiles`, `Eks` and
+//! `CatalogSource` seams (`karpenter_core::seams`) implemented over aws-sdk-rust.
 //!
-//! Not built yet (the production-binary issue); only this crate and `controller/cli` may depend on
-//! aws-sdk-*. What exists is [`actions`]: the IAM actions that adapter will call, which the shipped
-//! IAM policy (`deploy/`) allows exactly, as its tests check.
+//! | module | seam | AWS APIs |
+//! |---|---|---|
+//! | [`ec2`] | `Ec2` | EC2 (fleets, instances, tags, subnets, security groups, images, launch templates), SSM `GetParameter` |
+//! | [`sqs`] | `Sqs` | SQS `GetQueueUrl`, `ReceiveMessage`, `DeleteMessage` |
+//! | [`iam`] | `InstanceProfiles` | IAM instance profiles and `GetRole` |
+//! | [`eks`] | `Eks` | EKS `DescribeCluster` |
+//! | [`catalog`] | `CatalogSource` | EC2 `DescribeInstanceTypes`/`Offerings`/`SpotPriceHistory`, Pricing `GetProducts` |
+//!
+//! [`config`] loads region, endpoint (`AWS_ENDPOINT_URL` honoured) and credentials (IRSA, Pod
+//! Identity, ...) and bounds every call with timeouts and the SDK's standard retry; [`errors`]
+//! maps AWS error codes to the seams' typed errors. [`actions`] lists the IAM actions all this
+//! calls, which the shipped IAM policy (`deploy/`) allows exactly, as its tests check.
+//!
+//! Only this crate and the `karpenter` binary depend on aws-sdk-*: the simulation never builds
+//! it.
 
 pub mod actions;
+pub mod catalog;
+pub mod config;
+pub mod ec2;
+pub mod eks;
+pub mod errors;
+pub mod iam;
+pub mod sqs;
+mod time;
+
+pub use catalog::AwsCatalog;
+pub use config::{Aws, ConfigError, Settings};
+pub use ec2::AwsEc2;
+pub use eks::AwsEks;
+pub use iam::AwsIam;
+pub use sqs::AwsSqs;

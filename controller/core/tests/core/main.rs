@@ -10,6 +10,7 @@ mod interruption;
 mod interruption_handler;
 mod leader;
 mod lifecycle;
+mod live_catalog;
 mod plan;
 mod properties;
 mod provisioning;

@@ -260,7 +260,7 @@ async fn a_launch_goes_from_template_to_fleet_to_a_visible_tagged_instance_and_i
             .ends_with(".us-west-2.compute.internal")
     );
     ec2.create_tags(
-        &[launched.instance_id.clone()],
+        std::slice::from_ref(&launched.instance_id),
         &BTreeMap::from([("Name".to_string(), "node-1".to_string())]),
     )
     .await
@@ -575,7 +575,7 @@ async fn a_catalog_built_from_the_wire_equals_the_builtin_catalog() {
 /// Every seam method once (plus the dry runs), as a controller run would call them.
 async fn every_seam_call(f: &Fixture) {
     let ec2 = f.aws.ec2();
-    template(&f, "karpenter.k8s.aws/all").await;
+    template(f, "karpenter.k8s.aws/all").await;
     ec2.describe_images(&ImageQuery {
         owners: vec!["amazon".into()],
         ..ImageQuery::default()
@@ -603,7 +603,7 @@ async fn every_seam_call(f: &Fixture) {
         .clone();
     visible(f, &id).await;
     ec2.create_tags(
-        &[id.clone()],
+        std::slice::from_ref(&id),
         &BTreeMap::from([("Name".to_string(), "n".to_string())]),
     )
     .await

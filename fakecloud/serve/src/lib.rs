@@ -252,11 +252,11 @@ async fn route(
     if let Some(rest) = path.strip_prefix("/fakecloud") {
         return control::handle(world, parts.method.as_str(), rest, body, &host);
     }
-    if let Some(name) = path.strip_prefix("/clusters/") {
-        if parts.method == hyper::Method::GET {
-            world.record("eks", "DescribeCluster");
-            return json_services::eks(world, name.trim_end_matches('/'), &rid).await;
-        }
+    if let Some(name) = path.strip_prefix("/clusters/")
+        && parts.method == hyper::Method::GET
+    {
+        world.record("eks", "DescribeCluster");
+        return json_services::eks(world, name.trim_end_matches('/'), &rid).await;
     }
     if let Some(target) = parts
         .headers

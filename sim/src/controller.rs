@@ -554,7 +554,7 @@ struct Replica {
 #[derive(Debug, Default)]
 pub struct ControllersStep {
     /// The leader's (or the only process's) step report, if a process acted.
-    pub report: Option<Result<StepReport, KubeError>>,
+    pub report: Option<StepReport>,
     /// Processes that died in this step: (identity, why).
     pub deaths: Vec<(String, String)>,
     /// Processes that started in this step.

@@ -29,7 +29,7 @@ use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::manifest::{KarpenterObject, Outcome, check_document, parse_documents};
 use karpenter_core::operator::{self, StepReport};
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_core::seams::{Clock, KubeApi, KubeError, ManualClock};
+use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 
 use crate::apiserver::{ApiServer, ApiServerConfig};
 use crate::bugs::{Bug, Seams};
@@ -351,7 +351,7 @@ impl World {
         });
         let errors = u8::from(kubelet.is_err())
             + u8::from(scheduler.is_err())
-            + u8::from(controllers.report.as_ref().is_some_and(|r| r.is_err()));
+            + u8::from(controllers.report.as_ref().is_some_and(|r| !r.is_ok()));
         let line = step_line(
             self.elapsed(),
             &observation,
@@ -717,7 +717,7 @@ impl World {
 /// The controller's options in the world: upstream's defaults, with the world's cluster name.
 fn operator_options() -> operator::Options {
     operator::Options {
-        lifecycle: karpenter_core::lifecycle::Options {
+        lifecycle: karpenter_core::nodeclaim::Options {
             cluster_name: CLUSTER.into(),
             ..Default::default()
         },
@@ -730,11 +730,10 @@ fn operator_options() -> operator::Options {
 fn step_line(
     elapsed: Duration,
     observation: &Observation,
-    controller: Option<&Result<StepReport, KubeError>>,
+    controller: Option<&StepReport>,
     errors: u8,
 ) -> String {
     let created = controller
-        .and_then(|r| r.as_ref().ok())
         .and_then(|r| r.provisioned.as_ref())
         .map(|o| o.created.join(","))
         .unwrap_or_default();

@@ -14,8 +14,8 @@
 //! maps AWS error codes to the seams' typed errors. [`actions`] lists the IAM actions all this
 //! calls, which the shipped IAM policy (`deploy/`) allows exactly, as its tests check.
 //!
-//! Only this crate and the `karpenter` binary depend on aws-sdk-*: the simulation never builds
-//! it.
+//! Only this crate and `controller/cli` may depend on aws-sdk-* (they take 8 GB and minutes to
+//! build): the simulation never builds it.
 
 pub mod actions;
 pub mod catalog;

@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
 
@@ -179,11 +179,6 @@ pub struct LeaderElector {
     attempted_at: Option<Timestamp>,
 }
 
-fn after(time: Timestamp, by: Duration) -> Timestamp {
-    time.saturating_add(SignedDuration::try_from(by).unwrap_or(SignedDuration::MAX))
-        .unwrap_or(time)
-}
-
 impl LeaderElector {
     pub fn new(
         kube: Arc<dyn KubeApi>,
@@ -219,9 +214,11 @@ impl LeaderElector {
     pub fn is_leader(&self) -> bool {
         let now = self.clock.now();
         self.observed_holder() == Some(self.config.identity.as_str())
-            && self
-                .renewed_at
-                .is_some_and(|t| now < after(t, self.config.renew_deadline))
+            && self.renewed_at.is_some_and(|t| {
+                now < t
+                    .saturating_add(self.config.renew_deadline)
+                    .unwrap_or(Timestamp::MAX)
+            })
     }
 
     /// Attempts an acquire or renew if `retry_period` has passed since the last attempt, and says
@@ -230,9 +227,11 @@ impl LeaderElector {
     /// [`LeaderElector::is_leader`] remains the answer to "may I act now".
     pub async fn step(&mut self) -> Result<bool, LeaderError> {
         let now = self.clock.now();
-        let due = self
-            .attempted_at
-            .is_none_or(|t| now >= after(t, self.config.retry_period));
+        let due = self.attempted_at.is_none_or(|t| {
+            now >= t
+                .saturating_add(self.config.retry_period)
+                .unwrap_or(Timestamp::MAX)
+        });
         if due {
             self.try_acquire_or_renew().await?;
         }
@@ -344,7 +343,11 @@ impl LeaderElector {
             return false;
         };
         let duration = Duration::from_secs(record.lease_duration_seconds.max(0).unsigned_abs());
-        now < after(observed.since, duration)
+        // Saturating: only a calendar span could make jiff's addition fail.
+        now < observed
+            .since
+            .saturating_add(duration)
+            .unwrap_or(Timestamp::MAX)
     }
 
     fn observe_written(&mut self, record: LeaseRecord, written: &Value, now: Timestamp) {

@@ -2,9 +2,9 @@
 //! the metric (so existing dashboards and alerts keep working), and under `karpenter_` names of
 //! our own for what upstream only shows in logs (why a termination is waiting).
 //!
-//! The [`Metrics`] value is owned by the [`Operator`](crate::operator::Operator) and shared with
-//! the controllers; the composition root serves [`Metrics::encode`] on `/metrics`. Metrics are
-//! written, never read, by controller logic: no decision may depend on them.
+//! One [`Metrics`] value lives in the controllers' [`Context`](crate::context::Context); the
+//! composition root serves [`Metrics::encode`] on `/metrics`. Metrics are written, never read,
+//! by controller logic: no decision may depend on them.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -12,7 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 /// `nodepool` label (upstream's `metrics.NodePoolLabel`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
@@ -51,6 +51,13 @@ pub struct ActionLabels {
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Registers `metric` under `name` and returns it (the registry holds a clone: metrics are
+/// shared handles).
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
 
 fn duration_histogram() -> Histogram {
     // 1 s .. ~4.5 h: a drain can take from seconds to a long terminationGracePeriod.
@@ -103,107 +110,93 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("karpenter");
-        let nodes_terminated = Family::default();
-        registry.register(
-            "nodes_terminated",
-            "Number of nodes terminated in total by Karpenter.",
-            Family::clone(&nodes_terminated),
-        );
-        let nodeclaims_terminated = Family::default();
-        registry.register(
-            "nodeclaims_terminated",
-            "Number of nodeclaims terminated in total by Karpenter.",
-            Family::clone(&nodeclaims_terminated),
-        );
-        let nodes_drained = Family::default();
-        registry.register(
-            "nodes_drained",
-            "The total number of nodes drained by Karpenter.",
-            Family::clone(&nodes_drained),
-        );
-        let nodes_termination_duration: HistogramFamily<NodePoolLabels> =
-            Family::new_with_constructor(duration_histogram);
-        registry.register(
-            "nodes_termination_duration_seconds",
-            "The time taken between a node's deletion request and the removal of its finalizer.",
-            Family::clone(&nodes_termination_duration),
-        );
-        let pods_drained = Family::default();
-        registry.register(
-            "pods_drained",
-            "Number of pods drained during node termination, by reason.",
-            Family::clone(&pods_drained),
-        );
-        let eviction_requests = Family::default();
-        registry.register(
-            "pods_eviction_requests",
-            "The number of pod eviction requests, by response code.",
-            Family::clone(&eviction_requests),
-        );
-        let eviction_queue_depth = Gauge::default();
-        registry.register(
-            "nodes_eviction_queue_depth",
-            "The number of pods currently waiting for a successful eviction.",
-            eviction_queue_depth.clone(),
-        );
-        let termination_waiting = Family::default();
-        registry.register(
-            "nodeclaims_termination_waiting",
-            "Terminating NodeClaims by the stage they are waiting in.",
-            Family::clone(&termination_waiting),
-        );
-        let pods_termination_blocked = Family::default();
-        registry.register(
-            "pods_termination_blocked",
-            "Pods on terminating nodes that eviction cannot move, by reason.",
-            Family::clone(&pods_termination_blocked),
-        );
-        let interruption_received = Family::default();
-        registry.register(
-            "interruption_received_messages",
-            "Count of messages received from the SQS queue, by message type.",
-            Family::clone(&interruption_received),
-        );
-        let interruption_deleted = Counter::default();
-        registry.register(
-            "interruption_deleted_messages",
-            "Count of messages deleted from the SQS queue.",
-            interruption_deleted.clone(),
-        );
-        let interruption_malformed = Counter::default();
-        registry.register(
-            "interruption_malformed_messages",
-            "Count of queue messages that were not interruption events (logged and deleted).",
-            interruption_malformed.clone(),
-        );
-        let interruption_actions = Family::default();
-        registry.register(
-            "interruption_actions_performed",
-            "Number of interruption actions performed, by action.",
-            Family::clone(&interruption_actions),
-        );
-        let interruption_queue_duration = Histogram::new(exponential_buckets(0.5, 2.0, 12));
-        registry.register(
-            "interruption_message_queue_duration_seconds",
-            "Time between an interruption event and the deletion of its message from the queue.",
-            interruption_queue_duration.clone(),
-        );
+        let r = &mut registry;
         Self {
+            nodes_terminated: registered(
+                r,
+                "nodes_terminated",
+                "Number of nodes terminated in total by Karpenter.",
+                Family::default(),
+            ),
+            nodeclaims_terminated: registered(
+                r,
+                "nodeclaims_terminated",
+                "Number of nodeclaims terminated in total by Karpenter.",
+                Family::default(),
+            ),
+            nodes_drained: registered(
+                r,
+                "nodes_drained",
+                "The total number of nodes drained by Karpenter.",
+                Family::default(),
+            ),
+            nodes_termination_duration: registered(
+                r,
+                "nodes_termination_duration_seconds",
+                "The time taken between a node's deletion request and the removal of its finalizer.",
+                Family::new_with_constructor(duration_histogram),
+            ),
+            pods_drained: registered(
+                r,
+                "pods_drained",
+                "Number of pods drained during node termination, by reason.",
+                Family::default(),
+            ),
+            eviction_requests: registered(
+                r,
+                "pods_eviction_requests",
+                "The number of pod eviction requests, by response code.",
+                Family::default(),
+            ),
+            eviction_queue_depth: registered(
+                r,
+                "nodes_eviction_queue_depth",
+                "The number of pods currently waiting for a successful eviction.",
+                Gauge::default(),
+            ),
+            termination_waiting: registered(
+                r,
+                "nodeclaims_termination_waiting",
+                "Terminating NodeClaims by the stage they are waiting in.",
+                Family::default(),
+            ),
+            pods_termination_blocked: registered(
+                r,
+                "pods_termination_blocked",
+                "Pods on terminating nodes that eviction cannot move, by reason.",
+                Family::default(),
+            ),
+            interruption_received: registered(
+                r,
+                "interruption_received_messages",
+                "Count of messages received from the SQS queue, by message type.",
+                Family::default(),
+            ),
+            interruption_deleted: registered(
+                r,
+                "interruption_deleted_messages",
+                "Count of messages deleted from the SQS queue.",
+                Counter::default(),
+            ),
+            interruption_malformed: registered(
+                r,
+                "interruption_malformed_messages",
+                "Count of queue messages that were not interruption events (logged and deleted).",
+                Counter::default(),
+            ),
+            interruption_actions: registered(
+                r,
+                "interruption_actions_performed",
+                "Number of interruption actions performed, by action.",
+                Family::default(),
+            ),
+            interruption_queue_duration: registered(
+                r,
+                "interruption_message_queue_duration_seconds",
+                "Time between an interruption event and the deletion of its message from the queue.",
+                Histogram::new(exponential_buckets(0.5, 2.0, 12)),
+            ),
             registry,
-            nodes_terminated,
-            nodeclaims_terminated,
-            nodes_drained,
-            nodes_termination_duration,
-            pods_drained,
-            eviction_requests,
-            eviction_queue_depth,
-            termination_waiting,
-            pods_termination_blocked,
-            interruption_received,
-            interruption_deleted,
-            interruption_malformed,
-            interruption_actions,
-            interruption_queue_duration,
         }
     }
 

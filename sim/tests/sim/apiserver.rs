@@ -1196,7 +1196,7 @@ fn recorded_events_are_kept_in_a_bounded_list() {
             involved: CLAIM,
             key: ObjectKey::cluster("a"),
             uid: None,
-            type_: "Normal",
+            type_: karpenter_core::seams::kube::EventType::Normal,
             reason: reason.to_string(),
             message: String::new(),
         };

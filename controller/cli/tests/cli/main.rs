@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+mod bench;
 mod plan;
 mod validate_and_crds;
 

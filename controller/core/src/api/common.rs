@@ -204,10 +204,17 @@ pub fn parse_nillable_duration(text: &str) -> Result<Option<std::time::Duration>
     parse_duration(text).map(Some)
 }
 
-/// Parses a duration made of `<n>h`, `<n>m` and `<n>s` parts (`1h30m`).
+/// [`DURATION_PATTERN`], compiled once.
+static DURATION_SHAPE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(DURATION_PATTERN).expect("DURATION_PATTERN is a valid regex")
+});
+
+/// Parses a duration made of `<n>h`, `<n>m` and `<n>s` parts (`1h30m`), as the CRD pattern
+/// admits them. (Not `kube_core::Duration`: it computes in `f64` and panics on a value past
+/// `Duration::MAX` such as `99999999999999999999h`, which the pattern admits; humantime reports
+/// an overflow instead, and the controller must not panic on an object it reads.)
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let shape = regex::Regex::new(DURATION_PATTERN).expect("DURATION_PATTERN is a valid regex");
-    if !shape.is_match(text) {
+    if !DURATION_SHAPE.is_match(text) {
         return Err(format!("{text:?} is not a duration like 30s, 5m or 1h30m"));
     }
     humantime::parse_duration(text).map_err(|err| format!("{text:?}: {err}"))

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::cel::rule;
 use super::common::{Condition, QUANTITY_PATTERN, conditions_schema};
+use super::labels::{EC2NODECLASS_TAG, NODECLAIM_TAG, NODEPOOL_LABEL};
 
 /// AMI families an alias may name (`family@version`).
 pub const ALIAS_FAMILIES: [&str; 6] = [
@@ -26,9 +27,9 @@ pub const WINDOWS_ALIAS_FAMILIES: [&str; 3] = ["windows2019", "windows2022", "wi
 /// Tag keys Karpenter sets itself and users may not.
 pub const RESTRICTED_TAG_KEYS: [&str; 4] = [
     "eks:eks-cluster-name",
-    "karpenter.sh/nodepool",
-    "karpenter.sh/nodeclaim",
-    "karpenter.k8s.aws/ec2nodeclass",
+    NODEPOOL_LABEL,
+    NODECLAIM_TAG,
+    EC2NODECLASS_TAG,
 ];
 /// Tag key prefix Karpenter owns (`kubernetes.io/cluster/<name>`).
 pub const RESTRICTED_TAG_PREFIX: &str = "kubernetes.io/cluster";

@@ -65,6 +65,13 @@ pub const EXCLUDE_FROM_LOAD_BALANCERS_LABEL: &str =
 /// Annotation the kubelet puts on static (mirror) pods.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
+/// EC2 tag naming the NodeClaim an instance was launched for. Written at launch (upstream adds it
+/// after registration) so a restarted controller adopts an instance launched just before a crash
+/// instead of leaking it; garbage collection spares an instance whose claim still exists.
+pub const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
+/// EC2 tag naming the EC2NodeClass an instance was launched with.
+pub const EC2NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
+
 pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
 pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";

@@ -10,6 +10,7 @@ pub mod ec2nodeclass;
 pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;
+pub mod provider_id;
 
 pub use common::{
     Condition, ConditionStatus, NodeClassReference, Operator, Quantity, Requirement, ResourceList,
@@ -18,3 +19,4 @@ pub use common::{
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
 pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus};
 pub use nodepool::{NodePool, NodePoolSpec, NodePoolStatus};
+pub use provider_id::{ProviderId, ProviderIdError};

@@ -286,14 +286,67 @@ fn quantity(field: &str, resource: &str, text: &str) -> Result<i64, FieldError> 
     Ok(value)
 }
 
-/// Turns one validated-by-shape instance type into the catalog's form, checking the values.
+/// Turns one validated-by-shape instance type into the catalog's form, checking the values
+/// (in field order: the first problem is the one reported).
 fn convert(raw: RawInstanceType) -> Result<InstanceType, FieldError> {
     let name = raw
         .name
+        .clone()
         .filter(|n| !n.is_empty())
         .ok_or(("name".to_string(), Problem::Missing))?;
+    let mut capacity = capacity(&raw)?;
+    let (allocatable, overhead) = allocatable(&raw, &mut capacity)?;
+    let arch = one_of(
+        raw.arch,
+        "arch",
+        "architecture",
+        ["amd64", "arm64"],
+        "amd64 or arm64",
+    )?;
+    let os = one_of(
+        raw.os,
+        "os",
+        "operating system",
+        ["linux", "windows"],
+        "linux or windows",
+    )?;
+    let mut type_labels: BTreeMap<String, String> = raw
+        .labels
+        .into_iter()
+        .map(|(key, value)| (key, value.0))
+        .collect();
+    for (label, field, value) in [
+        (labels::INSTANCE_TYPE_LABEL, "name", &name),
+        (labels::ARCH_LABEL, "arch", &arch),
+        (labels::OS_LABEL, "os", &os),
+    ] {
+        if let Some(existing) = type_labels.get(label)
+            && existing != value
+        {
+            return Err((
+                format!("labels.{label}"),
+                Problem::ConflictingLabel {
+                    label: existing.clone(),
+                    field,
+                    value: value.clone(),
+                },
+            ));
+        }
+        type_labels.insert(label.to_string(), value.clone());
+    }
+    Ok(InstanceType {
+        name,
+        labels: type_labels,
+        capacity,
+        overhead,
+        allocatable,
+        offerings: offerings(raw.offerings)?,
+    })
+}
 
-    // Capacity: the top-level cpu/memory/pods, or the same keys in `capacity`, not both.
+/// Capacity: the top-level cpu/memory/pods, or the same keys in `capacity`, not both; pods and
+/// ephemeral storage default.
+fn capacity(raw: &RawInstanceType) -> Result<Resources, FieldError> {
     let mut capacity = Resources::new();
     for (resource, top) in [(CPU, &raw.cpu), (MEMORY, &raw.memory), (PODS, &raw.pods)] {
         let in_map = raw.capacity.get(resource);
@@ -323,13 +376,20 @@ fn convert(raw: RawInstanceType) -> Result<InstanceType, FieldError> {
     if !raw.capacity.contains_key(EPHEMERAL_STORAGE) {
         capacity.set(EPHEMERAL_STORAGE, DEFAULT_EPHEMERAL_STORAGE);
     }
+    Ok(capacity)
+}
 
-    // Allocatable: computed, then overridden by what the file states. A resource only listed in
-    // allocatable (e.g. nvidia.com/gpu) is capacity too: a node cannot allocate what it lacks.
-    let computed_overhead = compute_overhead(&capacity);
+/// Allocatable and overhead: computed, then overridden by what the file states. A resource only
+/// listed in allocatable (e.g. nvidia.com/gpu) is capacity too: a node cannot allocate what it
+/// lacks.
+fn allocatable(
+    raw: &RawInstanceType,
+    capacity: &mut Resources,
+) -> Result<(Resources, Resources), FieldError> {
+    let computed_overhead = compute_overhead(capacity);
     let mut allocatable = capacity.minus(&computed_overhead);
-    let stated = raw.allocatable.unwrap_or_default();
-    for (resource, text) in &stated {
+    let stated = raw.allocatable.as_ref();
+    for (resource, text) in stated.into_iter().flatten() {
         let field = format!("allocatable.{resource}");
         let value = quantity(&field, resource, &text.0)?;
         allocatable.set(resource, value);
@@ -348,7 +408,7 @@ fn convert(raw: RawInstanceType) -> Result<InstanceType, FieldError> {
         }
     }
     for (resource, amount) in allocatable.iter() {
-        if amount < 0 && !stated.contains_key(resource) {
+        if amount < 0 && !stated.is_some_and(|s| s.contains_key(resource)) {
             let field = if raw.capacity.contains_key(resource) {
                 format!("capacity.{resource}")
             } else {
@@ -372,59 +432,40 @@ fn convert(raw: RawInstanceType) -> Result<InstanceType, FieldError> {
             .iter()
             .filter(|(_, amount)| *amount != 0),
     );
+    Ok((allocatable, overhead))
+}
 
-    let arch = raw.arch.unwrap_or_else(|| "amd64".to_string());
-    if !["amd64", "arm64"].contains(&arch.as_str()) {
-        return Err((
-            "arch".to_string(),
-            Problem::Unsupported {
-                what: "architecture",
-                value: arch,
-                expected: "amd64 or arm64",
-            },
-        ));
+/// `value` when it is one of `[default, other]` (`default` when absent); else an unsupported
+/// `what`, `expected` saying what is.
+fn one_of(
+    value: Option<String>,
+    field: &str,
+    what: &'static str,
+    [default, other]: [&str; 2],
+    expected: &'static str,
+) -> Result<String, FieldError> {
+    let value = value.unwrap_or_else(|| default.to_string());
+    if value == default || value == other {
+        return Ok(value);
     }
-    let os = raw.os.unwrap_or_else(|| "linux".to_string());
-    if !["linux", "windows"].contains(&os.as_str()) {
-        return Err((
-            "os".to_string(),
-            Problem::Unsupported {
-                what: "operating system",
-                value: os,
-                expected: "linux or windows",
-            },
-        ));
-    }
-    let mut type_labels: BTreeMap<String, String> = raw
-        .labels
-        .into_iter()
-        .map(|(key, value)| (key, value.0))
-        .collect();
-    for (label, field, value) in [
-        (labels::INSTANCE_TYPE_LABEL, "name", &name),
-        (labels::ARCH_LABEL, "arch", &arch),
-        (labels::OS_LABEL, "os", &os),
-    ] {
-        if let Some(existing) = type_labels.get(label)
-            && existing != value
-        {
-            return Err((
-                format!("labels.{label}"),
-                Problem::ConflictingLabel {
-                    label: existing.clone(),
-                    field,
-                    value: value.clone(),
-                },
-            ));
-        }
-        type_labels.insert(label.to_string(), value.clone());
-    }
+    Err((
+        field.to_string(),
+        Problem::Unsupported {
+            what,
+            value,
+            expected,
+        },
+    ))
+}
 
-    if raw.offerings.is_empty() {
+/// The offerings: at least one, each with a zone, a known capacity type and a price, no
+/// (zone, capacity type) twice.
+fn offerings(raw: Vec<RawOffering>) -> Result<Vec<Offering>, FieldError> {
+    if raw.is_empty() {
         return Err(("offerings".to_string(), Problem::NoOfferings));
     }
-    let mut offerings: Vec<Offering> = Vec::with_capacity(raw.offerings.len());
-    for (i, o) in raw.offerings.into_iter().enumerate() {
+    let mut offerings: Vec<Offering> = Vec::with_capacity(raw.len());
+    for (i, o) in raw.into_iter().enumerate() {
         let field = |f: &str| format!("offerings[{i}].{f}");
         let zone = o
             .zone
@@ -461,13 +502,5 @@ fn convert(raw: RawInstanceType) -> Result<InstanceType, FieldError> {
             available: o.available.unwrap_or(true),
         });
     }
-
-    Ok(InstanceType {
-        name,
-        labels: type_labels,
-        capacity,
-        overhead,
-        allocatable,
-        offerings,
-    })
+    Ok(offerings)
 }

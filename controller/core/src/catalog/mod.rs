@@ -8,6 +8,7 @@ pub mod builtin;
 pub mod file;
 pub mod live;
 pub mod overhead;
+pub mod unavailable;
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,7 @@ pub use overhead::{
     VM_MEMORY_OVERHEAD_PERCENT, compute_allocatable, compute_overhead, eni_limited_pods,
     eviction_threshold, kube_reserved, memory_capacity,
 };
+pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
 
 /// The extended resource NVIDIA's device plugin advertises, one per GPU.
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";

@@ -1,8 +1,8 @@
 //! The interruption controller: polls the SQS queue EventBridge feeds, and turns each event into
 //! at most one action per NodeClaim.
 //!
-//! - Spot interruption warning, AWS Health scheduled change: the claim is marked
-//!   ([`INTERRUPTION_ANNOTATION`] plus [`INTERRUPTION_EVICTION_DEADLINE_ANNOTATION`]) and deleted.
+//! - Spot interruption warning, AWS Health scheduled change: the claim is marked interrupted, with
+//!   an eviction deadline ([`replacement::mark_interrupted`]), and deleted.
 //!   Replacement capacity comes first: the provisioner provisions for pods on deleting claims and
 //!   links the new claims to the old ones, and termination holds the old claim's eviction until
 //!   they are initialized, at most until the deadline. A spot warning also marks its offering
@@ -18,28 +18,24 @@
 //! action is idempotent: a claim already being deleted is not acted on again, and the annotations
 //! and the delete are the same writes when repeated.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
-use serde_json::json;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_core::ResourceExt;
 
 use super::messages::{InterruptionMessage, Kind, parse};
-use crate::api::NodeClaim;
-use crate::api::labels::{
-    CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, INTERRUPTION_ANNOTATION,
-    INTERRUPTION_EVICTION_DEADLINE_ANNOTATION, ZONE_LABEL,
-};
-use crate::catalog::CapacityType;
-use crate::lifecycle::UnavailableOfferings;
-use crate::lifecycle::ice::ICE_TTL;
-use crate::metrics::{ActionLabels, MessageTypeLabels, Metrics};
-use crate::seams::kube::{
-    DeleteOptions, DeleteOutcome, EventRecord, ObjectKey, Patch, ResourceKind,
-};
+use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL};
+use crate::api::{NodeClaim, ProviderId};
+use crate::catalog::{CapacityType, UNAVAILABLE_TTL};
+use crate::context::{Context, InterruptionQueue};
+use crate::events::{EventType, Reference};
+use crate::metrics::{ActionLabels, MessageTypeLabels};
+use crate::replacement::{self, Interruption};
+use crate::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, ResourceKind};
 use crate::seams::sqs::{Message, RECEIVE_COUNT_MAX};
-use crate::seams::{Clock, KubeApi, KubeApiExt, KubeError, Retryable, Sqs, SqsError};
+use crate::seams::{KubeApiExt, KubeError, Retryable, SqsError};
 
 /// Most receive calls one step makes (so at most `10 × RECEIVE_COUNT_MAX` messages a step): a
 /// burst of interruptions (a whole spot pool reclaimed) is handled in the same step, so its
@@ -96,55 +92,51 @@ pub struct PollReport {
 
 /// Polls the interruption queue and acts on its messages.
 pub struct InterruptionHandler {
-    kube: Arc<dyn KubeApi>,
-    sqs: Arc<dyn Sqs>,
-    clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
-    ice: Option<Arc<UnavailableOfferings>>,
-    queue_url: String,
+    ctx: Arc<Context>,
+    queue: InterruptionQueue,
 }
 
-fn claim_name(claim: &NodeClaim) -> String {
-    claim.metadata.name.clone().unwrap_or_default()
+/// What acting on one claim did.
+enum Acted {
+    Deleted,
+    /// Already being deleted: nothing to do.
+    AlreadyDeleting,
+    /// Gone before it could be marked.
+    Gone,
 }
 
-fn rfc3339(time: Timestamp) -> String {
-    Timestamp::from_second(time.as_second())
-        .unwrap_or(time)
-        .to_string()
-}
-
-fn plus(time: Timestamp, by: Duration) -> Timestamp {
-    time.saturating_add(SignedDuration::try_from(by).unwrap_or(SignedDuration::MAX))
-        .unwrap_or(time)
+/// When eviction of a claim interrupted by `message` starts at the latest (`None`: not held).
+fn eviction_deadline(message: &InterruptionMessage) -> Option<Timestamp> {
+    match message {
+        InterruptionMessage::SpotInterruption(_) => {
+            message.time().saturating_add(SPOT_EVICTION_HOLD_MAX).ok()
+        }
+        InterruptionMessage::ScheduledChange(event) => {
+            let cap = message
+                .time()
+                .saturating_add(SCHEDULED_CHANGE_EVICTION_HOLD_MAX)
+                .ok()?;
+            let before_start = event
+                .detail
+                .start_time
+                .as_deref()
+                .and_then(|s| jiff::fmt::rfc2822::parse(s).ok())
+                .and_then(|start| start.timestamp().checked_sub(SCHEDULED_CHANGE_MARGIN).ok());
+            Some(before_start.map_or(cap, |b| b.min(cap)))
+        }
+        _ => None,
+    }
 }
 
 impl InterruptionHandler {
-    pub fn new(
-        kube: Arc<dyn KubeApi>,
-        sqs: Arc<dyn Sqs>,
-        clock: Arc<dyn Clock>,
-        metrics: Arc<Metrics>,
-        queue_url: String,
-    ) -> Self {
-        Self {
-            kube,
-            sqs,
-            clock,
-            metrics,
-            ice: None,
-            queue_url,
-        }
-    }
-
-    /// Spot warnings mark their offering unavailable in `cache` (shared with the provisioner).
-    pub fn with_unavailable_offerings(mut self, cache: Arc<UnavailableOfferings>) -> Self {
-        self.ice = Some(cache);
-        self
+    /// The handler of `ctx`'s interruption queue; `None` when it has none.
+    pub fn new(ctx: Arc<Context>) -> Option<Self> {
+        let queue = ctx.queue.clone()?;
+        Some(Self { ctx, queue })
     }
 
     pub fn queue_url(&self) -> &str {
-        &self.queue_url
+        &self.queue.url
     }
 
     /// Receives and handles messages: up to [`RECEIVE_BATCHES_PER_STEP_MAX`] batches of
@@ -154,6 +146,7 @@ impl InterruptionHandler {
         let mut report = PollReport::default();
         for batch in 0..RECEIVE_BATCHES_PER_STEP_MAX {
             let messages = match self
+                .queue
                 .sqs
                 .receive_messages(RECEIVE_COUNT_MAX, Duration::ZERO)
                 .await
@@ -161,7 +154,7 @@ impl InterruptionHandler {
                 Ok(messages) => messages,
                 Err(err) if batch == 0 => return Err(err),
                 Err(err) => {
-                    tracing::warn!(queue = %self.queue_url, %err, "receiving interruption messages failed; retrying next step");
+                    tracing::warn!(queue = %self.queue.url, %err, "receiving interruption messages failed; retrying next step");
                     break;
                 }
             };
@@ -171,6 +164,7 @@ impl InterruptionHandler {
             // Read once per batch; claims this batch deletes are updated in place, so a duplicate
             // later in the batch sees them deleting.
             let mut claims: Vec<NodeClaim> = match self
+                .ctx
                 .kube
                 .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
                 .await
@@ -204,7 +198,7 @@ impl InterruptionHandler {
             Ok(parsed) => parsed,
             Err(err) => {
                 tracing::warn!(message_id = %message.message_id, %err, "deleting a queue message that is not an interruption event");
-                self.metrics.interruption_malformed.inc();
+                self.ctx.metrics.interruption_malformed.inc();
                 self.received("malformed");
                 self.delete(message, None, report).await;
                 return Outcome::Malformed(err.to_string());
@@ -242,7 +236,8 @@ impl InterruptionHandler {
     }
 
     fn received(&self, message_type: &str) {
-        self.metrics
+        self.ctx
+            .metrics
             .interruption_received
             .get_or_create(&MessageTypeLabels {
                 message_type: message_type.to_string(),
@@ -251,13 +246,14 @@ impl InterruptionHandler {
     }
 
     async fn delete(&self, message: &Message, sent: Option<Timestamp>, report: &mut PollReport) {
-        match self.sqs.delete_message(&message.receipt_handle).await {
+        match self.queue.sqs.delete_message(&message.receipt_handle).await {
             Ok(()) => {
                 report.deleted += 1;
-                self.metrics.interruption_deleted.inc();
+                self.ctx.metrics.interruption_deleted.inc();
                 if let Some(sent) = sent {
-                    let seconds = self.clock.now().duration_since(sent).as_secs_f64();
-                    self.metrics
+                    let seconds = self.ctx.now().duration_since(sent).as_secs_f64();
+                    self.ctx
+                        .metrics
                         .interruption_queue_duration
                         .observe(seconds.max(0.0));
                 }
@@ -284,17 +280,16 @@ impl InterruptionHandler {
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                let provider = c
+                let instance = c
                     .status
                     .as_ref()
                     .and_then(|s| s.provider_id.as_deref())
-                    .unwrap_or_default();
-                ids.iter()
-                    .any(|id| provider.rsplit('/').next() == Some(id.as_str()))
+                    .and_then(ProviderId::instance_id_of);
+                instance.is_some_and(|instance| ids.contains(&instance))
             })
             .map(|(i, _)| i)
             .collect();
-        matched.sort_by_key(|i| claim_name(&claims[*i]));
+        matched.sort_by_key(|i| claims[*i].name_any());
         if matched.is_empty() {
             return Ok(Outcome::UnknownInstance { instance_ids: ids });
         }
@@ -303,108 +298,29 @@ impl InterruptionHandler {
             for i in matched {
                 self.events(
                     &claims[i],
-                    "Normal",
+                    EventType::Normal,
                     "SpotRebalanceRecommendation",
                     "Spot rebalance recommendation was triggered",
                 )
                 .await;
-                names.push(claim_name(&claims[i]));
+                names.push(claims[i].name_any());
             }
             self.action("NoAction");
             return Ok(Outcome::Recorded { claims: names });
         }
-        let deadline = match (kind, message) {
-            (Kind::SpotInterrupted, _) => Some(plus(message.time(), SPOT_EVICTION_HOLD_MAX)),
-            (Kind::ScheduledChange, InterruptionMessage::ScheduledChange(event)) => {
-                let cap = plus(message.time(), SCHEDULED_CHANGE_EVICTION_HOLD_MAX);
-                let before_start = event
-                    .detail
-                    .start_time
-                    .as_deref()
-                    .and_then(|s| jiff::fmt::rfc2822::parse(s).ok())
-                    .map(|z| z.timestamp())
-                    .and_then(|start| {
-                        start
-                            .checked_sub(
-                                SignedDuration::try_from(SCHEDULED_CHANGE_MARGIN)
-                                    .unwrap_or(SignedDuration::ZERO),
-                            )
-                            .ok()
-                    });
-                Some(before_start.map_or(cap, |b| b.min(cap)))
-            }
-            _ => None,
-        };
-        let (reason, text) = match kind {
-            Kind::SpotInterrupted => ("SpotInterrupted", "Spot interruption warning was triggered"),
-            Kind::ScheduledChange => (
-                "InstanceUnhealthy",
-                "An unhealthy warning was triggered for the instance",
-            ),
-            Kind::InstanceStopped => ("InstanceStopping", "Instance is stopping"),
-            _ => ("InstanceTerminating", "Instance is terminating"),
+        let interruption = Interruption {
+            kind: kind.label(),
+            eviction_deadline: eviction_deadline(message),
         };
         let mut deleted = Vec::new();
         let mut already = Vec::new();
         for i in matched {
-            let name = claim_name(&claims[i]);
-            if claims[i].metadata.deletion_timestamp.is_some() {
-                already.push(name);
-                continue;
+            let name = claims[i].name_any();
+            match self.interrupt(&mut claims[i], kind, &interruption).await? {
+                Acted::Deleted => deleted.push(name),
+                Acted::AlreadyDeleting => already.push(name),
+                Acted::Gone => {}
             }
-            if kind == Kind::SpotInterrupted {
-                self.mark_unavailable(&claims[i]);
-            }
-            let mut annotations = BTreeMap::from([(
-                INTERRUPTION_ANNOTATION.to_string(),
-                kind.label().to_string(),
-            )]);
-            if let Some(deadline) = deadline {
-                annotations.insert(
-                    INTERRUPTION_EVICTION_DEADLINE_ANNOTATION.to_string(),
-                    rfc3339(deadline),
-                );
-            }
-            let key = ObjectKey::cluster(name.clone());
-            match self
-                .kube
-                .patch(
-                    &ResourceKind::NODE_CLAIM,
-                    &key,
-                    &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(KubeError::NotFound(_)) => continue,
-                Err(err) => return Err(err),
-            }
-            self.events(&claims[i], "Warning", reason, text).await;
-            match self
-                .kube
-                .delete(&ResourceKind::NODE_CLAIM, &key, &DeleteOptions::default())
-                .await?
-            {
-                DeleteOutcome::Marked(value) => {
-                    if let Ok(marked) = serde_json::from_value::<NodeClaim>(value) {
-                        claims[i] = marked;
-                    }
-                }
-                DeleteOutcome::Deleted | DeleteOutcome::NotFound => {
-                    claims[i].metadata.deletion_timestamp = Some(
-                        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(self.clock.now()),
-                    );
-                }
-            }
-            self.events(
-                &claims[i],
-                "Normal",
-                "TerminatingOnInterruption",
-                "Interruption triggered termination for the NodeClaim",
-            )
-            .await;
-            self.action("CordonAndDrain");
-            deleted.push(name);
         }
         if deleted.is_empty() {
             return Ok(Outcome::AlreadyDeleting { claims: already });
@@ -415,8 +331,69 @@ impl InterruptionHandler {
         })
     }
 
+    /// Marks one claim interrupted and deletes it (its spot offering unavailable first, for a
+    /// spot warning), with events; `claim` is updated to what the delete returned.
+    async fn interrupt(
+        &self,
+        claim: &mut NodeClaim,
+        kind: Kind,
+        interruption: &Interruption,
+    ) -> Result<Acted, KubeError> {
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Ok(Acted::AlreadyDeleting);
+        }
+        if kind == Kind::SpotInterrupted {
+            self.mark_unavailable(claim);
+        }
+        let name = claim.name_any();
+        match replacement::mark_interrupted(self.ctx.kube.as_ref(), &name, interruption).await {
+            Ok(()) => {}
+            Err(KubeError::NotFound(_)) => return Ok(Acted::Gone),
+            Err(err) => return Err(err),
+        }
+        let (reason, text) = match kind {
+            Kind::SpotInterrupted => ("SpotInterrupted", "Spot interruption warning was triggered"),
+            Kind::ScheduledChange => (
+                "InstanceUnhealthy",
+                "An unhealthy warning was triggered for the instance",
+            ),
+            Kind::InstanceStopped => ("InstanceStopping", "Instance is stopping"),
+            _ => ("InstanceTerminating", "Instance is terminating"),
+        };
+        self.events(claim, EventType::Warning, reason, text).await;
+        let outcome = self
+            .ctx
+            .kube
+            .delete(
+                &ResourceKind::NODE_CLAIM,
+                &ObjectKey::cluster(name),
+                &DeleteOptions::default(),
+            )
+            .await?;
+        match outcome {
+            DeleteOutcome::Marked(value) => {
+                if let Ok(marked) = serde_json::from_value::<NodeClaim>(value) {
+                    *claim = marked;
+                }
+            }
+            DeleteOutcome::Deleted | DeleteOutcome::NotFound => {
+                claim.metadata.deletion_timestamp = Some(Time(self.ctx.now()));
+            }
+        }
+        self.events(
+            claim,
+            EventType::Normal,
+            "TerminatingOnInterruption",
+            "Interruption triggered termination for the NodeClaim",
+        )
+        .await;
+        self.action("CordonAndDrain");
+        Ok(Acted::Deleted)
+    }
+
     fn action(&self, action: &str) {
-        self.metrics
+        self.ctx
+            .metrics
             .interruption_actions
             .get_or_create(&ActionLabels {
                 action_type: action.to_string(),
@@ -427,41 +404,33 @@ impl InterruptionHandler {
     /// The interrupted (instance type, zone) is out of spot capacity for a while: the
     /// replacement is planned on other offerings.
     fn mark_unavailable(&self, claim: &NodeClaim) {
-        let (Some(ice), Some(labels)) = (&self.ice, claim.metadata.labels.as_ref()) else {
-            return;
-        };
+        let labels = claim.labels();
         if labels.get(CAPACITY_TYPE_LABEL).map(String::as_str) != Some(CapacityType::Spot.label()) {
             return;
         }
-        if let (Some(it), Some(zone)) = (labels.get(INSTANCE_TYPE_LABEL), labels.get(ZONE_LABEL)) {
-            ice.mark(it, zone, CapacityType::Spot, self.clock.now(), ICE_TTL);
+        if let (Some(instance_type), Some(zone)) =
+            (labels.get(INSTANCE_TYPE_LABEL), labels.get(ZONE_LABEL))
+        {
+            self.ctx.unavailable.mark(
+                instance_type,
+                zone,
+                CapacityType::Spot,
+                self.ctx.now(),
+                UNAVAILABLE_TTL,
+            );
         }
     }
 
     /// An event on the claim and, once it has one, its node. Best effort.
-    async fn events(&self, claim: &NodeClaim, type_: &'static str, reason: &str, message: &str) {
-        let mut records = vec![EventRecord {
-            involved: ResourceKind::NODE_CLAIM,
-            key: ObjectKey::cluster(claim_name(claim)),
-            uid: claim.metadata.uid.clone(),
-            type_,
-            reason: reason.to_string(),
-            message: message.to_string(),
-        }];
+    async fn events(&self, claim: &NodeClaim, type_: EventType, reason: &str, message: &str) {
+        let recorder = &self.ctx.recorder;
+        recorder
+            .publish(Reference::claim(claim), type_, reason, message)
+            .await;
         if let Some(node) = claim.status.as_ref().and_then(|s| s.node_name.clone()) {
-            records.push(EventRecord {
-                involved: ResourceKind::NODE,
-                key: ObjectKey::cluster(node),
-                uid: None,
-                type_,
-                reason: reason.to_string(),
-                message: message.to_string(),
-            });
-        }
-        for record in records {
-            if let Err(err) = self.kube.record_event(&record).await {
-                tracing::debug!(%err, reason, "event not recorded");
-            }
+            recorder
+                .publish(Reference::node_named(node), type_, reason, message)
+                .await;
         }
     }
 }

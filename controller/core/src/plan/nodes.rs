@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::decode::{Decoded, field_error};
@@ -36,6 +36,32 @@ pub(crate) fn existing_node(
         ));
     }
     let spec = node.spec.clone().unwrap_or_default();
+    let taints = taints(decoded, &spec)?;
+    let status = node.status.clone().unwrap_or_default();
+    let (allocatable, capacity) = resources(decoded, &status, &mut notes)?;
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready");
+    Ok((
+        ExistingNode {
+            name,
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints,
+            capacity,
+            allocatable,
+            pods: Vec::new(),
+            // A hand-written Node has no conditions: take it as ready.
+            initialized: ready.is_none_or(|c| c.status == "True"),
+            deleting: node.metadata.deletion_timestamp.is_some(),
+        },
+        notes,
+    ))
+}
+
+/// The node's taints, and the unschedulable taint of a cordoned node.
+fn taints(decoded: &Decoded, spec: &NodeSpec) -> Result<Vec<Taint>, PlanError> {
     let mut taints = Vec::new();
     for (i, taint) in spec.taints.iter().flatten().enumerate() {
         let effect = match taint.effect.as_str() {
@@ -69,7 +95,16 @@ pub(crate) fn existing_node(
             time_added: None,
         });
     }
-    let status = node.status.clone().unwrap_or_default();
+    Ok(taints)
+}
+
+/// (allocatable, capacity): each defaults to the other; pods default to capacity's, else to the
+/// kubelet's default (noted).
+fn resources(
+    decoded: &Decoded,
+    status: &NodeStatus,
+    notes: &mut Vec<String>,
+) -> Result<(Resources, Resources), PlanError> {
     let resources = |field: &str, list: &Option<BTreeMap<String, Quantity>>| {
         list.as_ref()
             .map(|list| {
@@ -119,23 +154,5 @@ pub(crate) fn existing_node(
             ));
         }
     }
-    let ready = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "Ready");
-    Ok((
-        ExistingNode {
-            name,
-            labels: node.metadata.labels.clone().unwrap_or_default(),
-            taints,
-            capacity,
-            allocatable,
-            pods: Vec::new(),
-            // A hand-written Node has no conditions: take it as ready.
-            initialized: ready.is_none_or(|c| c.status == "True"),
-            deleting: node.metadata.deletion_timestamp.is_some(),
-        },
-        notes,
-    ))
+    Ok((allocatable, capacity))
 }

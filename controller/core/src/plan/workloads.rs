@@ -40,8 +40,63 @@ pub(crate) struct Workload {
     pub first_ordinal: usize,
 }
 
+/// What expansion reads from one kind of workload.
+struct Shape<'o> {
+    kind: &'static str,
+    api_version: &'static str,
+    meta: &'o ObjectMeta,
+    replicas: usize,
+    template: &'o PodTemplateSpec,
+    claims: Option<&'o Vec<PersistentVolumeClaim>>,
+    first_ordinal: usize,
+}
+
+impl<'o> Shape<'o> {
+    /// An `apps/v1` workload without volume claim templates.
+    fn apps(
+        kind: &'static str,
+        meta: &'o ObjectMeta,
+        replicas: usize,
+        template: &'o PodTemplateSpec,
+    ) -> Self {
+        Self {
+            kind,
+            api_version: "apps/v1",
+            meta,
+            replicas,
+            template,
+            claims: None,
+            first_ordinal: 0,
+        }
+    }
+}
+
 /// The workload `decoded` describes, if it is one. Negative counts are errors naming the field.
 pub(crate) fn workload(decoded: &Decoded) -> Result<Option<Workload>, PlanError> {
+    let Some(shape) = shape(decoded)? else {
+        return Ok(None);
+    };
+    let meta = shape.meta;
+    Ok(Some(Workload {
+        decoded: decoded.clone(),
+        kind: shape.kind,
+        api_version: shape.api_version,
+        namespace: meta
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string()),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        owner: controller_reference(meta),
+        replicas: shape.replicas,
+        template: shape.template.clone(),
+        claim_templates: shape.claims.cloned().unwrap_or_default(),
+        first_ordinal: shape.first_ordinal,
+    }))
+}
+
+/// The shape of the workload kinds that have one.
+fn shape(decoded: &Decoded) -> Result<Option<Shape<'_>>, PlanError> {
     let count = |field: &str, value: Option<i32>, default: i32| -> Result<usize, PlanError> {
         let value = value.unwrap_or(default);
         usize::try_from(value).map_err(|_| {
@@ -61,50 +116,27 @@ pub(crate) fn workload(decoded: &Decoded) -> Result<Option<Workload>, PlanError>
             "Required value: a workload needs a spec with a pod template",
         )
     };
-    let (kind, api_version, meta, replicas, template, claims, first_ordinal) = match &decoded.object
-    {
+    let shape = match &decoded.object {
         Object::Deployment(d) => {
             let spec = d.spec.as_ref().ok_or_else(missing_spec)?;
             let replicas = count("spec.replicas", spec.replicas, 1)?;
-            (
-                "Deployment",
-                "apps/v1",
-                &d.metadata,
-                replicas,
-                &spec.template,
-                None,
-                0,
-            )
+            Shape::apps("Deployment", &d.metadata, replicas, &spec.template)
         }
         Object::ReplicaSet(r) => {
             let spec = r.spec.as_ref().ok_or_else(missing_spec)?;
             let replicas = count("spec.replicas", spec.replicas, 1)?;
             let template = spec.template.as_ref().ok_or_else(missing_spec)?;
-            (
-                "ReplicaSet",
-                "apps/v1",
-                &r.metadata,
-                replicas,
-                template,
-                None,
-                0,
-            )
+            Shape::apps("ReplicaSet", &r.metadata, replicas, template)
         }
         Object::StatefulSet(s) => {
             let spec = s.spec.as_ref().ok_or_else(missing_spec)?;
             let replicas = count("spec.replicas", spec.replicas, 1)?;
             let start = spec.ordinals.as_ref().and_then(|o| o.start);
-            let first = count("spec.ordinals.start", start, 0)?;
-            let claims = spec.volume_claim_templates.as_ref();
-            (
-                "StatefulSet",
-                "apps/v1",
-                &s.metadata,
-                replicas,
-                &spec.template,
-                claims,
-                first,
-            )
+            Shape {
+                first_ordinal: count("spec.ordinals.start", start, 0)?,
+                claims: spec.volume_claim_templates.as_ref(),
+                ..Shape::apps("StatefulSet", &s.metadata, replicas, &spec.template)
+            }
         }
         Object::Job(j) => {
             let spec = j.spec.as_ref().ok_or_else(missing_spec)?;
@@ -120,34 +152,14 @@ pub(crate) fn workload(decoded: &Decoded) -> Result<Option<Workload>, PlanError>
             } else {
                 parallelism.min(completions)
             };
-            (
-                "Job",
-                "batch/v1",
-                &j.metadata,
-                active,
-                &spec.template,
-                None,
-                0,
-            )
+            Shape {
+                api_version: "batch/v1",
+                ..Shape::apps("Job", &j.metadata, active, &spec.template)
+            }
         }
         _ => return Ok(None),
     };
-    Ok(Some(Workload {
-        decoded: decoded.clone(),
-        kind,
-        api_version,
-        namespace: meta
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_string()),
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        owner: controller_reference(meta),
-        replicas,
-        template: template.clone(),
-        claim_templates: claims.cloned().unwrap_or_default(),
-        first_ordinal,
-    }))
+    Ok(Some(shape))
 }
 
 fn controller_reference(meta: &ObjectMeta) -> Option<(String, String)> {

@@ -1,12 +1,13 @@
 //! Provisioning: pending pods become NodeClaims.
 //!
-//! A pass reads the cluster through the [`KubeApi`] seam (NodePools, Nodes, NodeClaims, Pods,
-//! DaemonSets, Namespaces), runs the scheduling simulation over it, creates one NodeClaim per
-//! planned node and records `Nominated` / `FailedScheduling` events. Passes are batched
-//! ([`batcher`]): a burst of pods is scheduled as a whole once it stops growing.
+//! A pass reads the cluster from the watch-fed caches (NodePools, EC2NodeClasses, Nodes,
+//! NodeClaims, Pods, DaemonSets, Namespaces), runs the scheduling simulation over it, creates one
+//! NodeClaim per planned node and records `Nominated` / `FailedScheduling` events. Passes are
+//! batched ([`batcher`]): a burst of pods is scheduled as a whole once it stops growing.
 //!
 //! The pass keeps no state of its own: NodeClaims already created but not yet nodes are read
-//! back as in-flight capacity, so a crash between passes never duplicates capacity.
+//! back as in-flight capacity, so a crash between passes never duplicates capacity. Pods of nodes
+//! going away are planned for too (replacement first, `crate::replacement`).
 
 pub mod batcher;
 mod eligibility;
@@ -22,13 +23,13 @@ pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
 pub use snapshot::Snapshot;
 
-use crate::api::labels::{REPLACEMENT_PLANNED_ANNOTATION, REPLACES_ANNOTATION};
-use crate::catalog::Catalog;
-use crate::lifecycle::UnavailableOfferings;
-use crate::scheduling::{self, Input};
-use crate::seams::kube::{EventRecord, ObjectKey, Patch, ResourceKind};
-use crate::seams::{Clock, KubeApi, KubeError};
-use crate::state::{ClusterState, SharedState};
+use crate::context::Context;
+use crate::events::{EventType, Reference};
+use crate::replacement;
+use crate::scheduling::{self, Input, PlannedClaim, Results};
+use crate::seams::KubeError;
+use crate::seams::kube::{ObjectKey, ResourceKind};
+use crate::state::ClusterState;
 use snapshot::{ClaimFacts, NodeFacts, nodes_going_away};
 
 /// Knobs of the provisioner.
@@ -39,7 +40,7 @@ pub struct Options {
 }
 
 /// Why a pass could not run (reading the cluster failed); the caller retries.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProvisionError {
     #[error("reading cluster state: {0}")]
     Read(#[from] KubeError),
@@ -60,87 +61,55 @@ pub struct Outcome {
 
 /// Turns pending pods into NodeClaims over the seams.
 pub struct Provisioner {
-    kube: Arc<dyn KubeApi>,
-    clock: Arc<dyn Clock>,
-    catalog: Arc<Catalog>,
-    options: Options,
+    ctx: Arc<Context>,
     batcher: Batcher,
     /// Pending pods already counted towards the open batch.
     seen: BTreeSet<String>,
-    /// Offerings that recently failed with insufficient capacity: hidden from planning.
-    unavailable: Option<Arc<UnavailableOfferings>>,
     /// When the last pass ran.
     last_pass: Option<jiff::Timestamp>,
-    /// Watch-fed caches the passes read (shared with the other controllers by the operator).
-    state: SharedState,
 }
 
 /// How often pods that stay pending are provisioned for again (upstream requeues every 10 s).
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The pod a scheduling result names by its `namespace/name` key.
+fn pod_reference(pod: &str) -> Option<Reference> {
+    let (namespace, name) = pod.split_once('/')?;
+    Some(Reference::pod(ObjectKey::namespaced(namespace, name), None))
+}
+
+/// One pass's bookkeeping of the replacement-first protocol.
+struct Replacements<'s> {
+    snapshot: &'s Snapshot,
+    /// Claims whose displaced pods could not get their planned capacity this pass: they are not
+    /// marked planned, so termination keeps waiting (bounded) for the next pass.
+    unplanned: BTreeSet<String>,
+}
+
+impl Replacements<'_> {
+    /// The deleting claims `pods` were displaced from.
+    fn replaced_by(&self, pods: &[String]) -> BTreeSet<String> {
+        pods.iter()
+            .filter_map(|p| self.snapshot.displaced.get(p).cloned().flatten())
+            .collect()
+    }
+}
+
 impl Provisioner {
-    pub fn new(
-        kube: Arc<dyn KubeApi>,
-        clock: Arc<dyn Clock>,
-        catalog: Arc<Catalog>,
-        options: Options,
-    ) -> Self {
+    pub fn new(ctx: Arc<Context>) -> Self {
         Self {
-            kube,
-            clock,
-            catalog,
-            options,
-            batcher: Batcher::new(options.window),
+            batcher: Batcher::new(ctx.options.provisioning.window),
+            ctx,
             seen: BTreeSet::new(),
-            unavailable: None,
             last_pass: None,
-            state: SharedState::default(),
         }
-    }
-
-    /// Reads through `state` (the operator shares one cache between its controllers).
-    pub fn with_state(mut self, state: SharedState) -> Self {
-        self.state = state;
-        self
-    }
-
-    /// Plans around offerings in `cache` (shared with the launch path, which fills it on
-    /// insufficient-capacity errors), so the next pass falls back to other types, zones or
-    /// capacity types.
-    pub fn with_unavailable_offerings(mut self, cache: Arc<UnavailableOfferings>) -> Self {
-        self.unavailable = Some(cache);
-        self
     }
 
     /// One tick of the loop: notices new pending pods (opening or extending the batch) and, once
     /// the batch window closes, runs a pass. Returns the pass's outcome if one ran.
     pub async fn tick(&mut self) -> Result<Option<Outcome>, ProvisionError> {
-        let now = self.clock.now();
-        let mut pending = BTreeSet::new();
-        {
-            // Nodes and claims before pods (as the snapshot reads them), so a pod on a node that
-            // starts going away after these syncs is noticed on the next tick, never misread.
-            let mut state = self.state.lock().await;
-            state.nodes.sync(self.kube.as_ref()).await?;
-            state.claims.sync(self.kube.as_ref()).await?;
-            state.pods.sync(self.kube.as_ref()).await?;
-            let going_away = Self::nodes_going_away(&state);
-            for pod in state.pods.iter() {
-                let node = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .unwrap_or_default();
-                if !node.is_empty() && !going_away.contains_key(node) {
-                    continue;
-                }
-                // Pods on nodes going away count as pending too: replacement capacity is planned
-                // before they are evicted.
-                if is_provisionable(pod) || (!node.is_empty() && is_reschedulable(pod)) {
-                    pending.insert(pod.metadata.uid.clone().unwrap_or_default());
-                }
-            }
-        }
+        let now = self.ctx.now();
+        let pending = self.pending_pods().await?;
         // New pending pods open (or extend) a batch; pods still pending after a pass (their
         // NodeClaim failed, say) are retried every `RETRY_INTERVAL`, as upstream requeues them.
         let retry = !self.batcher.is_open()
@@ -159,60 +128,64 @@ impl Provisioner {
         self.provision().await.map(Some)
     }
 
+    /// UIDs of the pods a pass would provision for: pending pods, and pods on nodes going away
+    /// (replacement capacity is planned before they are evicted).
+    async fn pending_pods(&self) -> Result<BTreeSet<String>, KubeError> {
+        // Nodes and claims before pods (as the snapshot reads them), so a pod on a node that
+        // starts going away after these syncs is noticed on the next tick, never misread.
+        let mut state = self.ctx.state.lock().await;
+        state.nodes.sync(self.ctx.kube.as_ref()).await?;
+        state.claims.sync(self.ctx.kube.as_ref()).await?;
+        state.pods.sync(self.ctx.kube.as_ref()).await?;
+        let going_away = Self::nodes_going_away(&state);
+        let mut pending = BTreeSet::new();
+        for pod in state.pods.iter() {
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or_default();
+            if !node.is_empty() && !going_away.contains_key(node) {
+                continue;
+            }
+            if is_provisionable(pod) || (!node.is_empty() && is_reschedulable(pod)) {
+                pending.insert(pod.metadata.uid.clone().unwrap_or_default());
+            }
+        }
+        Ok(pending)
+    }
+
     /// Names of nodes going away (see [`nodes_going_away`]), from the caches.
     fn nodes_going_away(state: &ClusterState) -> BTreeMap<String, Option<String>> {
         nodes_going_away(
-            state.nodes.iter().map(|n| NodeFacts {
-                name: n.metadata.name.as_deref().unwrap_or_default(),
-                provider_id: n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.provider_id.as_deref())
-                    .filter(|p| !p.is_empty()),
-                going: n.metadata.deletion_timestamp.is_some()
-                    || n.spec
-                        .as_ref()
-                        .and_then(|s| s.taints.as_ref())
-                        .is_some_and(|taints| {
-                            taints
-                                .iter()
-                                .any(|t| t.key == crate::api::labels::DISRUPTED_TAINT_KEY)
-                        }),
-            }),
-            state.claims.iter().map(|c| ClaimFacts {
-                name: c.metadata.name.as_deref().unwrap_or_default(),
-                provider_id: c
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.provider_id.as_deref())
-                    .filter(|p| !p.is_empty()),
-                deleting: c.metadata.deletion_timestamp.is_some(),
-            }),
+            state.nodes.iter().map(|n| NodeFacts::of(n)),
+            state.claims.iter().map(|c| ClaimFacts::of(c)),
         )
     }
 
     /// How long the loop may sleep before the next tick matters.
     pub fn next_tick(&self, poll: Duration) -> Duration {
         self.batcher
-            .remaining(self.clock.now())
+            .remaining(self.ctx.now())
             .map_or(poll, |left| left.min(poll))
     }
 
     /// One provisioning pass, now.
     pub async fn provision(&self) -> Result<Outcome, ProvisionError> {
         let snapshot = {
-            let mut state = self.state.lock().await;
-            state.sync(self.kube.as_ref()).await?;
-            Snapshot::from_state(&state, &self.catalog)
+            let mut state = self.ctx.state.lock().await;
+            state.sync(self.ctx.kube.as_ref()).await?;
+            Snapshot::from_state(&state, &self.ctx.catalog)
         };
         let mut outcome = Outcome::default();
         if snapshot.pending.is_empty() {
             return Ok(outcome);
         }
-        let catalog = match &self.unavailable {
-            Some(cache) => cache.apply(&self.catalog, self.clock.now()),
-            None => (*self.catalog).clone(),
-        };
+        // Offerings that recently failed with insufficient capacity are hidden from planning.
+        let catalog = self
+            .ctx
+            .unavailable
+            .apply(&self.ctx.catalog, self.ctx.now());
         let results = scheduling::solve(Input {
             node_pools: &snapshot.pools,
             catalog: &catalog,
@@ -220,154 +193,146 @@ impl Provisioner {
             daemonsets: &snapshot.daemonsets,
             pods: &snapshot.pending,
             namespaces: &snapshot.namespaces,
-            options: self.options.scheduling,
+            options: self.ctx.options.provisioning.scheduling,
         });
-        // Claims whose displaced pods could not get their planned capacity this pass: they are
-        // not marked planned, so termination keeps waiting (bounded) for the next pass.
-        let mut unplanned: BTreeSet<String> = BTreeSet::new();
-        let replaced_by = |pods: &[String]| -> BTreeSet<String> {
-            pods.iter()
-                .filter_map(|p| snapshot.displaced.get(p).cloned().flatten())
-                .collect()
+        let mut replacements = Replacements {
+            snapshot: &snapshot,
+            unplanned: BTreeSet::new(),
         };
         for planned in &results.new_claims {
-            let Some(pool) = snapshot
-                .pools
-                .iter()
-                .find(|p| p.metadata.name.as_deref() == Some(planned.node_pool.as_str()))
-            else {
-                unplanned.extend(replaced_by(&planned.pods));
-                continue;
-            };
-            let mut claim = nodeclaim_for(pool, planned);
-            let replaces = replaced_by(&planned.pods);
-            if !replaces.is_empty() {
-                claim
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(
-                        REPLACES_ANNOTATION.to_string(),
-                        replaces.iter().cloned().collect::<Vec<_>>().join(","),
-                    );
-            }
-            let value = match serde_json::to_value(&claim) {
-                Ok(value) => value,
-                Err(err) => {
-                    outcome
-                        .failed_creates
-                        .push(format!("{}: {err}", planned.node_pool));
-                    unplanned.extend(replaces);
-                    continue;
-                }
-            };
-            match self.kube.create(&ResourceKind::NODE_CLAIM, value).await {
-                Ok(created) => {
-                    // The next pass must count this claim as in-flight capacity even if the
-                    // watch has not delivered it yet: record our own write in the cache.
-                    self.state.lock().await.claims.observe(created.clone());
-                    let name = created["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string();
-                    for pod in &planned.pods {
-                        self.event(
-                            pod,
-                            "Normal",
-                            "Nominated",
-                            format!("Pod should schedule on: nodeclaim/{name}"),
-                        )
-                        .await;
-                    }
-                    outcome.nominated += planned.pods.len();
-                    outcome.created.push(name);
-                }
-                Err(err) => {
-                    outcome
-                        .failed_creates
-                        .push(format!("{}: {err}", planned.node_pool));
-                    unplanned.extend(replaces);
-                }
-            }
-        }
-        for placement in &results.existing_nodes {
-            // Displaced pods placed on a claim still in flight: that claim is their replacement.
-            if let Some(already) = snapshot.in_flight.get(&placement.node) {
-                let replaces = replaced_by(&placement.pods);
-                if !replaces.is_subset(already) {
-                    let all: Vec<String> = already.union(&replaces).cloned().collect();
-                    if let Err(err) = self
-                        .annotate(&placement.node, REPLACES_ANNOTATION, &all.join(","))
-                        .await
-                    {
-                        tracing::warn!(claim = %placement.node, %err, "recording replaced claims failed");
-                        unplanned.extend(replaces);
-                    }
-                }
-            }
-            for pod in &placement.pods {
-                self.event(
-                    pod,
-                    "Normal",
-                    "Nominated",
-                    format!("Pod should schedule on: node/{}", placement.node),
-                )
+            self.create_claim(planned, &mut replacements, &mut outcome)
                 .await;
-            }
-            outcome.nominated += placement.pods.len();
         }
+        self.nominate_existing(&results, &mut replacements, &mut outcome)
+            .await;
         for failure in &results.unschedulable {
-            self.event(
+            let message = format!("Failed to schedule pod, {}", failure.reason);
+            self.pod_event(
                 &failure.pod,
-                "Warning",
+                EventType::Warning,
                 "FailedScheduling",
-                format!("Failed to schedule pod, {}", failure.reason),
+                message,
             )
             .await;
         }
         outcome.unschedulable = results.unschedulable.len();
+        self.mark_replacements_planned(&replacements).await;
+        Ok(outcome)
+    }
+
+    /// Creates the NodeClaim of one planned node (linked to the claims it replaces) and
+    /// nominates its pods.
+    async fn create_claim(
+        &self,
+        planned: &PlannedClaim,
+        replacements: &mut Replacements<'_>,
+        outcome: &mut Outcome,
+    ) {
+        let replaces = replacements.replaced_by(&planned.pods);
+        let Some(pool) = replacements
+            .snapshot
+            .pools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(planned.node_pool.as_str()))
+        else {
+            replacements.unplanned.extend(replaces);
+            return;
+        };
+        let mut claim = nodeclaim_for(pool, planned);
+        replacement::set_replaces(&mut claim, &replaces);
+        let created = match serde_json::to_value(&claim) {
+            Ok(value) => self
+                .ctx
+                .kube
+                .create(&ResourceKind::NODE_CLAIM, value)
+                .await
+                .map_err(|err| err.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        let created = match created {
+            Ok(created) => created,
+            Err(err) => {
+                outcome
+                    .failed_creates
+                    .push(format!("{}: {err}", planned.node_pool));
+                replacements.unplanned.extend(replaces);
+                return;
+            }
+        };
+        // The next pass must count this claim as in-flight capacity even if the watch has not
+        // delivered it yet: record our own write in the cache.
+        self.ctx.state.lock().await.claims.observe(created.clone());
+        let name = created["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        for pod in &planned.pods {
+            let message = format!("Pod should schedule on: nodeclaim/{name}");
+            self.pod_event(pod, EventType::Normal, "Nominated", message)
+                .await;
+        }
+        outcome.nominated += planned.pods.len();
+        outcome.created.push(name);
+    }
+
+    /// Nominates pods placed on existing nodes and in-flight claims; an in-flight claim that took
+    /// displaced pods records the claims it now replaces.
+    async fn nominate_existing(
+        &self,
+        results: &Results,
+        replacements: &mut Replacements<'_>,
+        outcome: &mut Outcome,
+    ) {
+        for placement in &results.existing_nodes {
+            if let Some(already) = replacements.snapshot.in_flight.get(&placement.node) {
+                let replaces = replacements.replaced_by(&placement.pods);
+                if !replaces.is_subset(already) {
+                    let all: BTreeSet<String> = already.union(&replaces).cloned().collect();
+                    if let Err(err) =
+                        replacement::record_replaces(self.ctx.kube.as_ref(), &placement.node, &all)
+                            .await
+                    {
+                        tracing::warn!(claim = %placement.node, %err, "recording replaced claims failed");
+                        replacements.unplanned.extend(replaces);
+                    }
+                }
+            }
+            for pod in &placement.pods {
+                let message = format!("Pod should schedule on: node/{}", placement.node);
+                self.pod_event(pod, EventType::Normal, "Nominated", message)
+                    .await;
+            }
+            outcome.nominated += placement.pods.len();
+        }
+    }
+
+    /// Marks every interrupted claim whose displaced pods all got capacity this pass.
+    async fn mark_replacements_planned(&self, replacements: &Replacements<'_>) {
+        let snapshot = replacements.snapshot;
         for claim in &snapshot.unplanned_interrupted {
             let considered = snapshot
                 .displaced
                 .values()
                 .any(|c| c.as_deref() == Some(claim.as_str()));
             if considered
-                && !unplanned.contains(claim)
-                && let Err(err) = self
-                    .annotate(claim, REPLACEMENT_PLANNED_ANNOTATION, "true")
-                    .await
+                && !replacements.unplanned.contains(claim)
+                && let Err(err) = replacement::mark_planned(self.ctx.kube.as_ref(), claim).await
             {
                 tracing::warn!(%claim, %err, "marking replacement capacity planned failed");
             }
         }
-        Ok(outcome)
     }
 
-    /// Sets one annotation on a NodeClaim (metadata only: the spec is immutable).
-    async fn annotate(&self, claim: &str, key: &str, value: &str) -> Result<(), KubeError> {
-        self.kube
-            .patch(
-                &ResourceKind::NODE_CLAIM,
-                &ObjectKey::cluster(claim),
-                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {key: value}}})),
-            )
-            .await
-            .map(|_| ())
-    }
-
-    /// Records an event on a pod (`namespace/name`); events are best effort.
-    async fn event(&self, pod: &str, type_: &'static str, reason: &str, message: String) {
-        let (namespace, name) = pod.split_once('/').unwrap_or(("default", pod));
-        let record = EventRecord {
-            involved: ResourceKind::POD,
-            key: ObjectKey::namespaced(namespace, name),
-            uid: None,
-            type_,
-            reason: reason.to_string(),
-            message,
-        };
-        if let Err(err) = self.kube.record_event(&record).await {
-            tracing::debug!(%err, pod, reason, "event not recorded");
+    /// Records an event on the pod a result names (`namespace/name`); events are best effort.
+    async fn pod_event(&self, pod: &str, type_: EventType, reason: &str, message: String) {
+        match pod_reference(pod) {
+            Some(regarding) => {
+                self.ctx
+                    .recorder
+                    .publish(regarding, type_, reason, message)
+                    .await
+            }
+            None => tracing::warn!(pod, reason, "not a namespace/name pod key; event dropped"),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube_core::ResourceExt;
 
 use crate::api::labels::NODEPOOL_LABEL;
 use crate::api::nodeclaim::ResourceRequirements;
@@ -15,7 +16,7 @@ use crate::scheduling::PlannedClaim;
 /// API server from `<pool>-` (`generateName`), as upstream does.
 pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
     let template = &pool.spec.template;
-    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let pool_name = pool.name_any();
     let requirements = planned.nodeclaim_requirements();
     let mut labels: BTreeMap<String, String> = template
         .metadata
@@ -37,7 +38,7 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
         api_version: "karpenter.sh/v1".into(),
         kind: "NodePool".into(),
         name: pool_name.clone(),
-        uid: pool.metadata.uid.clone().unwrap_or_default(),
+        uid: pool.uid().unwrap_or_default(),
         block_owner_deletion: Some(true),
         controller: None,
     };

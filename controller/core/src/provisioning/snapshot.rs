@@ -7,14 +7,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube_core::ResourceExt;
 
 use super::eligibility::{is_provisionable, is_reschedulable};
-use crate::api::labels::{
-    DISRUPTED_TAINT_KEY, INITIALIZED_LABEL, INTERRUPTION_ANNOTATION,
-    REPLACEMENT_PLANNED_ANNOTATION, REPLACES_ANNOTATION,
-};
+use crate::api::labels::{DISRUPTED_TAINT_KEY, INITIALIZED_LABEL};
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect};
 use crate::catalog::Catalog;
+use crate::replacement;
 use crate::resources::Resources;
 use crate::scheduling::{ExistingNode, PodInfo};
 use crate::seams::kube::{ListOptions, ResourceKind};
@@ -67,6 +66,41 @@ pub(crate) struct ClaimFacts<'a> {
     pub deleting: bool,
 }
 
+impl<'a> NodeFacts<'a> {
+    pub fn of(node: &'a Node) -> Self {
+        NodeFacts {
+            name: node.metadata.name.as_deref().unwrap_or_default(),
+            provider_id: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .filter(|p| !p.is_empty()),
+            going: node.metadata.deletion_timestamp.is_some()
+                || node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_deref())
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| t.key == DISRUPTED_TAINT_KEY),
+        }
+    }
+}
+
+impl<'a> ClaimFacts<'a> {
+    pub fn of(claim: &'a NodeClaim) -> Self {
+        ClaimFacts {
+            name: claim.metadata.name.as_deref().unwrap_or_default(),
+            provider_id: claim
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .filter(|p| !p.is_empty()),
+            deleting: claim.metadata.deletion_timestamp.is_some(),
+        }
+    }
+}
+
 /// Nodes whose pods need new capacity (being deleted, tainted disrupted, or whose NodeClaim is
 /// being deleted, as upstream includes pods of deleting nodes in its scheduling simulation),
 /// each with its NodeClaim's name if it has one.
@@ -86,27 +120,6 @@ pub(crate) fn nodes_going_away<'a>(
         }
     }
     out
-}
-
-fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
-}
-
-/// The names in a `karpenter.sh/replaces` annotation.
-pub(crate) fn replaces(claim: &NodeClaim) -> BTreeSet<String> {
-    annotation(claim, REPLACES_ANNOTATION)
-        .map(|list| {
-            list.split(',')
-                .filter(|n| !n.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn resources(
@@ -225,74 +238,27 @@ impl Snapshot {
                 .filter(|p| p.metadata.deletion_timestamp.is_none() && validate_nodepool(p).is_ok())
                 .cloned()
                 .collect(),
+            namespaces: namespaces
+                .iter()
+                .filter_map(|ns| Some((ns.metadata.name.clone()?, ns.labels().clone())))
+                .collect(),
+            unplanned_interrupted: claims
+                .iter()
+                .filter(|c| {
+                    c.metadata.deletion_timestamp.is_some()
+                        && replacement::is_interrupted(c)
+                        && !replacement::is_replacement_planned(c)
+                })
+                .filter_map(|c| c.metadata.name.clone())
+                .collect(),
+            daemonsets: daemonsets.iter().filter_map(|ds| daemon_pod(ds)).collect(),
             ..Default::default()
         };
-        for ns in namespaces {
-            if let Some(name) = &ns.metadata.name {
-                snapshot
-                    .namespaces
-                    .insert(name.clone(), ns.metadata.labels.clone().unwrap_or_default());
-            }
-        }
         let going_away = nodes_going_away(
-            nodes.iter().map(|n| NodeFacts {
-                name: n.metadata.name.as_deref().unwrap_or_default(),
-                provider_id: n.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
-                going: n.metadata.deletion_timestamp.is_some()
-                    || n.spec
-                        .as_ref()
-                        .and_then(|s| s.taints.as_deref())
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|t| t.key == DISRUPTED_TAINT_KEY),
-            }),
-            claims.iter().map(|c| ClaimFacts {
-                name: c.metadata.name.as_deref().unwrap_or_default(),
-                provider_id: c.status.as_ref().and_then(|s| s.provider_id.as_deref()),
-                deleting: c.metadata.deletion_timestamp.is_some(),
-            }),
+            nodes.iter().map(|n| NodeFacts::of(n)),
+            claims.iter().map(|c| ClaimFacts::of(c)),
         );
-        for claim in &claims {
-            if claim.metadata.deletion_timestamp.is_some()
-                && annotation(claim, INTERRUPTION_ANNOTATION).is_some()
-                && annotation(claim, REPLACEMENT_PLANNED_ANNOTATION).is_none()
-                && let Some(name) = &claim.metadata.name
-            {
-                snapshot.unplanned_interrupted.insert(name.clone());
-            }
-        }
-        let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
-        for node in &nodes {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            let spec = node.spec.clone().unwrap_or_default();
-            let status = node.status.clone().unwrap_or_default();
-            let taints: Vec<Taint> = spec
-                .taints
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(taint)
-                .collect();
-            let labels = node.metadata.labels.clone().unwrap_or_default();
-            let ready = status
-                .conditions
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            by_name.insert(name.clone(), snapshot.nodes.len());
-            snapshot.nodes.push(ExistingNode {
-                name,
-                initialized: ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true"),
-                deleting: going_away
-                    .contains_key(node.metadata.name.as_deref().unwrap_or_default()),
-                capacity: resources(status.capacity.as_ref()),
-                allocatable: resources(status.allocatable.as_ref()),
-                labels,
-                taints,
-                pods: Vec::new(),
-            });
-        }
+        let by_name = snapshot.add_nodes(&nodes, &going_away);
         for claim in &claims {
             let registered = claim
                 .status
@@ -304,10 +270,65 @@ impl Snapshot {
             }
             snapshot.nodes.push(in_flight(claim, catalog));
             if let Some(name) = &claim.metadata.name {
-                snapshot.in_flight.insert(name.clone(), replaces(claim));
+                snapshot
+                    .in_flight
+                    .insert(name.clone(), replacement::replaces(claim));
             }
         }
-        for pod in &pods {
+        snapshot.add_pods(&pods, &by_name, &going_away);
+        snapshot.pending.sort_by(|a, b| a.key.cmp(&b.key));
+        snapshot
+    }
+
+    /// Adds every Node as capacity; returns each one's index in `nodes` by name.
+    fn add_nodes(
+        &mut self,
+        nodes: &[&Node],
+        going_away: &BTreeMap<String, Option<String>>,
+    ) -> BTreeMap<String, usize> {
+        let mut by_name = BTreeMap::new();
+        for node in nodes {
+            let name = node.name_any();
+            let spec = node.spec.clone().unwrap_or_default();
+            let status = node.status.clone().unwrap_or_default();
+            let taints: Vec<Taint> = spec
+                .taints
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(taint)
+                .collect();
+            let labels = node.labels().clone();
+            let ready = status
+                .conditions
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            by_name.insert(name.clone(), self.nodes.len());
+            self.nodes.push(ExistingNode {
+                initialized: ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true"),
+                deleting: going_away.contains_key(&name),
+                name,
+                capacity: resources(status.capacity.as_ref()),
+                allocatable: resources(status.allocatable.as_ref()),
+                labels,
+                taints,
+                pods: Vec::new(),
+            });
+        }
+        by_name
+    }
+
+    /// Sorts pods: bound ones onto their nodes (and, on a node going away, into `pending` as
+    /// displaced), unbound provisionable ones into `pending`.
+    fn add_pods(
+        &mut self,
+        pods: &[&Pod],
+        by_name: &BTreeMap<String, usize>,
+        going_away: &BTreeMap<String, Option<String>>,
+    ) {
+        for pod in pods {
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
             if matches!(phase, Some("Succeeded" | "Failed")) {
                 continue;
@@ -322,37 +343,35 @@ impl Snapshot {
                 if let Some(claim) = going_away.get(node)
                     && is_reschedulable(pod)
                 {
-                    snapshot.displaced.insert(info.key.clone(), claim.clone());
-                    snapshot.pending.push(info.clone());
+                    self.displaced.insert(info.key.clone(), claim.clone());
+                    self.pending.push(info.clone());
                 }
-                snapshot.nodes[by_name[node]].pods.push(info);
+                self.nodes[by_name[node]].pods.push(info);
             } else if is_provisionable(pod)
                 && let Ok(info) = PodInfo::from_pod(pod, Vec::new())
             {
-                snapshot.pending.push(info);
+                self.pending.push(info);
             }
         }
-        for ds in daemonsets {
-            let template = ds.spec.clone().map(|s| s.template).unwrap_or_default();
-            let pod = Pod {
-                metadata: template.metadata.unwrap_or_default(),
-                spec: template.spec,
-                status: None,
-            };
-            if let Ok(info) = PodInfo::from_pod(&pod, Vec::new()) {
-                snapshot.daemonsets.push(info);
-            }
-        }
-        snapshot.pending.sort_by(|a, b| a.key.cmp(&b.key));
-        snapshot
     }
+}
+
+/// The pod a DaemonSet runs on every node it fits (its template), as the scheduler sees it.
+fn daemon_pod(ds: &DaemonSet) -> Option<PodInfo> {
+    let template = ds.spec.clone().map(|s| s.template).unwrap_or_default();
+    let pod = Pod {
+        metadata: template.metadata.unwrap_or_default(),
+        spec: template.spec,
+        status: None,
+    };
+    PodInfo::from_pod(&pod, Vec::new()).ok()
 }
 
 /// A NodeClaim without a node yet, as capacity the scheduler can place pods on: its labels and
 /// single-valued requirements, its taints, and its allocatable (from status once launched, else
 /// the smallest allocatable among its instance-type options: a safe under-estimate).
 fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
-    let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+    let mut labels = claim.labels().clone();
     for r in &claim.spec.requirements {
         if r.operator == crate::api::Operator::In && r.values.len() == 1 {
             labels
@@ -392,7 +411,7 @@ fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
         }
     };
     ExistingNode {
-        name: claim.metadata.name.clone().unwrap_or_default(),
+        name: claim.name_any(),
         labels,
         taints: claim.spec.taints.clone(),
         capacity: allocatable.clone(),

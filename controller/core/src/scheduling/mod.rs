@@ -4,7 +4,6 @@
 //! Pure and deterministic: no I/O, no clock, no randomness; inputs are iterated in defined
 //! orders, so the same input always gives the same plan.
 
-pub mod benchmark;
 pub mod pod;
 pub mod requirements;
 mod solver;

@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, NodeSelectorTerm, Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint,
+    Affinity, Container, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec, Toleration,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube_core::{Selector, SelectorExt};
 
 use super::requirements::{Requirement, Requirements};
 use crate::api::labels::normalize_label;
@@ -224,6 +226,45 @@ fn spread_constraint(
     }
 }
 
+/// Required terms, then preferred ones with their weights.
+fn affinity_terms(
+    required: Option<&[PodAffinityTerm]>,
+    preferred: Option<&[WeightedPodAffinityTerm]>,
+) -> Vec<AffinityTerm> {
+    let required = required
+        .unwrap_or_default()
+        .iter()
+        .map(|term| affinity_term(term, Strength::Required));
+    let preferred = preferred
+        .unwrap_or_default()
+        .iter()
+        .map(|w| affinity_term(&w.pod_affinity_term, Strength::Preferred(w.weight)));
+    required.chain(preferred).collect()
+}
+
+/// The host ports the pod's containers (init containers too) bind, sorted, once each.
+fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+    let mut ports = Vec::new();
+    for container in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        for port in container.ports.as_deref().unwrap_or_default() {
+            if let Some(host_port) = port.host_port.filter(|p| *p > 0) {
+                ports.push(HostPort {
+                    ip: port.host_ip.clone().unwrap_or_default(),
+                    protocol: port.protocol.clone().unwrap_or_else(|| "TCP".to_string()),
+                    port: host_port,
+                });
+            }
+        }
+    }
+    ports.sort();
+    ports.dedup();
+    ports
+}
+
 impl PodInfo {
     /// Extracts the scheduling view of `pod`. `volume_terms` come from the caller, which resolves
     /// PVCs to PVs and StorageClasses.
@@ -275,80 +316,50 @@ impl PodInfo {
             labels,
         };
         if let Some(affinity) = &spec.affinity {
-            if let Some(node) = &affinity.node_affinity {
-                if let Some(required) = &node.required_during_scheduling_ignored_during_execution {
-                    for term in &required.node_selector_terms {
-                        info.required_terms.push(term_requirements(term)?);
-                    }
-                }
-                for preferred in node
-                    .preferred_during_scheduling_ignored_during_execution
-                    .as_deref()
-                    .unwrap_or_default()
-                {
-                    info.preferred_terms
-                        .push((preferred.weight, term_requirements(&preferred.preference)?));
-                }
-                info.preferred_terms.sort_by_key(|t| std::cmp::Reverse(t.0));
-            }
-            if let Some(pa) = &affinity.pod_affinity {
-                for term in pa
-                    .required_during_scheduling_ignored_during_execution
-                    .as_deref()
-                    .unwrap_or_default()
-                {
-                    info.affinity.push(affinity_term(term, Strength::Required));
-                }
-                for w in pa
-                    .preferred_during_scheduling_ignored_during_execution
-                    .as_deref()
-                    .unwrap_or_default()
-                {
-                    info.affinity.push(affinity_term(
-                        &w.pod_affinity_term,
-                        Strength::Preferred(w.weight),
-                    ));
-                }
-            }
-            if let Some(paa) = &affinity.pod_anti_affinity {
-                for term in paa
-                    .required_during_scheduling_ignored_during_execution
-                    .as_deref()
-                    .unwrap_or_default()
-                {
-                    info.anti_affinity
-                        .push(affinity_term(term, Strength::Required));
-                }
-                for w in paa
-                    .preferred_during_scheduling_ignored_during_execution
-                    .as_deref()
-                    .unwrap_or_default()
-                {
-                    info.anti_affinity.push(affinity_term(
-                        &w.pod_affinity_term,
-                        Strength::Preferred(w.weight),
-                    ));
-                }
-            }
+            info.add_affinity(affinity)?;
         }
-        for container in spec
-            .containers
-            .iter()
-            .chain(spec.init_containers.iter().flatten())
-        {
-            for port in container.ports.as_deref().unwrap_or_default() {
-                if let Some(host_port) = port.host_port.filter(|p| *p > 0) {
-                    info.host_ports.push(HostPort {
-                        ip: port.host_ip.clone().unwrap_or_default(),
-                        protocol: port.protocol.clone().unwrap_or_else(|| "TCP".to_string()),
-                        port: host_port,
-                    });
-                }
-            }
-        }
-        info.host_ports.sort();
-        info.host_ports.dedup();
+        info.host_ports = host_ports(&spec);
         Ok(info)
+    }
+
+    /// Node affinity (required terms, preferred terms heaviest first), pod affinity and pod
+    /// anti-affinity.
+    fn add_affinity(&mut self, affinity: &Affinity) -> Result<(), PodError> {
+        if let Some(node) = &affinity.node_affinity {
+            if let Some(required) = &node.required_during_scheduling_ignored_during_execution {
+                for term in &required.node_selector_terms {
+                    self.required_terms.push(term_requirements(term)?);
+                }
+            }
+            for preferred in node
+                .preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+                .unwrap_or_default()
+            {
+                self.preferred_terms
+                    .push((preferred.weight, term_requirements(&preferred.preference)?));
+            }
+            self.preferred_terms.sort_by_key(|t| std::cmp::Reverse(t.0));
+        }
+        if let Some(pod_affinity) = &affinity.pod_affinity {
+            self.affinity = affinity_terms(
+                pod_affinity
+                    .required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                pod_affinity
+                    .preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+            );
+        }
+        if let Some(anti) = &affinity.pod_anti_affinity {
+            self.anti_affinity = affinity_terms(
+                anti.required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                anti.preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+            );
+        }
+        Ok(())
     }
 
     /// Whether the pod tolerates every `NoSchedule`/`NoExecute` taint in `taints`.
@@ -398,33 +409,37 @@ pub fn effect_name(effect: TaintEffect) -> &'static str {
     }
 }
 
+/// A metav1 `LabelSelector` parsed once into kube-core's [`Selector`] for matching. Kubernetes'
+/// rules for pod (anti-)affinity and topology spread hold: a missing selector selects nothing, an
+/// empty one everything. `In`/`NotIn` without values select as with an empty list (never /
+/// always), and a selector with an unknown operator selects nothing (the API server rejects
+/// both; a pod read from a file may still carry them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LabelMatcher(Option<Selector>);
+
+impl LabelMatcher {
+    pub fn new(selector: Option<&LabelSelector>) -> Self {
+        let parsed = selector.and_then(|selector| {
+            let mut selector = selector.clone();
+            for expr in selector.match_expressions.iter_mut().flatten() {
+                expr.values.get_or_insert_with(Vec::new);
+            }
+            Selector::try_from(selector).ok()
+        });
+        Self(parsed)
+    }
+
+    /// Whether the selector selects an object with `labels`.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0.as_ref().is_some_and(|s| s.matches(labels))
+    }
+}
+
 /// Whether `selector` selects a pod with `labels` (a missing selector selects nothing, an empty
-/// one everything).
+/// one everything). Parses the selector: hot paths keep a [`LabelMatcher`].
 pub fn selector_matches(
     selector: Option<&LabelSelector>,
     labels: &BTreeMap<String, String>,
 ) -> bool {
-    let Some(selector) = selector else {
-        return false;
-    };
-    if let Some(match_labels) = &selector.match_labels
-        && !match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        return false;
-    }
-    selector
-        .match_expressions
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .all(|expr| {
-            let values = expr.values.as_deref().unwrap_or_default();
-            match expr.operator.as_str() {
-                "In" => labels.get(&expr.key).is_some_and(|v| values.contains(v)),
-                "NotIn" => labels.get(&expr.key).is_none_or(|v| !values.contains(v)),
-                "Exists" => labels.contains_key(&expr.key),
-                "DoesNotExist" => !labels.contains_key(&expr.key),
-                _ => false,
-            }
-        })
+    LabelMatcher::new(selector).matches(labels)
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::pod::{PodInfo, SpreadConstraint, Strength, selector_matches};
+use super::pod::{LabelMatcher, PodInfo, SpreadConstraint, Strength, selector_matches};
 use crate::api::labels::HOSTNAME_LABEL;
 
 /// What a group enforces.
@@ -47,7 +47,8 @@ pub struct Group {
     pub kind: GroupKind,
     pub topology_key: String,
     pub namespaces: BTreeSet<String>,
-    pub selector: Option<LabelSelector>,
+    /// Which pods it counts (parsed once: it is asked for every pod and candidate).
+    pub selector: LabelMatcher,
     /// Matching pods per domain id.
     counts: Vec<u32>,
     total: u32,
@@ -69,7 +70,7 @@ fn bump(counts: &mut Vec<u32>, id: usize) {
 impl Group {
     /// Whether this group counts `pod` (its selector matches and the namespace is in scope).
     pub fn counts_pod(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
-        self.namespaces.contains(namespace) && selector_matches(self.selector.as_ref(), labels)
+        self.namespaces.contains(namespace) && self.selector.matches(labels)
     }
 
     pub fn count(&self, domain: usize) -> u32 {
@@ -184,7 +185,7 @@ impl Topology {
             kind,
             topology_key: topology_key.to_string(),
             namespaces,
-            selector: selector.cloned(),
+            selector: LabelMatcher::new(selector),
             counts: Vec::new(),
             total: 0,
             owners: Vec::new(),

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-/// Where decisions read the current time from. Production uses the system clock, the simulation
-/// madsim's virtual clock; controller code never calls `SystemTime::now` itself (clippy enforces
-/// it), so a seeded run replays bit for bit. Sleeping and timeouts go through `tokio::time`, which
-/// madsim virtualises the same way.
+/// Where decisions read the current time from. Production uses the system clock; the simulation
+/// a [`ManualClock`] its world advances step by step (TigerBeetle's tick model; madsim only seeds
+/// the runtime). Controller code never calls `SystemTime::now` itself (clippy enforces it), so a
+/// seeded run replays bit for bit. Sleeping and timeouts go through `tokio::time`, which madsim
+/// virtualises.
 pub trait Clock: Send + Sync {
     /// The current time. Never goes backwards within one process.
     fn now(&self) -> Timestamp;
@@ -33,8 +34,8 @@ impl ManualClock {
             .now
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let step = jiff::SignedDuration::try_from(by).unwrap_or(jiff::SignedDuration::MAX);
-        *now = now.saturating_add(step).unwrap_or(*now);
+        // Saturates at the end of time; only a calendar span could fail, and a `Duration` is none.
+        *now = now.saturating_add(by).unwrap_or(*now);
     }
 
     /// Sets the clock to `to`; asserts it does not go backwards (a test bug).

@@ -177,14 +177,43 @@ pub enum WatchEvent {
     },
 }
 
+/// A Kubernetes Event's `type`: the only two values the API server accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    /// The wire value (`Normal`, `Warning`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Compares with the wire value, so a reader of recorded events can write `type_ == "Warning"`.
+impl PartialEq<&str> for EventType {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A Kubernetes Event to record against an object (`reason` uses upstream's names).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventRecord {
     pub involved: ResourceKind,
     pub key: ObjectKey,
     pub uid: Option<String>,
-    /// `Normal` or `Warning`.
-    pub type_: &'static str,
+    pub type_: EventType,
     pub reason: String,
     pub message: String,
 }

@@ -2,7 +2,7 @@
 //!
 //! | seam | production | simulation | e2e |
 //! |---|---|---|---|
-//! | [`Clock`] | system clock | madsim virtual time | system clock |
+//! | [`Clock`] | system clock | [`ManualClock`], advanced by the world | system clock |
 //! | [`KubeApi`] | kube-rs client | in-memory API server (`sim`) | kube-rs against kind |
 //! | [`Ec2`] / [`Sqs`] | aws-sdk-ec2 / aws-sdk-sqs | `fakecloud` in-process | `fakecloud` over HTTP |
 //!

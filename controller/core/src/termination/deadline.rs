@@ -34,14 +34,14 @@ impl Termination {
                 return Ok(None);
             }
         };
-        let deadline = deleted
-            .saturating_add(SignedDuration::try_from(tgp).unwrap_or(SignedDuration::MAX))
-            .unwrap_or(deleted);
+        // Saturates at the end of time; only a calendar span could fail, and a `Duration` is none.
+        let deadline = deleted.saturating_add(tgp).unwrap_or(deleted);
         let text = rfc3339(deadline);
-        self.kube
+        self.ctx
+            .kube
             .patch(
                 &ResourceKind::NODE_CLAIM,
-                &ObjectKey::cluster(claim.metadata.name.clone().unwrap_or_default()),
+                &ObjectKey::cluster(claim.name_any()),
                 &Patch::Merge(
                     json!({"metadata": {"annotations": {TERMINATION_TIMESTAMP_ANNOTATION: text}}}),
                 ),
@@ -50,7 +50,7 @@ impl Termination {
         self.event(
             claim,
             node,
-            "Warning",
+            EventType::Warning,
             "TerminationGracePeriodExpiring",
             format!("All pods will be deleted by {text}"),
         )
@@ -69,15 +69,15 @@ impl Termination {
         view: &View,
         now: Timestamp,
     ) -> Option<String> {
-        annotation(claim, INTERRUPTION_ANNOTATION)?;
-        let deadline: Timestamp = annotation(claim, INTERRUPTION_EVICTION_DEADLINE_ANNOTATION)?
-            .parse()
-            .ok()?;
+        if !replacement::is_interrupted(claim) {
+            return None;
+        }
+        let deadline = replacement::eviction_deadline(claim)?;
         if now >= deadline || !pods.iter().any(|p| drain::needs_replacement(p, now)) {
             return None;
         }
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
-        if annotation(claim, REPLACEMENT_PLANNED_ANNOTATION).is_none() {
+        let name = claim.name_any();
+        if !replacement::is_replacement_planned(claim) {
             return Some(format!(
                 "waiting for replacement capacity to be planned (evicting by {} at the latest)",
                 rfc3339(deadline)
@@ -87,8 +87,7 @@ impl Termination {
             .claims
             .iter()
             .filter(|c| {
-                annotation(c, REPLACES_ANNOTATION)
-                    .is_some_and(|list| list.split(',').any(|n| n == name))
+                replacement::replaces_claim(c, &name)
                     && c.metadata.deletion_timestamp.is_none()
                     && !is_initialized(c)
             })

@@ -3,6 +3,7 @@
 //! direct deletes at the terminationGracePeriod deadline, and what the drain waits for.
 
 use super::*;
+use drain::PodAction;
 
 impl Termination {
     /// Adds `karpenter.sh/disrupted:NoSchedule` (replacing another taint of that key) and the
@@ -21,11 +22,8 @@ impl Termination {
                 && t.value.as_deref().unwrap_or_default().is_empty()
         });
         let labelled = node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(EXCLUDE_FROM_LOAD_BALANCERS_LABEL))
-            .is_some();
+            .labels()
+            .contains_key(EXCLUDE_FROM_LOAD_BALANCERS_LABEL);
         if tainted && labelled {
             return Ok(());
         }
@@ -42,10 +40,11 @@ impl Termination {
                 json!("karpenter"),
             );
         }
-        self.kube
+        self.ctx
+            .kube
             .patch(
                 &ResourceKind::NODE,
-                &ObjectKey::cluster(node.metadata.name.clone().unwrap_or_default()),
+                &ObjectKey::cluster(node.name_any()),
                 &Patch::Merge(json!({
                     "metadata": {"labels": labels, "resourceVersion": node.metadata.resource_version},
                     "spec": {"taints": list},
@@ -88,101 +87,14 @@ impl Termination {
             reason
         };
         for action in &plan.force_delete {
-            let Some((namespace, name)) = action.key.split_once('/') else {
-                continue;
-            };
-            let key = ObjectKey::namespaced(namespace, name);
-            let options = DeleteOptions {
-                grace_period_seconds: Some(action.grace_seconds),
-                precondition_uid: Some(action.uid.clone()),
-            };
-            match self.kube.delete(&ResourceKind::POD, &key, &options).await {
-                Ok(_) | Err(KubeError::NotFound(_)) | Err(KubeError::Conflict(_)) => {}
-                Err(err) => return Err(err),
-            }
-            let terminating = deadline.map(rfc3339).unwrap_or_default();
-            self.pod_event(
-                &key,
-                &action.uid,
-                "Normal",
-                "Disrupted",
-                format!(
-                    "Deleting the pod to accommodate the terminationTime {terminating} of the node. The pod was granted {} seconds of grace-period. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
-                    action.grace_seconds
-                ),
-            )
-            .await;
-            self.metrics
-                .pods_drained
-                .get_or_create(&Metrics::reason(reason))
-                .inc();
-            self.backoff.remove(&action.uid);
+            self.force_delete(action, deadline, reason).await?;
         }
         let mut refused = Vec::new();
         for action in std::mem::take(&mut plan.evict) {
-            let Some((namespace, name)) = action.key.split_once('/') else {
-                continue;
-            };
-            let key = ObjectKey::namespaced(namespace, name);
-            let options = DeleteOptions {
-                grace_period_seconds: None,
-                precondition_uid: Some(action.uid.clone()),
-            };
-            let result = self.kube.evict(&key, &options).await;
-            let code = match &result {
-                Ok(()) => "200",
-                Err(KubeError::NotFound(_)) => "404",
-                Err(KubeError::Conflict(_)) => "409",
-                Err(KubeError::TooManyRequests(_)) => "429",
-                Err(KubeError::Forbidden(_)) => "403",
-                Err(KubeError::Invalid(_)) => "422",
-                Err(_) => "500",
-            };
-            self.metrics
-                .eviction_requests
-                .get_or_create(&crate::metrics::CodeLabels {
-                    code: code.to_string(),
-                })
-                .inc();
-            match result {
-                Ok(()) => {
-                    self.backoff.remove(&action.uid);
-                    self.pod_event(&key, &action.uid, "Normal", "Evicted", "Evicted pod".into())
-                        .await;
-                    self.metrics
-                        .pods_drained
-                        .get_or_create(&ReasonLabels {
-                            reason: reason.to_string(),
-                        })
-                        .inc();
-                    plan.terminating += 1;
-                }
-                // 404: already gone; 409: a different pod now has that name.
-                Err(KubeError::NotFound(_)) | Err(KubeError::Conflict(_)) => {
-                    self.backoff.remove(&action.uid);
-                }
-                Err(err) => {
-                    let budget = matches!(err, KubeError::TooManyRequests(_));
-                    let next =
-                        EvictionBackoff::after_failure(self.backoff.get(&action.uid), now, budget);
-                    if next.failures == 1 && budget {
-                        self.event_on_node(
-                            node,
-                            "Warning",
-                            "FailedDraining",
-                            format!(
-                                "Failed to drain node, evicting pod {} violates a PDB",
-                                action.key
-                            ),
-                        )
-                        .await;
-                    }
-                    self.backoff.insert(action.uid.clone(), next);
-                    if !budget && !err.is_retryable() {
-                        tracing::warn!(pod = %action.key, %err, "eviction failed");
-                    }
-                    refused.push(action);
-                }
+            match self.evict(node, &action, now, reason).await {
+                Evicted::Yes => plan.terminating += 1,
+                Evicted::Gone => {}
+                Evicted::Refused => refused.push(action),
             }
         }
         plan.evict = refused;
@@ -204,6 +116,127 @@ impl Termination {
         tally.refused_by_budget += plan.refused_by_budget as i64;
         tally.eviction_queue += (plan.evict.len() + plan.backing_off) as i64;
         Ok(plan)
+    }
+
+    /// Deletes a pod directly at `deadline − its grace period`: past the PDBs and
+    /// do-not-disrupt, as upstream does at the terminationGracePeriod.
+    async fn force_delete(
+        &mut self,
+        action: &PodAction,
+        deadline: Option<Timestamp>,
+        reason: &str,
+    ) -> Result<(), KubeError> {
+        let Some((namespace, name)) = action.key.split_once('/') else {
+            return Ok(());
+        };
+        let key = ObjectKey::namespaced(namespace, name);
+        let options = DeleteOptions {
+            grace_period_seconds: Some(action.grace_seconds),
+            precondition_uid: Some(action.uid.clone()),
+        };
+        match self
+            .ctx
+            .kube
+            .delete(&ResourceKind::POD, &key, &options)
+            .await
+        {
+            Ok(_) | Err(KubeError::NotFound(_)) | Err(KubeError::Conflict(_)) => {}
+            Err(err) => return Err(err),
+        }
+        let terminating = deadline.map(rfc3339).unwrap_or_default();
+        let message = format!(
+            "Deleting the pod to accommodate the terminationTime {terminating} of the node. The pod was granted {} seconds of grace-period. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
+            action.grace_seconds
+        );
+        self.ctx
+            .recorder
+            .publish(
+                Reference::pod(key, Some(action.uid.clone())),
+                EventType::Normal,
+                "Disrupted",
+                message,
+            )
+            .await;
+        self.ctx
+            .metrics
+            .pods_drained
+            .get_or_create(&Metrics::reason(reason))
+            .inc();
+        self.backoff.remove(&action.uid);
+        Ok(())
+    }
+
+    /// One eviction through the Eviction API. A refusal backs the pod off (a PodDisruptionBudget
+    /// refusal is announced on the node the first time).
+    async fn evict(
+        &mut self,
+        node: &Node,
+        action: &PodAction,
+        now: Timestamp,
+        reason: &str,
+    ) -> Evicted {
+        let Some((namespace, name)) = action.key.split_once('/') else {
+            return Evicted::Gone;
+        };
+        let key = ObjectKey::namespaced(namespace, name);
+        let options = DeleteOptions {
+            grace_period_seconds: None,
+            precondition_uid: Some(action.uid.clone()),
+        };
+        let result = self.ctx.kube.evict(&key, &options).await;
+        self.ctx
+            .metrics
+            .eviction_requests
+            .get_or_create(&crate::metrics::CodeLabels {
+                code: eviction_code(&result).to_string(),
+            })
+            .inc();
+        let err = match result {
+            Ok(()) => {
+                self.backoff.remove(&action.uid);
+                let regarding = Reference::pod(key, Some(action.uid.clone()));
+                self.ctx
+                    .recorder
+                    .publish(regarding, EventType::Normal, "Evicted", "Evicted pod")
+                    .await;
+                self.ctx
+                    .metrics
+                    .pods_drained
+                    .get_or_create(&ReasonLabels {
+                        reason: reason.to_string(),
+                    })
+                    .inc();
+                return Evicted::Yes;
+            }
+            // 404: already gone; 409: a different pod now has that name.
+            Err(KubeError::NotFound(_)) | Err(KubeError::Conflict(_)) => {
+                self.backoff.remove(&action.uid);
+                return Evicted::Gone;
+            }
+            Err(err) => err,
+        };
+        let budget = matches!(err, KubeError::TooManyRequests(_));
+        let next = EvictionBackoff::after_failure(self.backoff.get(&action.uid), now, budget);
+        if next.failures == 1 && budget {
+            let message = format!(
+                "Failed to drain node, evicting pod {} violates a PDB",
+                action.key
+            );
+            self.ctx
+                .recorder
+                .publish(
+                    Reference::node(node),
+                    EventType::Warning,
+                    "FailedDraining",
+                    message,
+                )
+                .await;
+        }
+        self.backoff.insert(action.uid.clone(), next);
+        if !budget && !err.is_retryable() {
+            tracing::warn!(pod = %action.key, %err, "eviction failed");
+        }
+        Evicted::Refused
     }
 
     /// Records a drain that is not done: `Drained=Unknown` with `Draining` or, when only pods
@@ -242,7 +275,7 @@ impl Termination {
                     "DisruptionBlocked",
                     &message,
                 ),
-                Some(("Warning", "DisruptionBlocked")),
+                Some((EventType::Warning, "DisruptionBlocked")),
             )
             .await?;
             return Ok(Stage::DrainBlocked {
@@ -265,13 +298,15 @@ impl Termination {
             )
             .await?;
         if changed {
-            self.event_on_node(
-                node,
-                "Warning",
-                "FailedDraining",
-                format!("Failed to drain node, {message}"),
-            )
-            .await;
+            self.ctx
+                .recorder
+                .publish(
+                    Reference::node(node),
+                    EventType::Warning,
+                    "FailedDraining",
+                    format!("Failed to drain node, {message}"),
+                )
+                .await;
         }
         Ok(Stage::Draining {
             waiting: plan.waiting,
@@ -293,4 +328,27 @@ fn drain_reason(claim: &NodeClaim) -> String {
     annotation(claim, INTERRUPTION_ANNOTATION)
         .map(str::to_string)
         .unwrap_or_default()
+}
+
+/// What one eviction did.
+enum Evicted {
+    /// Accepted: the pod is terminating.
+    Yes,
+    /// The pod is gone (or another pod has its name): nothing to wait for.
+    Gone,
+    /// Refused (a PodDisruptionBudget, an error): retried after a backoff.
+    Refused,
+}
+
+/// The HTTP code of an eviction's answer, for `karpenter_pods_eviction_requests_total`.
+fn eviction_code(result: &Result<(), KubeError>) -> &'static str {
+    match result {
+        Ok(()) => "200",
+        Err(KubeError::NotFound(_)) => "404",
+        Err(KubeError::Conflict(_)) => "409",
+        Err(KubeError::TooManyRequests(_)) => "429",
+        Err(KubeError::Forbidden(_)) => "403",
+        Err(KubeError::Invalid(_)) => "422",
+        Err(_) => "500",
+    }
 }

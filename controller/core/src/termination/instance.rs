@@ -24,7 +24,7 @@ impl Termination {
             .and_then(|s| conditions::get(&s.conditions, cond::LAUNCHED))
             .map(|c| c.last_transition_time.0);
         launched.is_none_or(|t| {
-            self.clock.now().duration_since(t).unsigned_abs() >= EC2_CONSISTENCY_WINDOW
+            self.ctx.now().duration_since(t).unsigned_abs() >= EC2_CONSISTENCY_WINDOW
         })
     }
 
@@ -42,11 +42,11 @@ impl Termination {
             Some(InstanceState::Terminated) => Ok(true),
             Some(InstanceState::ShuttingDown) => Ok(false),
             Some(_) => {
-                self.ec2.terminate_instances(&ids).await?;
+                self.ctx.ec2.terminate_instances(&ids).await?;
                 Ok(false)
             }
             // Not visible: just launched (EC2 is eventually consistent) or long forgotten.
-            None => match self.ec2.terminate_instances(&ids).await {
+            None => match self.ctx.ec2.terminate_instances(&ids).await {
                 Ok(known) if known.iter().any(|k| k == id) => Ok(false),
                 Ok(_) | Err(Ec2Error::NotFound { .. }) => {
                     Ok(self.outside_consistency_window(claim))
@@ -63,7 +63,7 @@ impl Termination {
         started: Timestamp,
         now: Timestamp,
     ) -> Result<(), KubeError> {
-        if !has_finalizer(node.metadata.finalizers.as_ref()) {
+        if !has_finalizer(node.finalizers()) {
             return Ok(());
         }
         if self
@@ -71,8 +71,9 @@ impl Termination {
             .await?
         {
             let labels = Metrics::nodepool(nodepool);
-            self.metrics.nodes_terminated.get_or_create(&labels).inc();
-            self.metrics
+            let metrics = &self.ctx.metrics;
+            metrics.nodes_terminated.get_or_create(&labels).inc();
+            metrics
                 .nodes_termination_duration
                 .get_or_create(&labels)
                 .observe(now.duration_since(started).as_secs_f64().max(0.0));
@@ -94,6 +95,7 @@ impl Termination {
             .filter(|f| *f != TERMINATION_FINALIZER)
             .collect();
         match self
+            .ctx
             .kube
             .patch(
                 kind,

@@ -43,25 +43,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use kube_core::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::api::common::parse_duration;
 use crate::api::conditions::{self, nodeclaim as cond};
 use crate::api::labels::{
     DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL, INTERRUPTION_ANNOTATION,
-    INTERRUPTION_EVICTION_DEADLINE_ANNOTATION, NODEPOOL_LABEL, REPLACEMENT_PLANNED_ANNOTATION,
-    REPLACES_ANNOTATION, TERMINATION_FINALIZER, TERMINATION_TIMESTAMP_ANNOTATION,
+    NODEPOOL_LABEL, TERMINATION_FINALIZER, TERMINATION_TIMESTAMP_ANNOTATION,
 };
-use crate::api::{Condition, ConditionStatus, NodeClaim};
+use crate::api::{Condition, ConditionStatus, NodeClaim, ProviderId};
+use crate::context::Context;
+use crate::events::{EventType, Reference};
 use crate::metrics::{Metrics, ReasonLabels, StageLabels};
+use crate::replacement::{self, rfc3339};
 use crate::seams::ec2::InstanceState;
-use crate::seams::kube::{
-    DeleteOptions, DeleteOutcome, EventRecord, ObjectKey, Patch, ResourceKind,
-};
-use crate::seams::{Clock, Ec2, Ec2Error, KubeApi, KubeApiExt, KubeError, Retryable};
-use crate::state::SharedState;
+use crate::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
+use crate::seams::{Ec2Error, KubeApiExt, KubeError, Retryable};
 use drain::{DrainPlan, EvictionBackoff};
 
 /// How long after launch an instance EC2 does not show may still be one it has not made visible
@@ -69,12 +69,22 @@ use drain::{DrainPlan, EvictionBackoff};
 pub const EC2_CONSISTENCY_WINDOW: Duration = Duration::from_secs(5 * 60);
 
 /// Operating errors of one NodeClaim's termination; retried on the next step.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TerminationError {
     #[error(transparent)]
     Kube(#[from] KubeError),
     #[error(transparent)]
     Ec2(#[from] Ec2Error),
+}
+
+impl TerminationError {
+    /// The seam that failed, as a metric label.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            TerminationError::Kube(_) => "kube",
+            TerminationError::Ec2(_) => "ec2",
+        }
+    }
 }
 
 /// Where a terminating NodeClaim (or orphan Node) is after one reconcile.
@@ -125,15 +135,10 @@ const WAITING_STAGES: [&str; 5] = [
 
 /// The termination controller over the seams.
 pub struct Termination {
-    kube: Arc<dyn KubeApi>,
-    ec2: Arc<dyn Ec2>,
-    clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
+    ctx: Arc<Context>,
     /// Eviction retry state by pod UID; pruned every step to pods still on terminating nodes,
     /// so it never holds more entries than there are such pods.
     backoff: BTreeMap<String, EvictionBackoff>,
-    /// Watch-fed caches (shared with the other controllers by the operator).
-    state: SharedState,
 }
 
 /// What one step read, shared by every terminating claim of the step.
@@ -143,6 +148,15 @@ struct View {
     attachments: Vec<Value>,
     /// Instance states by id for the terminating claims (`Err` if the describe failed).
     instances: Result<BTreeMap<String, InstanceState>, Ec2Error>,
+}
+
+impl View {
+    fn pods_on(&self, node: &str) -> Vec<&Pod> {
+        self.pods_by_node
+            .get(node)
+            .map(|p| p.iter().collect())
+            .unwrap_or_default()
+    }
 }
 
 /// Totals of the step's waits, for the gauges.
@@ -155,13 +169,17 @@ struct Tally {
     live_pods: BTreeSet<String>,
 }
 
-fn provider_instance_id(provider_id: &str) -> Option<String> {
-    provider_id
-        .rsplit('/')
-        .next()
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
+impl Tally {
+    /// The pods on a node being drained: their eviction backoff is kept.
+    fn live(&mut self, pods: &[&Pod]) {
+        for pod in pods {
+            self.live_pods.insert(pod.uid().unwrap_or_default());
+        }
+    }
 }
+
+/// One reconcile's results, by NodeClaim (or `node/NAME` for a Node without one).
+pub type Reconciled = Vec<(String, Result<Stage, TerminationError>)>;
 
 fn node_provider_id(node: &Node) -> Option<&str> {
     node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
@@ -171,8 +189,8 @@ fn claim_provider_id(claim: &NodeClaim) -> Option<&str> {
     claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
 }
 
-fn has_finalizer(finalizers: Option<&Vec<String>>) -> bool {
-    finalizers.is_some_and(|f| f.iter().any(|f| f == TERMINATION_FINALIZER))
+fn has_finalizer(finalizers: &[String]) -> bool {
+    finalizers.iter().any(|f| f == TERMINATION_FINALIZER)
 }
 
 fn node_ready(node: &Node) -> bool {
@@ -185,19 +203,11 @@ fn node_ready(node: &Node) -> bool {
 }
 
 fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    claim.annotations().get(key).map(String::as_str)
 }
 
-fn nodepool_of(labels: Option<&BTreeMap<String, String>>) -> String {
-    labels
-        .and_then(|l| l.get(NODEPOOL_LABEL))
-        .cloned()
-        .unwrap_or_default()
+fn nodepool_of(labels: &BTreeMap<String, String>) -> String {
+    labels.get(NODEPOOL_LABEL).cloned().unwrap_or_default()
 }
 
 fn is_initialized(claim: &NodeClaim) -> bool {
@@ -207,90 +217,32 @@ fn is_initialized(claim: &NodeClaim) -> bool {
         .is_some_and(|s| conditions::is_true(&s.conditions, cond::INITIALIZED))
 }
 
-fn rfc3339(time: Timestamp) -> String {
-    Timestamp::from_second(time.as_second())
-        .unwrap_or(time)
-        .to_string()
-}
-
 impl Termination {
-    pub fn new(
-        kube: Arc<dyn KubeApi>,
-        ec2: Arc<dyn Ec2>,
-        clock: Arc<dyn Clock>,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    pub fn new(ctx: Arc<Context>) -> Self {
         Self {
-            kube,
-            ec2,
-            clock,
-            metrics,
+            ctx,
             backoff: BTreeMap::new(),
-            state: SharedState::default(),
         }
-    }
-
-    /// Reads through `state` (the operator shares one cache between its controllers).
-    pub fn with_state(mut self, state: SharedState) -> Self {
-        self.state = state;
-        self
     }
 
     /// One pass over every terminating NodeClaim (in name order) and every deleting Node Karpenter
     /// finalizes. One claim's error does not stop the others.
-    pub async fn reconcile_all(
-        &mut self,
-    ) -> Result<Vec<(String, Result<Stage, String>)>, KubeError> {
+    pub async fn reconcile_all(&mut self) -> Result<Reconciled, KubeError> {
         let (mut claims, nodes) = {
-            let mut state = self.state.lock().await;
-            state.claims.sync(self.kube.as_ref()).await?;
-            state.nodes.sync(self.kube.as_ref()).await?;
+            let mut state = self.ctx.state.lock().await;
+            state.claims.sync(self.ctx.kube.as_ref()).await?;
+            state.nodes.sync(self.ctx.kube.as_ref()).await?;
             (state.claims.to_vec(), state.nodes.to_vec())
         };
         let mut out = Vec::new();
-
-        // `kubectl delete node`: the owning NodeClaim is deleted and drives the termination.
-        // A deleting Node no NodeClaim owns is terminated on its own.
-        let mut orphans: Vec<&Node> = Vec::new();
-        for node in nodes.iter().filter(|n| {
-            n.metadata.deletion_timestamp.is_some() && has_finalizer(n.metadata.finalizers.as_ref())
-        }) {
-            let Some(index) = node_provider_id(node)
-                .and_then(|p| claims.iter().position(|c| claim_provider_id(c) == Some(p)))
-            else {
-                orphans.push(node);
-                continue;
-            };
-            if claims[index].metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let name = claims[index].metadata.name.clone().unwrap_or_default();
-            match self
-                .kube
-                .delete(
-                    &ResourceKind::NODE_CLAIM,
-                    &ObjectKey::cluster(name.clone()),
-                    &DeleteOptions::default(),
-                )
-                .await
-            {
-                Ok(DeleteOutcome::Marked(value)) => {
-                    if let Ok(marked) = serde_json::from_value::<NodeClaim>(value) {
-                        claims[index] = Arc::new(marked);
-                    }
-                    out.push((name, Ok(Stage::DeletedNodeClaim)));
-                }
-                Ok(_) => out.push((name, Ok(Stage::DeletedNodeClaim))),
-                Err(err) => out.push((name, Err(err.to_string()))),
-            }
-        }
-
+        let orphans = self
+            .follow_deleted_nodes(&mut claims, &nodes, &mut out)
+            .await;
         let terminating: Vec<usize> = claims
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                c.metadata.deletion_timestamp.is_some()
-                    && has_finalizer(c.metadata.finalizers.as_ref())
+                c.metadata.deletion_timestamp.is_some() && has_finalizer(c.finalizers())
             })
             .map(|(i, _)| i)
             .collect();
@@ -300,10 +252,89 @@ impl Termination {
             self.publish(&tally);
             return Ok(out);
         }
+        let view = self.read(&claims, &terminating, &orphans).await?;
+        for index in terminating {
+            let claim = &claims[index];
+            let node = claim_provider_id(claim)
+                .and_then(|p| nodes.iter().find(|n| node_provider_id(n) == Some(p)));
+            let result = self
+                .reconcile_claim(claim, node.map(|n| &**n), &view, &mut tally)
+                .await;
+            if let Ok(stage) = &result
+                && let Some(label) = stage.metric_label()
+            {
+                *tally.stages.entry(label).or_default() += 1;
+            }
+            out.push((claim.name_any(), result));
+        }
+        for node in orphans {
+            let result = self.reconcile_orphan(node, &view, &mut tally).await;
+            out.push((format!("node/{}", node.name_any()), result));
+        }
+        let live = std::mem::take(&mut tally.live_pods);
+        self.backoff.retain(|uid, _| live.contains(uid));
+        self.publish(&tally);
+        Ok(out)
+    }
 
+    /// `kubectl delete node`: the owning NodeClaim is deleted and drives the termination (its
+    /// entry in `claims` becomes the deleting one). Returns the deleting Nodes no NodeClaim owns:
+    /// they are terminated on their own.
+    async fn follow_deleted_nodes<'n>(
+        &self,
+        claims: &mut [Arc<NodeClaim>],
+        nodes: &'n [Arc<Node>],
+        out: &mut Reconciled,
+    ) -> Vec<&'n Node> {
+        let mut orphans = Vec::new();
+        let deleting = nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some() && has_finalizer(n.finalizers()));
+        for node in deleting {
+            let Some(index) = node_provider_id(node)
+                .and_then(|p| claims.iter().position(|c| claim_provider_id(c) == Some(p)))
+            else {
+                orphans.push(&**node);
+                continue;
+            };
+            if claims[index].metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let name = claims[index].name_any();
+            let deleted = self
+                .ctx
+                .kube
+                .delete(
+                    &ResourceKind::NODE_CLAIM,
+                    &ObjectKey::cluster(name.clone()),
+                    &DeleteOptions::default(),
+                )
+                .await;
+            match deleted {
+                Ok(DeleteOutcome::Marked(value)) => {
+                    if let Ok(marked) = serde_json::from_value::<NodeClaim>(value) {
+                        claims[index] = Arc::new(marked);
+                    }
+                    out.push((name, Ok(Stage::DeletedNodeClaim)));
+                }
+                Ok(_) => out.push((name, Ok(Stage::DeletedNodeClaim))),
+                Err(err) => out.push((name, Err(err.into()))),
+            }
+        }
+        orphans
+    }
+
+    /// What every terminating claim of this step needs: pods by node, VolumeAttachments, and the
+    /// states of their instances (one DescribeInstances).
+    async fn read(
+        &self,
+        claims: &[Arc<NodeClaim>],
+        terminating: &[usize],
+        orphans: &[&Node],
+    ) -> Result<View, KubeError> {
         let pods: Vec<Pod> = {
-            let mut state = self.state.lock().await;
-            state.pods.sync(self.kube.as_ref()).await?;
+            let mut state = self.ctx.state.lock().await;
+            state.pods.sync(self.ctx.kube.as_ref()).await?;
             state.pods.iter().map(|p| (**p).clone()).collect()
         };
         let mut pods_by_node: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
@@ -318,6 +349,7 @@ impl Termination {
             }
         }
         let attachments = self
+            .ctx
             .kube
             .list(&ResourceKind::VOLUME_ATTACHMENT, &Default::default())
             .await?
@@ -326,73 +358,55 @@ impl Termination {
             .iter()
             .filter_map(|i| claim_provider_id(&claims[*i]))
             .chain(orphans.iter().filter_map(|n| node_provider_id(n)))
-            .filter_map(provider_instance_id)
+            .filter_map(ProviderId::instance_id_of)
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
         let instances = if ids.is_empty() {
             Ok(BTreeMap::new())
         } else {
-            self.ec2.describe_instances(&ids, &[]).await.map(|list| {
-                list.into_iter()
-                    .map(|i| (i.instance_id, i.state))
-                    .collect::<BTreeMap<_, _>>()
-            })
+            self.ctx
+                .ec2
+                .describe_instances(&ids, &[])
+                .await
+                .map(|list| {
+                    list.into_iter()
+                        .map(|i| (i.instance_id, i.state))
+                        .collect::<BTreeMap<_, _>>()
+                })
         };
-        let view = View {
-            claims: claims.clone(),
+        Ok(View {
+            claims: claims.to_vec(),
             pods_by_node,
             attachments,
             instances,
-        };
-
-        for index in terminating {
-            let claim = &claims[index];
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            let node = claim_provider_id(claim)
-                .and_then(|p| nodes.iter().find(|n| node_provider_id(n) == Some(p)));
-            let result = self
-                .reconcile_claim(claim, node.map(|n| &**n), &view, &mut tally)
-                .await;
-            if let Ok(stage) = &result
-                && let Some(label) = stage.metric_label()
-            {
-                *tally.stages.entry(label).or_default() += 1;
-            }
-            out.push((name, result.map_err(|e| e.to_string())));
-        }
-        for node in orphans {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            let result = self.reconcile_orphan(node, &view, &mut tally).await;
-            out.push((format!("node/{name}"), result.map_err(|e| e.to_string())));
-        }
-        let live = std::mem::take(&mut tally.live_pods);
-        self.backoff.retain(|uid, _| live.contains(uid));
-        self.publish(&tally);
-        Ok(out)
+        })
     }
 
     fn publish(&self, tally: &Tally) {
+        let metrics = &self.ctx.metrics;
         for stage in WAITING_STAGES {
-            self.metrics
+            metrics
                 .termination_waiting
                 .get_or_create(&StageLabels {
                     stage: stage.to_string(),
                 })
                 .set(tally.stages.get(stage).copied().unwrap_or(0));
         }
-        self.metrics
+        metrics
             .pods_termination_blocked
             .get_or_create(&Metrics::reason("do_not_disrupt"))
             .set(tally.do_not_disrupt);
-        self.metrics
+        metrics
             .pods_termination_blocked
             .get_or_create(&Metrics::reason("pod_disruption_budget"))
             .set(tally.refused_by_budget);
-        self.metrics.eviction_queue_depth.set(tally.eviction_queue);
+        metrics.eviction_queue_depth.set(tally.eviction_queue);
     }
 
-    /// One terminating NodeClaim, through the stages in the module docs.
+    /// One terminating NodeClaim, through the stages in the module docs: the node deleted with
+    /// it, then (while the node is there) the replacement hold, the drain and the volume wait,
+    /// then the instance, then the finalizers.
     async fn reconcile_claim(
         &mut self,
         claim: &NodeClaim,
@@ -400,171 +414,198 @@ impl Termination {
         view: &View,
         tally: &mut Tally,
     ) -> Result<Stage, TerminationError> {
-        let now = self.clock.now();
+        let now = self.ctx.now();
         let mut conds = claim.status.clone().unwrap_or_default().conditions;
         let deadline = self.deadline(claim, node).await?;
-        let instance_id = claim_provider_id(claim).and_then(provider_instance_id);
-
-        // The claim's Node goes with it; the marked Node (fresh resourceVersion) is used below.
-        let mut marked = None;
-        let mut gone_node = false;
-        if let Some(node) = node
-            && node.metadata.deletion_timestamp.is_none()
-        {
-            let outcome = self
-                .kube
-                .delete(
-                    &ResourceKind::NODE,
-                    &ObjectKey::cluster(node.metadata.name.clone().unwrap_or_default()),
-                    &DeleteOptions::default(),
-                )
-                .await?;
-            match outcome {
-                DeleteOutcome::Marked(value) => {
-                    marked = serde_json::from_value::<Node>(value).ok();
-                }
-                // No finalizer of ours held it: it is gone, nothing to drain.
-                DeleteOutcome::Deleted | DeleteOutcome::NotFound => gone_node = true,
-            }
-        }
-        let node = if gone_node {
-            None
-        } else {
-            marked.as_ref().or(node)
+        let instance_id = claim_provider_id(claim).and_then(ProviderId::instance_id_of);
+        let marked = self.delete_node(node).await?;
+        let node = match &marked {
+            NodeDeletion::Gone => None,
+            NodeDeletion::Marked(marked) => Some(&**marked),
+            NodeDeletion::Unchanged => node,
         };
         if let Some(node) = node {
-            let node_name = node.metadata.name.clone().unwrap_or_default();
             // The kubelet stopped reporting and the instance is gone: nothing can be drained
             // (upstream skips straight to removing the finalizer).
             let gone = instance_id
                 .as_deref()
                 .is_some_and(|id| self.instance_gone_for_good(id, claim, view));
             if !gone || node_ready(node) {
-                self.taint(node).await?;
-                let pods: Vec<&Pod> = view
-                    .pods_by_node
-                    .get(&node_name)
-                    .map(|p| p.iter().collect())
-                    .unwrap_or_default();
-                for pod in &pods {
-                    tally
-                        .live_pods
-                        .insert(pod.metadata.uid.clone().unwrap_or_default());
-                }
-                if let Some(message) = self.replacement_hold(claim, &pods, view, now) {
-                    self.set_condition(
-                        claim,
-                        Some(node),
-                        &mut conds,
-                        (
-                            cond::DRAINED,
-                            ConditionStatus::Unknown,
-                            "AwaitingReplacement",
-                            &message,
-                        ),
-                        Some(("Normal", "AwaitingReplacement")),
-                    )
+                let drained = self
+                    .drain_node(claim, node, &mut conds, deadline, view, tally)
                     .await?;
-                    return Ok(Stage::AwaitingReplacement);
+                if let Some(waiting) = drained {
+                    return Ok(waiting);
                 }
-                let past_deadline = deadline.is_some_and(|d| now >= d);
-                let plan = self.drain(claim, node, &pods, deadline, now, tally).await?;
-                if plan.waiting > 0 && !past_deadline {
-                    return self
-                        .drain_waiting(claim, node, &mut conds, &plan, deadline)
-                        .await;
-                }
-                let drained = if plan.waiting > 0 {
-                    (
-                        cond::DRAINED,
-                        ConditionStatus::False,
-                        "TerminationGracePeriodElapsed",
-                        "the terminationGracePeriod elapsed before every pod left the node",
-                    )
-                } else {
-                    (cond::DRAINED, ConditionStatus::True, "Drained", "")
-                };
-                let was_drained = conditions::is_true(&conds, cond::DRAINED);
-                self.set_condition(claim, Some(node), &mut conds, drained, None)
-                    .await?;
-                if plan.waiting == 0 && !was_drained {
-                    self.metrics
-                        .nodes_drained
-                        .get_or_create(&Metrics::nodepool(&nodepool_of(
-                            claim.metadata.labels.as_ref(),
-                        )))
-                        .inc();
-                }
-                let attachments = self
-                    .pending_attachments(&node_name, &pods, view, now)
-                    .await?;
-                if attachments > 0 && !past_deadline {
-                    self.set_condition(
-                        claim,
-                        Some(node),
-                        &mut conds,
-                        (
-                            cond::VOLUMES_DETACHED,
-                            ConditionStatus::Unknown,
-                            "AwaitingVolumeDetachment",
-                            &format!(
-                                "Awaiting deletion of {attachments} VolumeAttachments bound to node"
-                            ),
-                        ),
-                        Some(("Warning", "AwaitingVolumeDetachment")),
-                    )
-                    .await?;
-                    return Ok(Stage::AwaitingVolumeDetachment { attachments });
-                }
-                let detached = if attachments > 0 {
-                    (
-                        cond::VOLUMES_DETACHED,
-                        ConditionStatus::False,
-                        "TerminationGracePeriodElapsed",
-                        "the terminationGracePeriod elapsed before every volume detached",
-                    )
-                } else {
-                    (
-                        cond::VOLUMES_DETACHED,
-                        ConditionStatus::True,
-                        "VolumesDetached",
-                        "",
-                    )
-                };
-                self.set_condition(claim, Some(node), &mut conds, detached, None)
-                    .await?;
             }
         }
-
         if let Some(id) = &instance_id
             && !self.ensure_terminated(id, claim, view).await?
         {
-            self.set_condition(
-                claim,
-                node,
-                &mut conds,
-                (
-                    cond::INSTANCE_TERMINATING,
-                    ConditionStatus::True,
-                    "InstanceTerminating",
-                    &format!("waiting for EC2 to report instance {id} terminated"),
-                ),
-                Some(("Normal", "InstanceTerminating")),
-            )
-            .await?;
+            let message = format!("waiting for EC2 to report instance {id} terminated");
+            let condition = (
+                cond::INSTANCE_TERMINATING,
+                ConditionStatus::True,
+                "InstanceTerminating",
+                &*message,
+            );
+            let event = Some((EventType::Normal, "InstanceTerminating"));
+            self.set_condition(claim, node, &mut conds, condition, event)
+                .await?;
             return Ok(Stage::InstanceTerminating);
         }
-
         // A claim without a provider id never launched: nothing to terminate. (An instance a
         // crashed launch left behind carries the claim's name as a tag; garbage collection
         // terminates it once the claim is gone.)
-        let nodepool = nodepool_of(claim.metadata.labels.as_ref());
+        self.finalize(claim, node, now).await?;
+        Ok(Stage::Terminated)
+    }
+
+    /// The claim's Node goes with it: deleted (once) so it is marked, or found already gone.
+    async fn delete_node(&self, node: Option<&Node>) -> Result<NodeDeletion, KubeError> {
+        let Some(node) = node.filter(|n| n.metadata.deletion_timestamp.is_none()) else {
+            return Ok(NodeDeletion::Unchanged);
+        };
+        let outcome = self
+            .ctx
+            .kube
+            .delete(
+                &ResourceKind::NODE,
+                &ObjectKey::cluster(node.name_any()),
+                &DeleteOptions::default(),
+            )
+            .await?;
+        Ok(match outcome {
+            // The marked Node (fresh resourceVersion) is what the drain patches.
+            DeleteOutcome::Marked(value) => match serde_json::from_value::<Node>(value) {
+                Ok(marked) => NodeDeletion::Marked(Box::new(marked)),
+                Err(_) => NodeDeletion::Unchanged,
+            },
+            // No finalizer of ours held it: it is gone, nothing to drain.
+            DeleteOutcome::Deleted | DeleteOutcome::NotFound => NodeDeletion::Gone,
+        })
+    }
+
+    /// Stages 2-4 on the claim's node: taint, replacement hold, drain, volume wait. `Some(stage)`
+    /// while one of them waits; `None` once the node is drained and its volumes detached (or the
+    /// deadline passed).
+    async fn drain_node(
+        &mut self,
+        claim: &NodeClaim,
+        node: &Node,
+        conds: &mut Vec<Condition>,
+        deadline: Option<Timestamp>,
+        view: &View,
+        tally: &mut Tally,
+    ) -> Result<Option<Stage>, TerminationError> {
+        let now = self.ctx.now();
+        self.taint(node).await?;
+        let pods = view.pods_on(&node.name_any());
+        tally.live(&pods);
+        if let Some(message) = self.replacement_hold(claim, &pods, view, now) {
+            let condition = (
+                cond::DRAINED,
+                ConditionStatus::Unknown,
+                "AwaitingReplacement",
+                &*message,
+            );
+            let event = Some((EventType::Normal, "AwaitingReplacement"));
+            self.set_condition(claim, Some(node), conds, condition, event)
+                .await?;
+            return Ok(Some(Stage::AwaitingReplacement));
+        }
+        let past_deadline = deadline.is_some_and(|d| now >= d);
+        let plan = self.drain(claim, node, &pods, deadline, now, tally).await?;
+        if plan.waiting > 0 && !past_deadline {
+            let waiting = self
+                .drain_waiting(claim, node, conds, &plan, deadline)
+                .await?;
+            return Ok(Some(waiting));
+        }
+        self.record_drained(claim, node, conds, plan.waiting)
+            .await?;
+        let attachments = self
+            .pending_attachments(&node.name_any(), &pods, view, now)
+            .await?;
+        if attachments > 0 && !past_deadline {
+            let message =
+                format!("Awaiting deletion of {attachments} VolumeAttachments bound to node");
+            let condition = (
+                cond::VOLUMES_DETACHED,
+                ConditionStatus::Unknown,
+                "AwaitingVolumeDetachment",
+                &*message,
+            );
+            let event = Some((EventType::Warning, "AwaitingVolumeDetachment"));
+            self.set_condition(claim, Some(node), conds, condition, event)
+                .await?;
+            return Ok(Some(Stage::AwaitingVolumeDetachment { attachments }));
+        }
+        let detached = if attachments > 0 {
+            (
+                cond::VOLUMES_DETACHED,
+                ConditionStatus::False,
+                "TerminationGracePeriodElapsed",
+                "the terminationGracePeriod elapsed before every volume detached",
+            )
+        } else {
+            (
+                cond::VOLUMES_DETACHED,
+                ConditionStatus::True,
+                "VolumesDetached",
+                "",
+            )
+        };
+        self.set_condition(claim, Some(node), conds, detached, None)
+            .await?;
+        Ok(None)
+    }
+
+    /// `Drained=True` (counted in `karpenter_nodes_drained_total` the first time), or `False`
+    /// when the deadline passed with `waiting` pods left.
+    async fn record_drained(
+        &self,
+        claim: &NodeClaim,
+        node: &Node,
+        conds: &mut Vec<Condition>,
+        waiting: usize,
+    ) -> Result<(), KubeError> {
+        let drained = if waiting > 0 {
+            (
+                cond::DRAINED,
+                ConditionStatus::False,
+                "TerminationGracePeriodElapsed",
+                "the terminationGracePeriod elapsed before every pod left the node",
+            )
+        } else {
+            (cond::DRAINED, ConditionStatus::True, "Drained", "")
+        };
+        let was_drained = conditions::is_true(conds, cond::DRAINED);
+        self.set_condition(claim, Some(node), conds, drained, None)
+            .await?;
+        if waiting == 0 && !was_drained {
+            self.ctx
+                .metrics
+                .nodes_drained
+                .get_or_create(&Metrics::nodepool(&nodepool_of(claim.labels())))
+                .inc();
+        }
+        Ok(())
+    }
+
+    /// Stage 6: the Node's finalizer, then the NodeClaim's, is removed.
+    async fn finalize(
+        &self,
+        claim: &NodeClaim,
+        node: Option<&Node>,
+        now: Timestamp,
+    ) -> Result<(), KubeError> {
+        let nodepool = nodepool_of(claim.labels());
         let started = claim
             .metadata
             .deletion_timestamp
             .as_ref()
-            .map(|t| t.0)
-            .unwrap_or(now);
+            .map_or(now, |t| t.0);
         if let Some(node) = node {
             self.remove_node_finalizer(node, &nodepool, started, now)
                 .await?;
@@ -573,12 +614,13 @@ impl Termination {
             .drop_finalizer(&ResourceKind::NODE_CLAIM, &claim.metadata)
             .await?
         {
-            self.metrics
+            self.ctx
+                .metrics
                 .nodeclaims_terminated
                 .get_or_create(&Metrics::nodepool(&nodepool))
                 .inc();
         }
-        Ok(Stage::Terminated)
+        Ok(())
     }
 
     /// A deleting Node Karpenter finalizes but no NodeClaim owns (someone removed the claim's
@@ -590,9 +632,8 @@ impl Termination {
         view: &View,
         tally: &mut Tally,
     ) -> Result<Stage, TerminationError> {
-        let now = self.clock.now();
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        let instance_id = node_provider_id(node).and_then(provider_instance_id);
+        let now = self.ctx.now();
+        let instance_id = node_provider_id(node).and_then(ProviderId::instance_id_of);
         let state = instance_id.as_deref().and_then(|id| {
             view.instances
                 .as_ref()
@@ -605,16 +646,8 @@ impl Termination {
         );
         if !gone || node_ready(node) {
             self.taint(node).await?;
-            let pods: Vec<&Pod> = view
-                .pods_by_node
-                .get(&node_name)
-                .map(|p| p.iter().collect())
-                .unwrap_or_default();
-            for pod in &pods {
-                tally
-                    .live_pods
-                    .insert(pod.metadata.uid.clone().unwrap_or_default());
-            }
+            let pods = view.pods_on(&node.name_any());
+            tally.live(&pods);
             let plan = self.drain_pods(node, &pods, None, now, "", tally).await?;
             if plan.waiting > 0 {
                 return Ok(Stage::Draining {
@@ -627,7 +660,8 @@ impl Termination {
                 Some(InstanceState::Terminated) | None => {}
                 Some(InstanceState::ShuttingDown) => return Ok(Stage::InstanceTerminating),
                 Some(_) => {
-                    self.ec2
+                    self.ctx
+                        .ec2
                         .terminate_instances(std::slice::from_ref(id))
                         .await?;
                     return Ok(Stage::InstanceTerminating);
@@ -638,11 +672,21 @@ impl Termination {
             .metadata
             .deletion_timestamp
             .as_ref()
-            .map(|t| t.0)
-            .unwrap_or(now);
-        let nodepool = nodepool_of(node.metadata.labels.as_ref());
+            .map_or(now, |t| t.0);
+        let nodepool = nodepool_of(node.labels());
         self.remove_node_finalizer(node, &nodepool, started, now)
             .await?;
         Ok(Stage::Terminated)
     }
+}
+
+/// What deleting a claim's Node did.
+enum NodeDeletion {
+    /// Nothing to do (no node, or already deleting), or the answer could not be read: the node
+    /// as read is used.
+    Unchanged,
+    /// Marked for deletion (Karpenter's finalizer holds it): the marked copy is used.
+    Marked(Box<Node>),
+    /// Deleted outright: nothing to drain.
+    Gone,
 }

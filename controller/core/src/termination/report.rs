@@ -1,5 +1,5 @@
 //! What termination tells people: NodeClaim conditions (written only on change) and events on
-//! the node, the claim and pods.
+//! the node or the claim (events on pods are recorded where they are evicted).
 
 use super::*;
 
@@ -13,17 +13,18 @@ impl Termination {
         node: Option<&Node>,
         conds: &mut Vec<Condition>,
         (type_, status, reason, message): (&str, ConditionStatus, &str, &str),
-        event: Option<(&'static str, &str)>,
+        event: Option<(EventType, &str)>,
     ) -> Result<bool, KubeError> {
-        let now = self.clock.now();
+        let now = self.ctx.now();
         if !conditions::set(conds, type_, status, reason, message, None, now) {
             return Ok(false);
         }
         match self
+            .ctx
             .kube
             .patch_status(
                 &ResourceKind::NODE_CLAIM,
-                &ObjectKey::cluster(claim.metadata.name.clone().unwrap_or_default()),
+                &ObjectKey::cluster(claim.name_any()),
                 &Patch::Merge(json!({"status": {"conditions": conds}})),
             )
             .await
@@ -43,66 +44,17 @@ impl Termination {
         &self,
         claim: &NodeClaim,
         node: Option<&Node>,
-        type_: &'static str,
+        type_: EventType,
         reason: &str,
         message: String,
     ) {
-        match node {
-            Some(node) => self.event_on_node(node, type_, reason, message).await,
-            None => {
-                self.record(EventRecord {
-                    involved: ResourceKind::NODE_CLAIM,
-                    key: ObjectKey::cluster(claim.metadata.name.clone().unwrap_or_default()),
-                    uid: claim.metadata.uid.clone(),
-                    type_,
-                    reason: reason.to_string(),
-                    message,
-                })
-                .await
-            }
-        }
-    }
-
-    pub(super) async fn event_on_node(
-        &self,
-        node: &Node,
-        type_: &'static str,
-        reason: &str,
-        message: String,
-    ) {
-        self.record(EventRecord {
-            involved: ResourceKind::NODE,
-            key: ObjectKey::cluster(node.metadata.name.clone().unwrap_or_default()),
-            uid: node.metadata.uid.clone(),
-            type_,
-            reason: reason.to_string(),
-            message,
-        })
-        .await
-    }
-
-    pub(super) async fn pod_event(
-        &self,
-        key: &ObjectKey,
-        uid: &str,
-        type_: &'static str,
-        reason: &str,
-        message: String,
-    ) {
-        self.record(EventRecord {
-            involved: ResourceKind::POD,
-            key: key.clone(),
-            uid: Some(uid.to_string()),
-            type_,
-            reason: reason.to_string(),
-            message,
-        })
-        .await
-    }
-
-    pub(super) async fn record(&self, event: EventRecord) {
-        if let Err(err) = self.kube.record_event(&event).await {
-            tracing::debug!(%err, reason = %event.reason, "event not recorded");
-        }
+        let regarding = match node {
+            Some(node) => Reference::node(node),
+            None => Reference::claim(claim),
+        };
+        self.ctx
+            .recorder
+            .publish(regarding, type_, reason, message)
+            .await
     }
 }

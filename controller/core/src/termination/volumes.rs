@@ -35,6 +35,7 @@ impl Termination {
                     continue;
                 };
                 let claim: Option<PersistentVolumeClaim> = self
+                    .ctx
                     .kube
                     .get_typed(
                         &ResourceKind::PERSISTENT_VOLUME_CLAIM,

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, FakeCloud};
-use karpenter_core::api::NodeClaim;
+use fakecloud::FakeCloud;
+use karpenter_core::api::{NodeClaim, ProviderId};
 use karpenter_core::catalog::Catalog;
+use karpenter_core::context::Context;
 use karpenter_core::interruption::messages::{
     DETAIL_TYPE_REBALANCE_RECOMMENDATION, DETAIL_TYPE_SPOT_INTERRUPTION, DETAIL_TYPE_STATE_CHANGE,
     Event, Metadata, RebalanceRecommendationDetail, SOURCE_EC2, SpotInterruptionDetail,
@@ -15,7 +16,7 @@ use karpenter_core::interruption::messages::{
 };
 use karpenter_core::interruption::{InterruptionHandler, Outcome, PollReport};
 use karpenter_core::metrics::{MessageTypeLabels, Metrics};
-use karpenter_core::operator::{self, Operator, StepReport};
+use karpenter_core::operator::{Operator, StepReport};
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, ManualClock};
@@ -23,6 +24,7 @@ use karpenter_core::termination::Stage;
 use serde_json::{Value, json};
 
 use super::fake_kube::FakeKube;
+use super::support::{self, objects};
 use super::termination::{pod, world};
 
 const QUEUE: &str = "https://sqs.us-west-2.amazonaws.com/123456789012/sim";
@@ -76,13 +78,10 @@ fn state_change(instance: &str, state: &str, time: jiff::Timestamp) -> String {
 
 /// A NodeClaim that says it runs `instance` (the handler matches claims by provider id only).
 fn claim_for(name: &str, instance: &str) -> Value {
-    json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "finalizers": ["karpenter.sh/termination"],
-                     "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-        "status": {"providerID": format!("aws:///us-west-2a/{instance}")}
-    })
+    objects::nodeclaim(name)
+        .finalized()
+        .running_as(instance)
+        .json()
 }
 
 struct Queue {
@@ -93,31 +92,26 @@ struct Queue {
     handler: InterruptionHandler,
 }
 
+/// The handler of fakecloud's queue over `ctx`.
+fn handler(ctx: &Context, cloud: &Arc<FakeCloud>) -> InterruptionHandler {
+    let ctx = ctx
+        .clone()
+        .with_interruption_queue(cloud.clone(), QUEUE.into());
+    InterruptionHandler::new(Arc::new(ctx)).expect("a queue is configured")
+}
+
 fn queue() -> Queue {
-    let clock = Arc::new(ManualClock::new(
-        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
-    ));
-    let cloud = Arc::new(FakeCloud::new(
-        clock.clone(),
-        Catalog::builtin(),
-        Config::default(),
-    ));
+    let clock = support::clock();
+    let cloud = support::cloud(&clock);
     let kube = Arc::new(FakeKube::default());
     kube.set_clock(clock.clone());
-    let metrics = Arc::new(Metrics::new());
-    let handler = InterruptionHandler::new(
-        kube.clone(),
-        cloud.clone(),
-        clock.clone(),
-        metrics.clone(),
-        QUEUE.into(),
-    );
+    let ctx = support::context(&kube, &cloud, &clock);
     Queue {
+        metrics: ctx.metrics.clone(),
+        handler: handler(&ctx, &cloud),
         kube,
         cloud,
         clock,
-        metrics,
-        handler,
     }
 }
 
@@ -325,15 +319,9 @@ fn a_state_change_to_terminated_deletes_the_claim_and_its_drain_starts_at_once()
     let instance = w
         .claim("default-a")
         .and_then(|c| c.status.and_then(|s| s.provider_id))
-        .and_then(|p| p.rsplit('/').next().map(str::to_string))
+        .and_then(|p| ProviderId::instance_id_of(&p))
         .expect("instance");
-    let handler = InterruptionHandler::new(
-        w.kube.clone(),
-        w.cloud.clone(),
-        w.clock.clone(),
-        w.metrics.clone(),
-        QUEUE.into(),
-    );
+    let handler = handler(&w.ctx, &w.cloud);
     w.cloud
         .inject_message(&state_change(&instance, "shutting-down", w.clock.now()));
     let report = futures::executor::block_on(handler.poll()).expect("poll");
@@ -362,23 +350,11 @@ struct Cluster {
 }
 
 fn cluster() -> Cluster {
-    let clock = Arc::new(ManualClock::new(
-        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
-    ));
-    let catalog = Catalog::builtin();
-    let cloud = Arc::new(FakeCloud::new(
-        clock.clone(),
-        catalog.clone(),
-        Config::default(),
-    ));
+    let clock = support::clock();
+    let cloud = support::cloud(&clock);
     let kube = Arc::new(FakeKube::default());
     kube.set_clock(clock.clone());
-    kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}]}
-    }));
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
     kube.apply(
         &ResourceKind::NODE_POOL,
         json!({
@@ -392,19 +368,12 @@ fn cluster() -> Cluster {
             }}}
         }),
     );
-    let options = operator::Options {
-        lifecycle: karpenter_core::lifecycle::Options {
-            cluster_name: "sim".into(),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
     let operator = Operator::new(
         kube.clone(),
         cloud.clone(),
         clock.clone(),
-        Arc::new(catalog),
-        options,
+        Arc::new(Catalog::builtin()),
+        support::options(),
     )
     .with_interruption_queue(cloud.clone(), QUEUE.into());
     Cluster {
@@ -417,7 +386,8 @@ fn cluster() -> Cluster {
 
 impl Cluster {
     fn step(&mut self) -> StepReport {
-        let report = futures::executor::block_on(self.operator.step()).expect("step");
+        let report = futures::executor::block_on(self.operator.step());
+        assert!(report.is_ok(), "{:?}", report.errors);
         self.clock.advance(Duration::from_secs(1));
         report
     }
@@ -440,15 +410,8 @@ impl Cluster {
     }
 
     fn pending_pod(&self, name: &str, cpu: &str) {
-        self.kube.apply(
-            &ResourceKind::POD,
-            json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-                "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]},
-                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
-            }),
-        );
+        self.kube
+            .apply(&ResourceKind::POD, objects::pending_pod(name, cpu));
     }
 
     /// What the kubelet and kube-scheduler would do: a Node for `claim`'s instance, and `pods`
@@ -462,13 +425,7 @@ impl Cluster {
         let node = format!("node-{claim}");
         self.kube.apply(
             &ResourceKind::NODE,
-            json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": node},
-                "spec": {"providerID": provider_id},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                           "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
-            }),
+            objects::ready_node(&node, &provider_id),
         );
         for name in pods {
             let mut pod = self
@@ -486,7 +443,7 @@ impl Cluster {
         self.claim(claim)
             .status
             .and_then(|s| s.provider_id)
-            .and_then(|p| p.rsplit('/').next().map(str::to_string))
+            .and_then(|p| ProviderId::instance_id_of(&p))
             .expect("instance")
     }
 

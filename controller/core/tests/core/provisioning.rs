@@ -3,16 +3,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpenter_core::catalog::Catalog;
-use karpenter_core::provisioning::{BatchWindow, Batcher, Options, Provisioner};
+use karpenter_core::context::Context;
+use karpenter_core::provisioning::{BatchWindow, Batcher, Provisioner};
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{KubeApi, ManualClock};
 use serde_json::{Value, json};
 
 use super::fake_kube::FakeKube;
 
-fn start() -> jiff::Timestamp {
-    "2026-01-01T00:00:00Z".parse().expect("timestamp")
+use super::support::{self, objects, start};
+
+/// The provisioner's context: the fake API server, and a fakecloud no test here launches on.
+fn context(kube: &Arc<FakeKube>, clock: &Arc<ManualClock>) -> Context {
+    support::context(kube, &support::cloud(clock), clock)
 }
 
 fn pool() -> Value {
@@ -23,16 +26,9 @@ fn pool() -> Value {
     pool
 }
 
+/// A pending pod that tolerates the pool's `team=a` taint.
 fn pending_pod(name: &str, cpu: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-        "spec": {
-            "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}],
-            "tolerations": [{"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}]
-        },
-        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
-    })
+    objects::tolerating(objects::pending_pod(name, cpu), "team", "a")
 }
 
 struct World {
@@ -49,12 +45,7 @@ fn world() -> World {
         &ResourceKind::EC2_NODE_CLASS,
         super::validation::ec2nodeclass(),
     );
-    let provisioner = Provisioner::new(
-        kube.clone(),
-        clock.clone(),
-        Arc::new(Catalog::builtin()),
-        Options::default(),
-    );
+    let provisioner = Provisioner::new(Arc::new(context(&kube, &clock)));
     World {
         kube,
         clock,
@@ -296,7 +287,6 @@ fn a_pod_without_the_pools_toleration_is_not_provisioned_for() {
 #[test]
 fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
     use karpenter_core::catalog::CapacityType;
-    use karpenter_core::lifecycle::UnavailableOfferings;
     use karpenter_core::seams::Clock;
     let kube = Arc::new(FakeKube::default());
     let clock = Arc::new(ManualClock::new(start()));
@@ -311,9 +301,9 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
         super::validation::ec2nodeclass(),
     );
     kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
-    let cache = Arc::new(UnavailableOfferings::new());
+    let ctx = Arc::new(context(&kube, &clock));
     for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
-        cache.mark(
+        ctx.unavailable.mark(
             "m5.large",
             zone,
             CapacityType::Spot,
@@ -321,13 +311,7 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
             Duration::from_secs(180),
         );
     }
-    let provisioner = Provisioner::new(
-        kube.clone(),
-        clock.clone(),
-        Arc::new(Catalog::builtin()),
-        Options::default(),
-    )
-    .with_unavailable_offerings(cache);
+    let provisioner = Provisioner::new(ctx);
     futures::executor::block_on(provisioner.provision()).expect("pass");
     let claim = &claims(&kube)[0];
     let capacity = claim["spec"]["requirements"]

@@ -2198,7 +2198,7 @@ fn a_run_with_no_nodepools_says_so() {
 }
 
 // ================================================================================================
-// Determinism and the benchmark
+// Determinism
 // ================================================================================================
 
 #[test]
@@ -2218,37 +2218,4 @@ fn the_same_input_gives_the_same_plan() {
                 .anti_affinity(HOSTNAME_LABEL, "app=cache")
         }));
     assert_eq!(s.solve().results, s.solve().results);
-}
-
-#[test]
-fn a_small_benchmark_run_schedules_every_pod_on_at_most_one_node_per_five_pods() {
-    use karpenter_core::scheduling::benchmark::{diverse_pods, instance_types, node_pool};
-    let catalog = instance_types(400);
-    let pools = vec![node_pool()];
-    let pods: Vec<PodInfo> = diverse_pods(500)
-        .map(|p| PodInfo::from_pod(&p, Vec::new()).expect("benchmark pods are valid"))
-        .collect();
-    let namespaces = BTreeMap::new();
-    let results = solve(Input {
-        node_pools: &pools,
-        catalog: &catalog,
-        nodes: &[],
-        daemonsets: &[],
-        pods: &pods,
-        namespaces: &namespaces,
-        options: Options::default(),
-    });
-    assert!(
-        results.unschedulable.is_empty(),
-        "{} unschedulable, first: {:?}",
-        results.unschedulable.len(),
-        results.unschedulable.first()
-    );
-    let placed: usize = results.new_claims.iter().map(|c| c.pods.len()).sum();
-    assert_eq!(placed, 500);
-    assert!(
-        results.new_claims.len() <= 100,
-        "{} nodes for 500 pods",
-        results.new_claims.len()
-    );
 }

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, FakeCloud};
+use fakecloud::FakeCloud;
 use karpenter_core::api::conditions;
 use karpenter_core::api::{ConditionStatus, NodeClaim};
-use karpenter_core::catalog::Catalog;
-use karpenter_core::lifecycle::{Lifecycle, Options, Step, UnavailableOfferings};
+use karpenter_core::context::Context;
 use karpenter_core::metrics::Metrics;
+use karpenter_core::nodeclaim::{Lifecycle, Step};
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
@@ -18,67 +18,37 @@ use karpenter_core::termination::{Stage, Termination};
 use serde_json::{Value, json};
 
 use super::fake_kube::FakeKube;
+use super::support::{self, objects};
+
+pub use super::support::objects::running_pod as pod;
 
 pub struct World {
     pub kube: Arc<FakeKube>,
     pub cloud: Arc<FakeCloud>,
     pub clock: Arc<ManualClock>,
     pub metrics: Arc<Metrics>,
+    /// What the controllers share (a handler under test is built over it too).
+    pub ctx: Arc<Context>,
     lifecycle: Lifecycle,
     termination: Termination,
 }
 
 pub fn world() -> World {
-    let clock = Arc::new(ManualClock::new(
-        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
-    ));
-    let catalog = Catalog::builtin();
-    let cloud = Arc::new(FakeCloud::new(
-        clock.clone(),
-        catalog.clone(),
-        Config::default(),
-    ));
+    let clock = support::clock();
+    let cloud = support::cloud(&clock);
     let kube = Arc::new(FakeKube::default());
     kube.set_clock(clock.clone());
-    kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}]}
-    }));
-    let metrics = Arc::new(Metrics::new());
-    let lifecycle = Lifecycle::new(
-        kube.clone(),
-        cloud.clone(),
-        clock.clone(),
-        Arc::new(catalog),
-        Arc::new(UnavailableOfferings::new()),
-        Options {
-            cluster_name: "sim".into(),
-            ..Options::default()
-        },
-    );
-    let termination = Termination::new(kube.clone(), cloud.clone(), clock.clone(), metrics.clone());
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
+    let ctx = Arc::new(support::context(&kube, &cloud, &clock));
     World {
         kube,
         cloud,
         clock,
-        metrics,
-        lifecycle,
-        termination,
+        metrics: ctx.metrics.clone(),
+        lifecycle: Lifecycle::new(ctx.clone()),
+        termination: Termination::new(ctx.clone()),
+        ctx,
     }
-}
-
-/// A pod bound to `node`, running; `tweak` adds what the test is about.
-pub fn pod(name: &str, node: &str, tweak: impl FnOnce(&mut Value)) -> Value {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-        "spec": {"nodeName": node, "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]},
-        "status": {"phase": "Running"}
-    });
-    tweak(&mut pod);
-    pod
 }
 
 fn daemonset_owned(pod: &mut Value) {
@@ -98,43 +68,22 @@ impl World {
     /// A launched, registered and initialized NodeClaim with its Node (`node-<claim>`); returns
     /// the node's name.
     pub fn node(&self, claim: &str, termination_grace_period: Option<&str>) -> String {
-        let mut spec = json!({
-            "requirements": [
-                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-            ],
-            "resources": {"requests": {"cpu": "1"}},
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-        });
-        if let Some(tgp) = termination_grace_period {
-            spec["terminationGracePeriod"] = json!(tgp);
+        let mut nodeclaim = objects::nodeclaim(claim)
+            .of_types(&["m5.large"])
+            .capacity_types(&["on-demand"]);
+        if let Some(period) = termination_grace_period {
+            nodeclaim = nodeclaim.termination_grace_period(period);
         }
-        self.kube.apply(
-            &ResourceKind::NODE_CLAIM,
-            json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": claim, "labels": {"karpenter.sh/nodepool": "default"},
-                             "creationTimestamp": "2026-01-01T00:00:00Z"},
-                "spec": spec
-            }),
-        );
+        self.kube.apply(&ResourceKind::NODE_CLAIM, nodeclaim.json());
         self.reconcile_lifecycle(claim, Step::Launched);
         let provider_id = self
             .claim(claim)
             .and_then(|c| c.status.and_then(|s| s.provider_id))
             .expect("launched");
         let node = format!("node-{claim}");
-        self.kube.apply(
-            &ResourceKind::NODE,
-            json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": node, "labels": {"karpenter.sh/nodepool": "default"}},
-                "spec": {"providerID": provider_id},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                           "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
-            }),
-        );
+        let mut ready = objects::ready_node(&node, &provider_id);
+        ready["metadata"]["labels"] = json!({"karpenter.sh/nodepool": "default"});
+        self.kube.apply(&ResourceKind::NODE, ready);
         self.reconcile_lifecycle(claim, Step::Registered);
         self.reconcile_lifecycle(claim, Step::Initialized);
         // Past EC2's consistency window for the launch.
@@ -681,11 +630,7 @@ fn a_nodeclaim_that_never_launched_is_finalized_without_ec2_calls() {
     let mut w = world();
     w.kube.apply(
         &ResourceKind::NODE_CLAIM,
-        json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "default-b", "finalizers": ["karpenter.sh/termination"]},
-            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
-        }),
+        objects::nodeclaim("default-b").finalized().json(),
     );
     w.delete(&ResourceKind::NODE_CLAIM, "default-b");
     w.cloud.clear_calls();

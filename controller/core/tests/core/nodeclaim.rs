@@ -5,88 +5,56 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, FakeCloud, Pool};
+use fakecloud::{FakeCloud, Pool};
 use karpenter_core::api::NodeClaim;
 use karpenter_core::catalog::{CapacityType, Catalog};
-use karpenter_core::lifecycle::{Lifecycle, Options, Step, UnavailableOfferings};
-use karpenter_core::metrics::Metrics;
+use karpenter_core::context::Context;
+use karpenter_core::nodeclaim::{
+    GarbageCollector, LAUNCH_ATTEMPTS_MAX, Lifecycle, LifecycleError, Step,
+};
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, Ec2, KubeApi, ManualClock};
-use karpenter_core::termination::{Stage, Termination};
+use karpenter_core::termination::{Stage, Termination, TerminationError};
 use serde_json::{Value, json};
 
 use super::fake_kube::FakeKube;
+use super::support::{self, objects};
 
 struct World {
     kube: Arc<FakeKube>,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
-    ice: Arc<UnavailableOfferings>,
+    ctx: Arc<Context>,
     lifecycle: Lifecycle,
+    garbage_collector: GarbageCollector,
     termination: std::sync::Mutex<Termination>,
 }
 
 fn world() -> World {
-    let clock = Arc::new(ManualClock::new(
-        "2026-01-01T00:00:00Z".parse().expect("timestamp"),
-    ));
-    let catalog = Catalog::builtin();
-    let cloud = Arc::new(FakeCloud::new(
-        clock.clone(),
-        catalog.clone(),
-        Config::default(),
-    ));
+    let clock = support::clock();
+    let cloud = support::cloud(&clock);
     let kube = Arc::new(FakeKube::default());
-    let ice = Arc::new(UnavailableOfferings::new());
-    kube.apply(&ResourceKind::EC2_NODE_CLASS, json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sim"}}]}
-    }));
-    let options = Options {
-        cluster_name: "sim".into(),
-        ..Options::default()
-    };
-    let lifecycle = Lifecycle::new(
-        kube.clone(),
-        cloud.clone(),
-        clock.clone(),
-        Arc::new(catalog),
-        ice.clone(),
-        options,
-    );
-    let termination = std::sync::Mutex::new(Termination::new(
-        kube.clone(),
-        cloud.clone(),
-        clock.clone(),
-        Arc::new(Metrics::new()),
-    ));
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
+    let ctx = Arc::new(support::context(&kube, &cloud, &clock));
     World {
         kube,
         cloud,
         clock,
-        ice,
-        lifecycle,
-        termination,
+        lifecycle: Lifecycle::new(ctx.clone()),
+        garbage_collector: GarbageCollector::new(ctx.clone()),
+        termination: std::sync::Mutex::new(Termination::new(ctx.clone())),
+        ctx,
     }
 }
 
+/// A claim for any of `types` as any of `capacity_types`, with a startup taint an agent on the
+/// node removes.
 fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
-    json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {
-            "requirements": [
-                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}
-            ],
-            "startupTaints": [{"key": "example.com/agent-not-ready", "effect": "NoSchedule"}],
-            "resources": {"requests": {"cpu": "1"}},
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-        }
-    })
+    objects::nodeclaim(name)
+        .of_types(types)
+        .capacity_types(capacity_types)
+        .startup_taint("example.com/agent-not-ready")
+        .json()
 }
 
 impl World {
@@ -98,11 +66,11 @@ impl World {
             .map(|c| serde_json::from_value(c).expect("decodes"))
     }
 
-    fn reconcile(&self) -> Vec<(String, Result<Step, String>)> {
+    fn reconcile(&self) -> Vec<(String, Result<Step, LifecycleError>)> {
         futures::executor::block_on(self.lifecycle.reconcile_all()).expect("reconcile")
     }
 
-    fn terminate(&self) -> Vec<(String, Result<Stage, String>)> {
+    fn terminate(&self) -> Vec<(String, Result<Stage, TerminationError>)> {
         let mut termination = self.termination.lock().unwrap();
         futures::executor::block_on(termination.reconcile_all()).expect("terminate")
     }
@@ -114,11 +82,9 @@ impl World {
             .as_ref()
             .and_then(|s| s.provider_id.clone())
             .expect("launched");
-        self.kube.apply(&ResourceKind::NODE, json!({
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-0-1.ec2.internal"},
-            "spec": {"providerID": provider_id, "taints": taints},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "2", "memory": "7Gi", "pods": "29"}}
-        }));
+        let mut node = objects::ready_node("ip-10-0-0-1.ec2.internal", &provider_id);
+        node["spec"]["taints"] = taints;
+        self.kube.apply(&ResourceKind::NODE, node);
     }
 }
 
@@ -237,10 +203,11 @@ fn an_insufficient_capacity_error_deletes_the_claim_and_marks_the_offerings_unav
     assert!(w.cloud.instances().is_empty());
     let now = w.clock.now();
     assert!(
-        w.ice
+        w.ctx
+            .unavailable
             .is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, now)
     );
-    let view = w.ice.apply(&Catalog::builtin(), now);
+    let view = w.ctx.unavailable.apply(&Catalog::builtin(), now);
     let m5 = view.get("m5.large").expect("type");
     assert!(
         m5.offerings
@@ -256,8 +223,12 @@ fn an_insufficient_capacity_error_deletes_the_claim_and_marks_the_offerings_unav
     );
     w.clock.advance(Duration::from_secs(181));
     assert!(
-        !w.ice
-            .is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, w.clock.now()),
+        !w.ctx.unavailable.is_unavailable(
+            "m5.large",
+            "us-west-2a",
+            CapacityType::Spot,
+            w.clock.now()
+        ),
         "the cache entry expires after 3 minutes"
     );
 }
@@ -347,12 +318,12 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
             .expect("delete");
         w.clock.advance(Duration::from_secs(10));
         assert_eq!(
-            w.lifecycle.garbage_collect().await.expect("gc"),
+            w.garbage_collector.collect().await.expect("gc"),
             (0, 0),
             "inside the grace period"
         );
         w.clock.advance(Duration::from_secs(30));
-        assert_eq!(w.lifecycle.garbage_collect().await.expect("gc"), (1, 0));
+        assert_eq!(w.garbage_collector.collect().await.expect("gc"), (1, 0));
     });
 }
 
@@ -395,7 +366,7 @@ fn a_launch_throttled_twice_is_retried_in_the_same_reconcile() {
 #[test]
 fn a_launch_throttled_past_the_attempt_bound_waits_for_the_next_reconcile() {
     let w = world();
-    let bound = karpenter_core::lifecycle::LAUNCH_ATTEMPTS_MAX as usize;
+    let bound = LAUNCH_ATTEMPTS_MAX as usize;
     w.cloud.script_faults(
         fakecloud::Operation::CreateFleet,
         vec![fakecloud::Fault::Throttle; bound],
@@ -405,7 +376,7 @@ fn a_launch_throttled_past_the_attempt_bound_waits_for_the_next_reconcile() {
         claim("default-a", &["m5.large"], &["on-demand"]),
     );
     assert!(
-        matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(m)) if m.contains("RequestLimitExceeded")),
+        matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(m)) if m.to_string().contains("RequestLimitExceeded")),
         "bounded: {:?}",
         w.cloud.calls_of(fakecloud::Operation::CreateFleet).len()
     );

@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use karpenter_core::scheduling::benchmark::{diverse_pods, instance_types, node_pool};
 use karpenter_core::scheduling::{Input, Options, PodInfo, solve};
+
+mod workload;
+
+use workload::{diverse_pods, instance_types, node_pool};
 
 /// Runs `runs` solves of `pods` pods; reports the median time per solve.
 pub fn run(pods: usize, runs: usize) -> ExitCode {

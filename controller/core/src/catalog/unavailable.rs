@@ -1,6 +1,8 @@
-//! The unavailable-offerings cache: an insufficient-capacity error marks (instance type, zone,
-//! capacity type) unavailable for a while, so the next scheduling pass falls back to other types,
-//! zones or on-demand instead of asking EC2 for the same empty pool again.
+//! The unavailable-offerings cache (upstream's `pkg/cache/unavailableofferings`): an
+//! insufficient-capacity error marks (instance type, zone, capacity type) unavailable for a while,
+//! so the next scheduling pass falls back to other types, zones or on-demand instead of asking EC2
+//! for the same empty pool again. Filled by the launch path (CreateFleet capacity errors) and the
+//! interruption controller (spot interruption warnings); read by provisioning and launch.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -11,7 +13,7 @@ use jiff::Timestamp;
 use crate::catalog::{CapacityType, Catalog};
 
 /// How long an offering stays unavailable after a capacity error (upstream: 3 minutes).
-pub const ICE_TTL: Duration = Duration::from_secs(180);
+pub const UNAVAILABLE_TTL: Duration = Duration::from_secs(180);
 
 /// (instance type, zone, capacity type) → when it becomes available again.
 #[derive(Debug, Default)]
@@ -33,11 +35,8 @@ impl UnavailableOfferings {
         now: Timestamp,
         ttl: Duration,
     ) {
-        let until = now
-            .saturating_add(
-                jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX),
-            )
-            .unwrap_or(now);
+        // Saturates at the end of time; only a calendar span could fail, and a `Duration` is none.
+        let until = now.saturating_add(ttl).unwrap_or(now);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.insert(
             (instance_type.to_string(), zone.to_string(), capacity_type),
@@ -67,10 +66,15 @@ impl UnavailableOfferings {
             return catalog.clone();
         }
         let mut out = catalog.clone();
-        for it in &mut out.instance_types {
-            for o in &mut it.offerings {
-                if entries.contains_key(&(it.name.clone(), o.zone.clone(), o.capacity_type)) {
-                    o.available = false;
+        for instance_type in &mut out.instance_types {
+            for offering in &mut instance_type.offerings {
+                let key = (
+                    instance_type.name.clone(),
+                    offering.zone.clone(),
+                    offering.capacity_type,
+                );
+                if entries.contains_key(&key) {
+                    offering.available = false;
                 }
             }
         }

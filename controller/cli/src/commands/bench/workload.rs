@@ -2,8 +2,9 @@
 //! `makeDiversePods` mix (generic, zonal spread, hostname spread, zonal self-affinity, hostname
 //! self-anti-affinity), one NodePool with huge limits, an empty cluster.
 //!
-//! Used by `karpenter bench-scheduling` (and so `cargo xtask bench`) and by a test that checks a
-//! small run schedules every pod. Deterministic: the pod mix is drawn from a fixed-seed generator.
+//! A workload generator, not product code: it lives with `karpenter bench-scheduling` (and so
+//! `cargo xtask bench`), whose test checks that a small run schedules every pod. Deterministic: the
+//! pod mix is drawn from a fixed-seed generator.
 
 use std::collections::BTreeMap;
 
@@ -14,10 +15,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use crate::api::NodePool;
-use crate::api::labels::{ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL};
-use crate::catalog::{CapacityType, Catalog, InstanceType, Offering};
-use crate::resources::Resources;
+use karpenter_core::api::NodePool;
+use karpenter_core::api::labels::{
+    ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL,
+};
+use karpenter_core::catalog::{CapacityType, Catalog, InstanceType, Offering};
+use karpenter_core::resources::Resources;
 
 /// SplitMix64: a tiny, fixed pseudo-random sequence so the pod mix is the same on every run.
 struct Sequence(u64);

@@ -1,0 +1,109 @@
+//! The one thing every controller holds: an `Arc<Context>` (kube-rs's reconciler-context habit).
+//!
+//! It carries the seams (Kubernetes, EC2, the optional interruption queue, the clock), the
+//! instance catalog, the metrics registry, the watch-fed cluster state, the unavailable-offerings
+//! cache, the event recorder and the options. Everything shared between controllers is shared
+//! because it sits here, once: no controller creates a private cache of its own, and a controller
+//! can later run as its own task with nothing but a clone of the `Arc`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::catalog::{Catalog, UnavailableOfferings};
+use crate::events::Recorder;
+use crate::metrics::Metrics;
+use crate::nodeclaim;
+use crate::provisioning;
+use crate::seams::{Clock, Ec2, KubeApi, Sqs};
+use crate::state::SharedState;
+
+/// Knobs of the whole controller.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub provisioning: provisioning::Options,
+    /// The NodeClaim lifecycle (and the cluster name and Kubernetes version launches use).
+    pub lifecycle: nodeclaim::Options,
+    /// How often garbage collection runs (upstream: every 2 minutes once settled).
+    pub gc_interval: Option<Duration>,
+}
+
+/// The SQS queue EventBridge delivers interruption events to.
+#[derive(Clone)]
+pub struct InterruptionQueue {
+    pub sqs: Arc<dyn Sqs>,
+    pub url: String,
+}
+
+impl std::fmt::Debug for InterruptionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterruptionQueue")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every controller reads and writes through.
+#[derive(Clone)]
+pub struct Context {
+    pub kube: Arc<dyn KubeApi>,
+    pub ec2: Arc<dyn Ec2>,
+    /// `None`: no interruption handling (upstream, with `INTERRUPTION_QUEUE` empty).
+    pub queue: Option<InterruptionQueue>,
+    pub clock: Arc<dyn Clock>,
+    pub catalog: Arc<Catalog>,
+    pub metrics: Arc<Metrics>,
+    /// Watch-fed caches the controllers read.
+    pub state: SharedState,
+    /// Offerings that recently failed with insufficient capacity: launch and interruption fill
+    /// it, provisioning and launch plan around it.
+    pub unavailable: Arc<UnavailableOfferings>,
+    pub recorder: Recorder,
+    pub options: Options,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("queue", &self.queue)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// A context over these seams, with a fresh metrics registry, cluster state and
+    /// unavailable-offerings cache, and no interruption queue.
+    pub fn new(
+        kube: Arc<dyn KubeApi>,
+        ec2: Arc<dyn Ec2>,
+        clock: Arc<dyn Clock>,
+        catalog: Arc<Catalog>,
+        options: Options,
+    ) -> Self {
+        Self {
+            recorder: Recorder::new(kube.clone()),
+            kube,
+            ec2,
+            queue: None,
+            clock,
+            catalog,
+            metrics: Arc::new(Metrics::new()),
+            state: SharedState::default(),
+            unavailable: Arc::new(UnavailableOfferings::new()),
+            options,
+        }
+    }
+
+    /// Polls `url` (through `sqs`) for interruption events.
+    pub fn with_interruption_queue(mut self, sqs: Arc<dyn Sqs>, url: String) -> Self {
+        self.queue = Some(InterruptionQueue { sqs, url });
+        self
+    }
+
+    /// Now, from the Clock seam.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+}

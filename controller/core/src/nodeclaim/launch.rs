@@ -1,0 +1,538 @@
+//! The launch phase: a claim that is not launched gets an instance. An instance already tagged for
+//! the claim is adopted; otherwise the claim's EC2NodeClass is resolved (`crate::nodeclass`), a
+//! launch template is made and CreateFleet is asked for one instance across the claim's instance
+//! types × one subnet per zone. Capacity errors mark their offerings unavailable; a launch that
+//! found no capacity at all deletes the claim so the next provisioning pass plans elsewhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use kube_core::ResourceExt;
+use serde_json::json;
+
+use super::{Flow, LAUNCH_ATTEMPTS_MAX, Lifecycle, Step, condition_true, key};
+use crate::api::conditions::nodeclaim as cond;
+use crate::api::labels::{
+    ARCH_LABEL, CAPACITY_TYPE_LABEL, EC2NODECLASS_TAG, INSTANCE_TYPE_LABEL, NODECLAIM_TAG,
+    NODEPOOL_LABEL, UNREGISTERED_TAINT_KEY, ZONE_LABEL,
+};
+use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, Operator, ProviderId};
+use crate::catalog::{CapacityType, Catalog, InstanceType, UNAVAILABLE_TTL};
+use crate::context::Context;
+use crate::nodeclass::{ResolveError, resolve};
+use crate::resources::Resources;
+use crate::scheduling::Requirements;
+use crate::scheduling::pod::effect_name;
+use crate::seams::Retryable;
+use crate::seams::ec2::{
+    CreateFleetRequest, Ec2Error, Filter, FleetOverride, InstanceState, LaunchTemplateRequest,
+    Subnet,
+};
+use crate::seams::kube::{KubeError, ObjectKey, Patch, ResourceKind};
+
+/// Most instance types offered to one CreateFleet (upstream's `maxInstanceTypes`).
+pub const FLEET_INSTANCE_TYPES_MAX: usize = 60;
+
+/// EC2 error codes that mean "no capacity for this offering" (upstream's list).
+pub const INSUFFICIENT_CAPACITY_CODES: [&str; 7] = [
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "UnfulfillableCapacity",
+    "Unsupported",
+    "InsufficientFreeAddressesInSubnet",
+    "MaxFleetCountExceeded",
+];
+
+/// What a launch produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launched {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub image_id: String,
+}
+
+impl Launched {
+    /// `aws:///<zone>/<instance-id>`, as the AWS cloud provider writes it.
+    pub fn provider_id(&self) -> ProviderId {
+        ProviderId::new(&self.zone, &self.instance_id)
+    }
+}
+
+/// Why a launch did not produce an instance.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// Nothing left to try: every offering is out of capacity (the claim is deleted and the next
+    /// provisioning pass falls back to other offerings).
+    #[error("insufficient capacity: {0}")]
+    InsufficientCapacity(String),
+    /// The EC2NodeClass cannot be resolved (no subnets, no AMI...): surfaced as a condition.
+    #[error("node class not resolvable: {0}")]
+    NodeClass(String),
+    /// An EC2 call failed; retried by the next reconcile.
+    #[error("ec2: {0}")]
+    Ec2(#[from] Ec2Error),
+}
+
+impl From<ResolveError> for LaunchError {
+    fn from(err: ResolveError) -> Self {
+        match err {
+            ResolveError::Unresolvable(message) => LaunchError::NodeClass(message),
+            ResolveError::Ec2(err) => LaunchError::Ec2(err),
+        }
+    }
+}
+
+impl Lifecycle {
+    /// [`super::Phase::Launch`]: a launched claim goes on; any other is launched now.
+    pub(super) async fn launch_phase(&self, claim: &NodeClaim) -> Result<Flow, KubeError> {
+        if condition_true(claim, cond::LAUNCHED) {
+            return Ok(Flow::Continue);
+        }
+        self.launch(claim).await.map(Flow::Done)
+    }
+
+    /// Launches the claim (retrying retryable EC2 errors up to [`LAUNCH_ATTEMPTS_MAX`] times)
+    /// and writes the outcome: labels and the `Launched` condition, a failure condition, or the
+    /// claim's deletion.
+    async fn launch(&self, claim: &NodeClaim) -> Result<Step, KubeError> {
+        let now = self.ctx.now();
+        let name = claim.name_any();
+        let class = self
+            .ctx
+            .kube
+            .get(
+                &ResourceKind::EC2_NODE_CLASS,
+                &ObjectKey::cluster(claim.spec.node_class_ref.name.clone()),
+            )
+            .await?
+            .and_then(|v| serde_json::from_value::<EC2NodeClass>(v).ok());
+        let mut attempt = 1;
+        let outcome = loop {
+            match self.adopt_or_launch(claim, class.as_ref(), now).await {
+                Err(LaunchError::Ec2(err))
+                    if err.is_retryable() && attempt < LAUNCH_ATTEMPTS_MAX =>
+                {
+                    tracing::debug!(claim = %name, %err, attempt, "launch failed; retrying");
+                    attempt += 1;
+                }
+                outcome => break outcome,
+            }
+        };
+        match outcome {
+            Ok(Some(launched)) => self.write_launched(claim, &launched).await,
+            Ok(None) => {
+                let message = format!("EC2NodeClass {} not found", claim.spec.node_class_ref.name);
+                self.delete_with_event(claim, "NodeClassNotReady", message)
+                    .await?;
+                Ok(Step::DeletedNodeClassNotFound)
+            }
+            Err(LaunchError::InsufficientCapacity(message)) => {
+                let message = format!("NodeClaim {name} event: {message}");
+                self.delete_with_event(claim, "InsufficientCapacityError", message)
+                    .await?;
+                Ok(Step::DeletedInsufficientCapacity)
+            }
+            Err(err) => {
+                // A class that cannot be resolved is a fact (False); an EC2 failure is not
+                // knowing yet (Unknown).
+                let status = if matches!(err, LaunchError::NodeClass(_)) {
+                    ConditionStatus::False
+                } else {
+                    ConditionStatus::Unknown
+                };
+                let condition = (cond::LAUNCHED, status, "LaunchFailed", &*err.to_string());
+                self.write_condition(claim, condition, json!({})).await?;
+                Ok(Step::LaunchFailed(err))
+            }
+        }
+    }
+
+    /// One launch attempt: an instance already tagged for this claim (a launch that happened
+    /// just before a restart, or whose answer was lost) is adopted, never launched twice;
+    /// otherwise the claim is launched with `class`. `Ok(None)`: nothing tagged and no class.
+    async fn adopt_or_launch(
+        &self,
+        claim: &NodeClaim,
+        class: Option<&EC2NodeClass>,
+        now: Timestamp,
+    ) -> Result<Option<Launched>, LaunchError> {
+        let name = claim.name_any();
+        let tagged = self
+            .ctx
+            .ec2
+            .describe_instances(
+                &[],
+                &[Filter::new(format!("tag:{NODECLAIM_TAG}"), &[&name])],
+            )
+            .await?
+            .into_iter()
+            .find(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::ShuttingDown | InstanceState::Terminated
+                )
+            });
+        if let Some(instance) = tagged {
+            return Ok(Some(Launched {
+                instance_id: instance.instance_id,
+                instance_type: instance.instance_type,
+                zone: instance.zone,
+                capacity_type: instance.capacity_type,
+                image_id: instance.image_id,
+            }));
+        }
+        let Some(class) = class else {
+            return Ok(None);
+        };
+        launch(&self.ctx, claim, class, now).await.map(Some)
+    }
+
+    /// The claim is launched: its labels gain the instance's (type, zone, capacity type and the
+    /// type's attribute labels), its status the provider id, image, capacity and allocatable.
+    async fn write_launched(
+        &self,
+        claim: &NodeClaim,
+        launched: &Launched,
+    ) -> Result<Step, KubeError> {
+        let instance_type = self.ctx.catalog.get(&launched.instance_type);
+        let capacity = instance_type
+            .map(|t| t.capacity.to_list())
+            .unwrap_or_default();
+        let allocatable = instance_type
+            .map(|t| t.allocatable.to_list())
+            .unwrap_or_default();
+        let mut labels = BTreeMap::from([
+            (
+                INSTANCE_TYPE_LABEL.to_string(),
+                launched.instance_type.clone(),
+            ),
+            (ZONE_LABEL.to_string(), launched.zone.clone()),
+            (
+                CAPACITY_TYPE_LABEL.to_string(),
+                launched.capacity_type.label().to_string(),
+            ),
+        ]);
+        for (k, v) in instance_type.iter().flat_map(|t| &t.labels) {
+            labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        self.ctx
+            .kube
+            .patch(
+                &ResourceKind::NODE_CLAIM,
+                &key(claim),
+                &Patch::Merge(json!({"metadata": {"labels": labels}})),
+            )
+            .await?;
+        let status = json!({
+            "providerID": launched.provider_id().to_string(),
+            "imageID": launched.image_id,
+            "capacity": capacity,
+            "allocatable": allocatable,
+        });
+        let condition = (cond::LAUNCHED, ConditionStatus::True, "Launched", "");
+        self.write_condition(claim, condition, status).await?;
+        Ok(Step::Launched)
+    }
+}
+
+/// The claim's candidate instance types, in the claim's (price) order: listed by its
+/// instance-type requirement, compatible with its other requirements, large enough for its
+/// requests.
+fn candidates<'c>(claim: &NodeClaim, catalog: &'c Catalog) -> Vec<&'c InstanceType> {
+    let reqs = Requirements::from_api(&claim.spec.requirements);
+    let requests = claim
+        .spec
+        .resources
+        .as_ref()
+        .map(|r| Resources::from_list(&r.requests).unwrap_or_default())
+        .unwrap_or_default();
+    let listed: Vec<&InstanceType> = match reqs
+        .get(INSTANCE_TYPE_LABEL)
+        .filter(|r| r.operator() == Operator::In)
+    {
+        Some(r) => r.values().filter_map(|name| catalog.get(name)).collect(),
+        None => catalog.instance_types.iter().collect(),
+    };
+    listed
+        .into_iter()
+        .filter(|it| {
+            reqs.iter().all(|(key, req)| {
+                key == ZONE_LABEL
+                    || key == CAPACITY_TYPE_LABEL
+                    || it.labels.get(key).is_none_or(|v| req.has(v))
+            })
+        })
+        .filter(|it| requests.fits_in(&it.allocatable))
+        .collect()
+}
+
+/// Whether `instance_type` is offered (and not cached unavailable) in `zone` as `capacity_type`.
+fn available(
+    ctx: &Context,
+    instance_type: &InstanceType,
+    zone: &str,
+    capacity_type: CapacityType,
+    now: Timestamp,
+) -> bool {
+    instance_type
+        .offerings
+        .iter()
+        .any(|o| o.zone == zone && o.capacity_type == capacity_type && o.available)
+        && !ctx
+            .unavailable
+            .is_unavailable(&instance_type.name, zone, capacity_type, now)
+}
+
+/// Launches one instance for `claim` with `class`: resolves the class, picks the capacity type
+/// (spot when allowed and some spot offering is left, else on-demand) and one architecture, then
+/// CreateFleet over the candidates × subnets.
+pub async fn launch(
+    ctx: &Context,
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+    now: Timestamp,
+) -> Result<Launched, LaunchError> {
+    let reqs = Requirements::from_api(&claim.spec.requirements);
+    let types = candidates(claim, &ctx.catalog);
+    if types.is_empty() {
+        return Err(LaunchError::InsufficientCapacity(
+            "no instance type of the claim fits its requests".into(),
+        ));
+    }
+    let zone_allowed = |z: &str| reqs.get(ZONE_LABEL).is_none_or(|r| r.has(z));
+    let subnets = resolve::subnets(ctx.ec2.as_ref(), class, zone_allowed).await?;
+    let security_groups = resolve::security_groups(ctx.ec2.as_ref(), class).await?;
+    let capacity_type = [CapacityType::Spot, CapacityType::OnDemand]
+        .into_iter()
+        .filter(|ct| {
+            reqs.get(CAPACITY_TYPE_LABEL)
+                .is_none_or(|r| r.has(ct.label()))
+        })
+        .find(|ct| {
+            types
+                .iter()
+                .any(|t| subnets.keys().any(|z| available(ctx, t, z, *ct, now)))
+        })
+        .ok_or_else(|| {
+            LaunchError::InsufficientCapacity("every offering of the claim is unavailable".into())
+        })?;
+    // One architecture per launch (its AMI is in the launch template): the cheapest type's.
+    let arch = types[0]
+        .labels
+        .get(ARCH_LABEL)
+        .cloned()
+        .unwrap_or_else(|| "amd64".into());
+    let types: Vec<&InstanceType> = types
+        .into_iter()
+        .filter(|t| t.labels.get(ARCH_LABEL).is_none_or(|a| *a == arch))
+        .take(FLEET_INSTANCE_TYPES_MAX)
+        .collect();
+    let image_id = resolve::image(
+        ctx.ec2.as_ref(),
+        class,
+        &arch,
+        &ctx.options.lifecycle.kubernetes_version,
+    )
+    .await?;
+    let overrides = overrides(ctx, &types, &subnets, capacity_type, now);
+    if overrides.is_empty() {
+        return Err(LaunchError::InsufficientCapacity(
+            "no available offering in the selected subnets".into(),
+        ));
+    }
+    let tags = instance_tags(ctx, claim, class);
+    let template = launch_template(ctx, claim, class, &image_id, security_groups, &tags);
+    let template_name = template.name.clone();
+    match ctx.ec2.create_launch_template(&template).await {
+        Ok(_) => {}
+        Err(Ec2Error::InvalidRequest { code, .. }) if code.contains("AlreadyExists") => {}
+        Err(err) => return Err(err.into()),
+    }
+    let request = CreateFleetRequest {
+        capacity_type,
+        launch_template_name: template_name,
+        overrides,
+        tags,
+        client_token: claim.uid().unwrap_or_else(|| claim.name_any()),
+        context: class.spec.context.clone(),
+    };
+    create_fleet(ctx, &request, image_id, now).await
+}
+
+/// One override per (type, subnet) whose offering is available, in the types' (price) order.
+fn overrides(
+    ctx: &Context,
+    types: &[&InstanceType],
+    subnets: &BTreeMap<String, Subnet>,
+    capacity_type: CapacityType,
+    now: Timestamp,
+) -> Vec<FleetOverride> {
+    let mut overrides = Vec::new();
+    for instance_type in types {
+        for (zone, subnet) in subnets {
+            if !available(ctx, instance_type, zone, capacity_type, now) {
+                continue;
+            }
+            let price = instance_type
+                .offerings
+                .iter()
+                .find(|o| &o.zone == zone && o.capacity_type == capacity_type)
+                .map(|o| o.price);
+            overrides.push(FleetOverride {
+                instance_type: instance_type.name.clone(),
+                subnet_id: subnet.subnet_id.clone(),
+                zone: zone.clone(),
+                price,
+            });
+        }
+    }
+    overrides
+}
+
+/// The tags of the instance (and its launch template): the class's own, then Karpenter's.
+fn instance_tags(
+    ctx: &Context,
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+) -> BTreeMap<String, String> {
+    let cluster = &ctx.options.lifecycle.cluster_name;
+    let pool = claim
+        .labels()
+        .get(NODEPOOL_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    let mut tags = class.spec.tags.clone();
+    tags.insert(format!("kubernetes.io/cluster/{cluster}"), "owned".into());
+    tags.insert("eks:eks-cluster-name".into(), cluster.to_string());
+    tags.insert(NODEPOOL_LABEL.into(), pool);
+    tags.insert(EC2NODECLASS_TAG.into(), class.name_any());
+    tags.insert(NODECLAIM_TAG.into(), claim.name_any());
+    tags
+}
+
+/// The launch template for this AMI, user data and security groups, named by their content (so
+/// equal launches share one).
+fn launch_template(
+    ctx: &Context,
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+    image_id: &str,
+    security_groups: BTreeSet<String>,
+    tags: &BTreeMap<String, String>,
+) -> LaunchTemplateRequest {
+    let user_data = user_data(claim, &ctx.options.lifecycle.cluster_name, class);
+    let groups = security_groups
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(",");
+    let name = format!(
+        "karpenter.k8s.aws/{}",
+        fingerprint(&[image_id, &user_data, &groups])
+    );
+    LaunchTemplateRequest {
+        name,
+        image_id: image_id.to_string(),
+        user_data,
+        security_group_ids: security_groups.into_iter().collect(),
+        instance_profile: class
+            .spec
+            .instance_profile
+            .clone()
+            .or_else(|| class.spec.role.clone())
+            .unwrap_or_default(),
+        tags: tags.clone(),
+        extra: BTreeMap::new(),
+    }
+}
+
+/// CreateFleet for one instance; every capacity error marks its offering unavailable for
+/// [`UNAVAILABLE_TTL`], and a fleet that launched nothing is an insufficient-capacity error.
+async fn create_fleet(
+    ctx: &Context,
+    request: &CreateFleetRequest,
+    image_id: String,
+    now: Timestamp,
+) -> Result<Launched, LaunchError> {
+    let response = ctx.ec2.create_fleet(request).await?;
+    for error in &response.errors {
+        if INSUFFICIENT_CAPACITY_CODES.contains(&error.code.as_str())
+            && let (Some(instance_type), Some(zone)) = (&error.instance_type, &error.zone)
+        {
+            ctx.unavailable.mark(
+                instance_type,
+                zone,
+                request.capacity_type,
+                now,
+                UNAVAILABLE_TTL,
+            );
+        }
+    }
+    match response.instances.into_iter().next() {
+        Some(instance) => Ok(Launched {
+            instance_id: instance.instance_id,
+            instance_type: instance.instance_type,
+            zone: instance.zone,
+            capacity_type: instance.capacity_type,
+            image_id,
+        }),
+        None => {
+            let codes: BTreeSet<&str> = response.errors.iter().map(|e| e.code.as_str()).collect();
+            Err(LaunchError::InsufficientCapacity(format!(
+                "CreateFleet launched nothing ({})",
+                codes.into_iter().collect::<Vec<_>>().join(", ")
+            )))
+        }
+    }
+}
+
+/// Bootstrap user data: the kubelet registers with the claim's labels, its taints plus the
+/// `karpenter.sh/unregistered` taint, and its startup taints (nodeadm-style flags; the user's
+/// own user data is appended).
+fn user_data(claim: &NodeClaim, cluster: &str, class: &EC2NodeClass) -> String {
+    let labels: Vec<String> = claim
+        .labels()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut taints: Vec<String> = claim
+        .spec
+        .taints
+        .iter()
+        .chain(&claim.spec.startup_taints)
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t.key,
+                t.value.clone().unwrap_or_default(),
+                effect_name(t.effect)
+            )
+        })
+        .collect();
+    taints.push(format!("{UNREGISTERED_TAINT_KEY}=:NoExecute"));
+    let mut out = format!(
+        "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: {cluster}\n  kubelet:\n    flags:\n      - --node-labels={}\n      - --register-with-taints={}\n",
+        labels.join(","),
+        taints.join(",")
+    );
+    if let Some(extra) = &class.spec.user_data {
+        out.push_str("---\n");
+        out.push_str(extra);
+    }
+    out
+}
+
+/// A short stable hash (FNV-1a) naming launch templates by their content.
+fn fingerprint(parts: &[&str]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.bytes().chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}

@@ -1,0 +1,323 @@
+//! Preparing a run: NodePools with their compatible types (cheapest first), daemon overhead and
+//! limits; existing nodes with what already runs on them; topology groups, their keys and every
+//! domain each key can take.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::dense::add;
+use super::types::TypeView;
+use super::{Node, Pool, Solver};
+use crate::api::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL, is_well_known};
+use crate::api::{NodePool, Taint};
+use crate::catalog::InstanceType;
+use crate::resources::Resources;
+use crate::scheduling::ExistingNode;
+use crate::scheduling::pod::{Strength, tolerates};
+use crate::scheduling::requirements::{Requirement, Requirements};
+use crate::scheduling::topology::{GroupKind, PodTopology};
+
+impl<'a> Solver<'a> {
+    /// The NodePools, highest weight first, each with its compatible types; then what existing
+    /// nodes already count against their limits.
+    pub(super) fn build_pools(&mut self) {
+        let mut pools: Vec<&'a NodePool> = self.input.node_pools.iter().collect();
+        // Highest weight first; ties by name (upstream orders ties by name descending, which is
+        // arbitrary; ascending reads naturally and is just as deterministic).
+        pools.sort_by(|a, b| {
+            let wa = a.spec.weight.unwrap_or(0);
+            let wb = b.spec.weight.unwrap_or(0);
+            wb.cmp(&wa)
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
+        for pool in pools {
+            let prepared = self.prepare_pool(pool);
+            self.pools.push(prepared);
+        }
+        // Interning limit names may have grown the space: size every dense vector to it.
+        let width = self.space.names.len();
+        for pool in &mut self.pools {
+            pool.used = vec![0; width];
+            for t in &mut pool.types {
+                t.alloc.resize(width, 0);
+                t.capacity.resize(width, 0);
+                t.daemon.resize(width, 0);
+            }
+        }
+        for r in &mut self.requests {
+            r.resize(width, 0);
+        }
+        for node in self.input.nodes {
+            if let Some(pool) = node
+                .nodepool()
+                .and_then(|n| self.pools.iter_mut().find(|p| p.name == n))
+            {
+                add(&mut pool.used, &self.space.dense(&node.capacity));
+                pool.node_count += 1;
+            }
+        }
+    }
+
+    /// One NodePool: its requirements (template labels and its own name included), the types
+    /// compatible with them (cheapest first), and its limits.
+    fn prepare_pool(&mut self, pool: &'a NodePool) -> Pool<'a> {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        let template = &pool.spec.template;
+        let mut requirements = Requirements::from_api(&template.spec.requirements);
+        if let Some(meta) = &template.metadata {
+            requirements.add_all(&Requirements::from_labels(&meta.labels));
+        }
+        requirements.add(NODEPOOL_LABEL, Requirement::single(&name));
+        let taints = template.spec.taints.as_slice();
+        let mut types: Vec<TypeView> = self
+            .input
+            .catalog
+            .instance_types
+            .iter()
+            .map(|it| self.type_view(it, &requirements, taints))
+            .filter(|view| view.compatible(&requirements))
+            .collect();
+        types.sort_by(|a, b| {
+            let pa = a.cheapest(&requirements).unwrap_or(f64::MAX);
+            let pb = b.cheapest(&requirements).unwrap_or(f64::MAX);
+            pa.total_cmp(&pb).then_with(|| a.it.name.cmp(&b.it.name))
+        });
+        let mut limits = Vec::new();
+        let mut nodes_limit = None;
+        for (resource, quantity) in pool.spec.limits.iter().flatten() {
+            let Ok(amount) = crate::resources::parse_quantity(resource, quantity.as_str()) else {
+                continue;
+            };
+            if resource == "nodes" {
+                nodes_limit = Some(amount);
+            } else {
+                limits.push((self.space.intern(resource), amount));
+            }
+        }
+        Pool {
+            name,
+            taints,
+            requirements,
+            types,
+            limits,
+            nodes_limit,
+            used: Vec::new(),
+            node_count: 0,
+        }
+    }
+
+    /// `it` as a pool with `requirements` and `taints` sees it: its allocatable less the
+    /// requests of the DaemonSets that would run on it.
+    fn type_view(
+        &self,
+        it: &'a InstanceType,
+        requirements: &Requirements,
+        taints: &[Taint],
+    ) -> TypeView<'a> {
+        let mut daemon = Resources::new();
+        let mut type_reqs = requirements.clone();
+        type_reqs.add_all(&Requirements::from_labels(&it.labels));
+        for ds in self.input.daemonsets {
+            if tolerates(&ds.tolerations, taints).is_err() {
+                continue;
+            }
+            let mut ds_reqs = ds.node_selector.clone();
+            if let Some(first) = ds.required_terms.first() {
+                ds_reqs.add_all(first);
+            }
+            if type_reqs.compatible(&ds_reqs, is_well_known).is_ok() {
+                daemon = daemon.plus(&ds.requests);
+            }
+        }
+        let daemon = self.space.dense(&daemon);
+        let mut alloc = self.space.dense(&it.allocatable);
+        alloc.iter_mut().zip(&daemon).for_each(|(a, d)| *a -= d);
+        TypeView {
+            it,
+            name: Arc::from(it.name.as_str()),
+            alloc,
+            capacity: self.space.dense(&it.capacity),
+            daemon,
+        }
+    }
+
+    pub(super) fn build_nodes(&mut self) {
+        let mut order: Vec<&ExistingNode> =
+            self.input.nodes.iter().filter(|n| !n.deleting).collect();
+        order.sort_by(|a, b| {
+            b.initialized
+                .cmp(&a.initialized)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        for node in order {
+            let mut used = vec![0; self.space.names.len()];
+            let mut host_ports = Vec::new();
+            for pod in &node.pods {
+                add(&mut used, &self.space.dense(&pod.requests));
+                host_ports.extend(pod.host_ports.iter().cloned());
+            }
+            // Daemons that belong on this node but are not running yet will take their share.
+            for ds in self.input.daemonsets {
+                let running = node
+                    .pods
+                    .iter()
+                    .any(|p| p.daemonset_owned && p.labels == ds.labels);
+                let mut ds_reqs = ds.node_selector.clone();
+                if let Some(first) = ds.required_terms.first() {
+                    ds_reqs.add_all(first);
+                }
+                if !running
+                    && tolerates(&ds.tolerations, &node.taints).is_ok()
+                    && ds_reqs.matches_labels(&node.labels)
+                {
+                    add(&mut used, &self.space.dense(&ds.requests));
+                }
+            }
+
+            self.nodes.push(Node {
+                node,
+                used,
+                alloc: self.space.dense(&node.allocatable),
+                host_ports,
+                placed: Vec::new(),
+            });
+        }
+    }
+
+    pub(super) fn build_topology(&mut self) {
+        let namespaces = self.input.namespaces;
+        for pod in self.input.pods {
+            let refs = self.topology.register(pod, namespaces);
+            self.pod_topology.push(refs);
+        }
+        // Existing pods with anti-affinity constrain incoming pods (inverse anti-affinity).
+        let mut owners = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            for pod in &node.node.pods {
+                if !pod.anti_affinity.is_empty() {
+                    owners.push((n, self.topology.register(pod, namespaces)));
+                }
+            }
+        }
+        let keys: BTreeSet<String> = self
+            .topology
+            .groups
+            .iter()
+            .map(|g| g.topology_key.clone())
+            .filter(|k| k != HOSTNAME_LABEL)
+            .collect();
+        for key in keys {
+            let domains = self.domains(&key);
+            self.keys.push(key);
+            self.universe.push(domains);
+        }
+        self.by_pin = self
+            .universe
+            .iter()
+            .map(|u| vec![BTreeSet::new(); u.len()])
+            .collect();
+        self.unpinned = vec![BTreeSet::new(); self.keys.len()];
+        self.group_key = self
+            .topology
+            .groups
+            .iter()
+            .map(|g| self.keys.iter().position(|k| *k == g.topology_key))
+            .collect();
+        // Which groups count which pods.
+        self.counted_by = self
+            .input
+            .pods
+            .iter()
+            .map(|pod| {
+                (0..self.topology.groups.len())
+                    .filter(|g| self.topology.groups[*g].counts_pod(&pod.namespace, &pod.labels))
+                    .collect()
+            })
+            .collect();
+        for (g, group) in self.topology.groups.iter().enumerate() {
+            let one_per_host = match group.kind {
+                GroupKind::AntiAffinity => true,
+                GroupKind::Spread { max_skew, .. } => max_skew == 1,
+                GroupKind::Affinity => false,
+            };
+            if group.is_hostname() && one_per_host {
+                self.free.insert(g, BTreeSet::new());
+            }
+        }
+        self.count_existing(owners);
+    }
+
+    /// Every value topology key `key` can take, sorted: from the pools, their types and the
+    /// nodes.
+    fn domains(&self, key: &str) -> Vec<String> {
+        let mut values = BTreeSet::new();
+        for pool in &self.pools {
+            for t in &pool.types {
+                for v in t.values(key, &pool.requirements) {
+                    if pool.requirements.get(key).is_none_or(|r| r.has(&v)) {
+                        values.insert(v);
+                    }
+                }
+            }
+            if let Some(r) = pool.requirements.get(key) {
+                values.extend(r.values().map(str::to_string));
+            }
+        }
+        for node in &self.nodes {
+            if let Some(v) = node.node.labels.get(key) {
+                values.insert(v.clone());
+            }
+        }
+        values.into_iter().collect()
+    }
+
+    /// Existing pods count in the domains of their nodes; `owners` (existing pods with
+    /// anti-affinity, by node) block the domains of their nodes for pods they select.
+    fn count_existing(&mut self, owners: Vec<(usize, PodTopology)>) {
+        for n in 0..self.nodes.len() {
+            for pod in &self.nodes[n].node.pods {
+                for g in 0..self.topology.groups.len() {
+                    if !self.topology.groups[g].counts_pod(&pod.namespace, &pod.labels) {
+                        continue;
+                    }
+                    if let Some(d) = self.node_domain(n, g) {
+                        if self.group_key[g].is_some() {
+                            self.topology.groups[g].record_at(d, n);
+                        } else {
+                            self.topology.groups[g].record(d);
+                        }
+                    }
+                }
+            }
+        }
+        for (n, refs) in owners {
+            for r in refs
+                .anti_affinity
+                .iter()
+                .filter(|r| r.strength == Strength::Required)
+            {
+                if let Some(d) = self.node_domain(n, r.group) {
+                    self.topology.groups[r.group].record_owner(d);
+                }
+            }
+        }
+    }
+
+    /// The domain id of existing node `n` for group `g` (its slot for hostname groups).
+    pub(super) fn node_domain(&self, n: usize, g: usize) -> Option<usize> {
+        match self.group_key[g] {
+            None => Some(n),
+            Some(k) => self.nodes[n]
+                .node
+                .labels
+                .get(&self.keys[k])
+                .and_then(|v| self.domain_id(k, v)),
+        }
+    }
+
+    pub(super) fn domain_id(&self, key: usize, value: &str) -> Option<usize> {
+        self.universe[key]
+            .binary_search_by(|d| d.as_str().cmp(value))
+            .ok()
+    }
+}

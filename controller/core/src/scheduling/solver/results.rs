@@ -1,0 +1,105 @@
+//! The run's answer: planned claims with their instance types (cheapest first, truncated to the
+//! run's maximum), requirements and requests; placements on existing nodes; unschedulable pods.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::Solver;
+use super::dense::add;
+use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL};
+use crate::scheduling::requirements::Requirement;
+use crate::scheduling::{NodePlacement, PlannedClaim, Results, Unschedulable};
+
+/// Shared instance-type name lists of planned claims.
+type TypeNames = Arc<[Arc<str>]>;
+
+impl Solver<'_> {
+    pub(super) fn results(&self, failures: BTreeMap<usize, String>) -> Results {
+        let mut results = Results::default();
+        // Many claims end with the same type list: share one copy of each.
+        let mut lists: HashMap<(usize, Vec<u32>), TypeNames> = HashMap::new();
+        for claim in &self.claims {
+            let pool = &self.pools[claim.pool];
+            let zone = claim.requirements.get(ZONE_LABEL);
+            let capacity_type = claim.requirements.get(CAPACITY_TYPE_LABEL);
+            let mut capacity_types = BTreeSet::new();
+            let mut priced: Vec<(f64, u32)> = Vec::with_capacity(claim.types.len());
+            for &t in &claim.types {
+                let mut cheapest: Option<f64> = None;
+                for o in pool.types[t as usize]
+                    .it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available)
+                {
+                    if zone.is_none_or(|r| r.has(&o.zone))
+                        && capacity_type.is_none_or(|r| r.has(o.capacity_type.label()))
+                    {
+                        capacity_types.insert(o.capacity_type.label());
+                        cheapest = Some(cheapest.map_or(o.price, |c| c.min(o.price)));
+                    }
+                }
+                if let Some(price) = cheapest {
+                    priced.push((price, t));
+                }
+            }
+            // Ties keep the pool's order (its cheapest price, then name).
+            priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            priced.truncate(self.input.options.instance_types_max);
+            let mut reqs = claim.requirements.clone();
+            let capacity_types: Vec<&str> = capacity_types.into_iter().collect();
+            reqs.add(CAPACITY_TYPE_LABEL, Requirement::any_of(&capacity_types));
+            let daemon = priced
+                .iter()
+                .map(|(_, t)| &pool.types[*t as usize].daemon)
+                .min_by_key(|d| (d[0], d[1]))
+                .cloned()
+                .unwrap_or_else(|| vec![0; self.space.names.len()]);
+            let mut requests = claim.used.clone();
+            add(&mut requests, &daemon);
+            let mut requirements = reqs.to_api();
+            requirements.retain(|r| r.key != INSTANCE_TYPE_LABEL || r.min_values.is_some());
+            let ids: Vec<u32> = priced.iter().map(|(_, t)| *t).collect();
+            let names = lists
+                .entry((claim.pool, ids))
+                .or_insert_with_key(|(_, ids)| {
+                    ids.iter()
+                        .map(|t| pool.types[*t as usize].name.clone())
+                        .collect()
+                })
+                .clone();
+            results.new_claims.push(PlannedClaim {
+                node_pool: pool.name.clone(),
+                instance_types: names,
+                requirements,
+                pods: claim
+                    .pods
+                    .iter()
+                    .map(|p| self.input.pods[*p].key.clone())
+                    .collect(),
+                requests: self.space.sparse(&requests),
+                price: priced.first().map_or(0.0, |(p, _)| *p),
+            });
+        }
+        for node in &self.nodes {
+            if !node.placed.is_empty() {
+                results.existing_nodes.push(NodePlacement {
+                    node: node.node.name.clone(),
+                    pods: node
+                        .placed
+                        .iter()
+                        .map(|p| self.input.pods[*p].key.clone())
+                        .collect(),
+                });
+            }
+        }
+        for (p, reason) in failures {
+            results.unschedulable.push(Unschedulable {
+                pod: self.input.pods[p].key.clone(),
+                reason,
+            });
+        }
+        results.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+        results
+    }
+}

@@ -1,0 +1,147 @@
+//! Instance types as a NodePool sees them ([`TypeView`]: allocatable after daemon overhead, the
+//! offerings requirements allow), the per-run compatibility cache, and the `minValues` check.
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::dense::Dense;
+use super::{MinValuesPolicy, Solver};
+use crate::api::Operator;
+use crate::api::labels::{
+    AWS_WELL_KNOWN_LABELS, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL,
+};
+use crate::catalog::InstanceType;
+use crate::scheduling::requirements::Requirements;
+
+/// Instance-type attribute labels: a type without one of them has it as "does not exist".
+pub(super) fn is_type_attribute(key: &str) -> bool {
+    AWS_WELL_KNOWN_LABELS.contains(&key) || key == INSTANCE_TYPE_LABEL
+}
+
+/// One instance type as a NodePool sees it.
+pub(super) struct TypeView<'a> {
+    pub(super) it: &'a InstanceType,
+    pub(super) name: Arc<str>,
+    /// Allocatable minus the pool's daemon overhead on this type.
+    pub(super) alloc: Dense,
+    pub(super) capacity: Dense,
+    pub(super) daemon: Dense,
+}
+
+impl TypeView<'_> {
+    /// Whether the type can satisfy `reqs`: shared label keys intersect, and some available
+    /// offering matches the zone and capacity-type requirements.
+    pub(super) fn compatible(&self, reqs: &Requirements) -> bool {
+        for (key, req) in reqs.iter() {
+            if key == ZONE_LABEL || key == CAPACITY_TYPE_LABEL {
+                continue;
+            }
+            let ok = match self.it.labels.get(key) {
+                Some(value) => req.has(value),
+                // A type without an attribute label has it as "does not exist".
+                None if is_type_attribute(key) => {
+                    matches!(req.operator(), Operator::NotIn | Operator::DoesNotExist)
+                }
+                None => true,
+            };
+            if !ok {
+                return false;
+            }
+        }
+        self.cheapest(reqs).is_some()
+    }
+
+    /// Price of the cheapest available offering `reqs` allows.
+    pub(super) fn cheapest(&self, reqs: &Requirements) -> Option<f64> {
+        let zone = reqs.get(ZONE_LABEL);
+        let capacity_type = reqs.get(CAPACITY_TYPE_LABEL);
+        self.it
+            .offerings
+            .iter()
+            .filter(|o| o.available)
+            .filter(|o| zone.is_none_or(|r| r.has(&o.zone)))
+            .filter(|o| capacity_type.is_none_or(|r| r.has(o.capacity_type.label())))
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+    }
+
+    /// Values this type can give `key` under `reqs` (offerings for zone/capacity type).
+    pub(super) fn values(&self, key: &str, reqs: &Requirements) -> Vec<String> {
+        let zone = reqs.get(ZONE_LABEL);
+        let capacity_type = reqs.get(CAPACITY_TYPE_LABEL);
+        let offerings = self
+            .it
+            .offerings
+            .iter()
+            .filter(|o| o.available)
+            .filter(|o| zone.is_none_or(|r| r.has(&o.zone)))
+            .filter(|o| capacity_type.is_none_or(|r| r.has(o.capacity_type.label())));
+        match key {
+            ZONE_LABEL => offerings.map(|o| o.zone.clone()).collect(),
+            CAPACITY_TYPE_LABEL => offerings
+                .map(|o| o.capacity_type.label().to_string())
+                .collect(),
+            _ => self.it.labels.get(key).cloned().into_iter().collect(),
+        }
+    }
+}
+
+/// One cached compatibility result: pool, requirement set, per-type verdicts.
+pub(super) type CompatEntry = (usize, Requirements, Rc<[bool]>);
+
+impl Solver<'_> {
+    /// Which of `pool`'s types satisfy `reqs` (cached per distinct requirement set).
+    pub(super) fn compatible_types(&self, pool: usize, reqs: &Requirements) -> Rc<[bool]> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (pool, reqs).hash(&mut hasher);
+        let hash = hasher.finish();
+        if let Some(bucket) = self.compat_cache.borrow().get(&hash)
+            && let Some((_, _, hit)) = bucket.iter().find(|(p, r, _)| *p == pool && r == reqs)
+        {
+            return hit.clone();
+        }
+        let computed: Rc<[bool]> = self.pools[pool]
+            .types
+            .iter()
+            .map(|t| t.compatible(reqs))
+            .collect();
+        self.compat_cache
+            .borrow_mut()
+            .entry(hash)
+            .or_default()
+            .push((pool, reqs.clone(), computed.clone()));
+        computed
+    }
+
+    pub(super) fn check_min_values(
+        &self,
+        pool: usize,
+        reqs: &Requirements,
+        types: &[u32],
+    ) -> Result<(), String> {
+        if self.input.options.min_values_policy == MinValuesPolicy::BestEffort {
+            return Ok(());
+        }
+        for (key, req) in reqs.iter() {
+            let Some(min) = req.min_values else { continue };
+            let mut seen = BTreeSet::new();
+            for t in types {
+                let view = &self.pools[pool].types[*t as usize];
+                if key == INSTANCE_TYPE_LABEL {
+                    seen.insert(view.it.name.clone());
+                } else {
+                    seen.extend(view.values(key, reqs).into_iter().filter(|v| req.has(v)));
+                }
+            }
+            if (seen.len() as i64) < min {
+                return Err(format!(
+                    "minValues: {key} needs {min} distinct values, the instance types that fit offer {}",
+                    seen.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,59 @@
+//! Builders the test modules share, so a test reads as the situation it sets up: a clock at the
+//! start of 2026, fakecloud on it, the fake API server, and the controllers' [`Context`] over
+//! them.
+
+pub mod objects;
+
+use std::sync::Arc;
+
+use fakecloud::{Config, FakeCloud};
+use karpenter_core::catalog::Catalog;
+use karpenter_core::context::{Context, Options};
+use karpenter_core::nodeclaim;
+use karpenter_core::seams::ManualClock;
+
+use super::fake_kube::FakeKube;
+
+/// The cluster name the controllers tag instances with.
+pub const CLUSTER: &str = "sim";
+
+/// When every test's clock starts.
+pub fn start() -> jiff::Timestamp {
+    "2026-01-01T00:00:00Z".parse().expect("timestamp")
+}
+
+/// A manual clock at [`start`].
+pub fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(start()))
+}
+
+/// fakecloud with the built-in catalog, on `clock`.
+pub fn cloud(clock: &Arc<ManualClock>) -> Arc<FakeCloud> {
+    Arc::new(FakeCloud::new(
+        clock.clone(),
+        Catalog::builtin(),
+        Config::default(),
+    ))
+}
+
+/// Options naming the cluster [`CLUSTER`].
+pub fn options() -> Options {
+    Options {
+        lifecycle: nodeclaim::Options {
+            cluster_name: CLUSTER.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The controllers' context over the fake API server and fakecloud (no interruption queue).
+pub fn context(kube: &Arc<FakeKube>, cloud: &Arc<FakeCloud>, clock: &Arc<ManualClock>) -> Context {
+    Context::new(
+        kube.clone(),
+        cloud.clone(),
+        clock.clone(),
+        Arc::new(Catalog::builtin()),
+        options(),
+    )
+}

@@ -224,6 +224,20 @@ def control_checks(c):
     c.control("/faults/clear", {})
 
 
+def protocol_checks(c):
+    """Which real client spoke which protocol, as the server saw them (user agents)."""
+    with urllib.request.urlopen(c.endpoint + "/fakecloud/protocols", timeout=10) as response:
+        spoken = json.loads(response.read())
+    def by(protocol, prefix):
+        return any(client.startswith(prefix) for client in spoken.get(protocol, []))
+    for protocol, prefix in (("ec2-query", "aws-cli/1."), ("ec2-query", "aws-cli/2."), ("ec2-query", "Boto3/"),
+                             ("sqs-json", "aws-cli/1."), ("sqs-json", "Boto3/"), ("sqs-query", "aws-cli/2."),
+                             ("ssm-json", "aws-cli/"), ("iam-query", "aws-cli/"), ("eks-rest", "aws-cli/"),
+                             ("pricing-json", "Boto3/")):
+        check(f"{prefix} spoke {protocol}", by(protocol, prefix), str(spoken))
+    print("protocols spoken: " + json.dumps(spoken, sort_keys=True), flush=True)
+
+
 def main():
     fakecloud, tools = sys.argv[1], sys.argv[2]
     server = subprocess.Popen([fakecloud, "serve", "--listen", "127.0.0.1:0", "--seed", "3", "--cluster", CLUSTER],
@@ -244,6 +258,7 @@ def main():
             iam_eks_checks(c, cli, label)
         boto3_checks(c)
         control_checks(c)
+        protocol_checks(c)
     finally:
         server.terminate()
         server.wait(timeout=10)

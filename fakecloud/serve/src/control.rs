@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `GET /fakecloud/` | | endpoint, region, account, cluster, queue URL, node role |
 //! | `GET /fakecloud/calls` | | the call log, one line per call |
+//! | `GET /fakecloud/protocols` | | wire protocol -> the clients (user agents) that spoke it |
 //! | `POST /fakecloud/faults` | `{"operation":"CreateFleet","script":["Throttle","InternalError","Unavailable","LostResponse","Pass",{"latencyMs":500}]}` | the next calls of the operation get these, in order |
 //! | `POST /fakecloud/faults` | `{"operation":"DescribeInstances","rates":{"throttleRate":0.5,"internalErrorRate":0,"unavailableRate":0,"lostResponseRate":0,"latencyMsMin":0,"latencyMsMax":0}}` | standing random rates (`operation` omitted: every operation) |
 //! | `POST /fakecloud/faults/clear` | | no faults |
@@ -91,6 +92,7 @@ pub fn handle(world: &World, method: &str, path: &str, body: &[u8], host: &str) 
     let result = match (method, path.trim_end_matches('/')) {
         ("GET", "") => Ok(info(world, host)),
         ("GET", "/calls") => Ok(Reply::text(200, world.account.cloud.render_calls())),
+        ("GET", "/protocols") => Ok(ok(json!(world.protocols_spoken()))),
         ("POST", "/faults") => faults(world, &body),
         ("POST", "/faults/clear") => {
             world.account.cloud.clear_faults();

@@ -66,6 +66,10 @@ pub struct World {
     /// Every `service:Action` asked for on the wire, as IAM names them (what a policy must
     /// allow); the adapter's tests compare it with `karpenter_aws::actions::ACTIONS`.
     actions: Mutex<BTreeSet<String>>,
+    /// Wire protocol (`ec2-query`, `sqs-json`, `sqs-query`, `iam-query`, `ssm-json`,
+    /// `pricing-json`, `eks-rest`) -> the clients that spoke it (the user agent's first token,
+    /// `aws-cli/2.9.19`): which real client exercised which protocol.
+    protocols: Mutex<BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl World {
@@ -76,6 +80,7 @@ impl World {
             send_lock: tokio::sync::Mutex::new(()),
             counter: AtomicU64::new(0),
             actions: Mutex::new(BTreeSet::new()),
+            protocols: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -109,6 +114,23 @@ impl World {
     pub fn actions_called(&self) -> Vec<String> {
         let actions = self.actions.lock().unwrap_or_else(|p| p.into_inner());
         actions.iter().cloned().collect()
+    }
+
+    /// Protocol -> the clients (user agents' first tokens) that spoke it so far.
+    pub fn protocols_spoken(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.protocols
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn spoke(&self, protocol: &str, user_agent: &str) {
+        let client = user_agent.split_whitespace().next().unwrap_or("unknown");
+        let mut protocols = self.protocols.lock().unwrap_or_else(|p| p.into_inner());
+        protocols
+            .entry(protocol.to_string())
+            .or_default()
+            .insert(client.to_string());
     }
 
     fn record(&self, service: &str, action: &str) {
@@ -249,6 +271,11 @@ async fn route(
         .map(String::from)
         .unwrap_or_else(|| addr.to_string());
     let path = parts.uri.path();
+    let user_agent = parts
+        .headers
+        .get("user-agent")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("unknown");
     if let Some(rest) = path.strip_prefix("/fakecloud") {
         return control::handle(world, parts.method.as_str(), rest, body, &host);
     }
@@ -256,6 +283,7 @@ async fn route(
         && parts.method == hyper::Method::GET
     {
         world.record("eks", "DescribeCluster");
+        world.spoke("eks-rest", user_agent);
         return json_services::eks(world, name.trim_end_matches('/'), &rid).await;
     }
     if let Some(target) = parts
@@ -273,6 +301,7 @@ async fn route(
             other => other,
         };
         world.record(iam_service, action);
+        world.spoke(&format!("{iam_service}-json"), user_agent);
         return match service {
             "AmazonSQS" => {
                 sqs::handle(
@@ -302,6 +331,7 @@ async fn route(
         _ => "unknown",
     };
     world.record(service, &action);
+    world.spoke(&format!("{service}-query"), user_agent);
     match params.get("Version") {
         Some("2016-11-15") => ec2_action(world, &action, &params, &rid).await,
         Some("2012-11-05") => {

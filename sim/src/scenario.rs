@@ -48,6 +48,27 @@ pub struct Scenario {
     /// `faults: {spot-storm: {at: [10m], share: 0.3}, controller-crash: {every: 30m}}`.
     #[serde(default)]
     pub faults: FaultMix,
+    /// The controller's settings, under the chart's names (`settings.featureGates.*`); upstream's
+    /// defaults when absent.
+    #[serde(default)]
+    pub settings: Settings,
+}
+
+/// Controller settings a scenario may turn, named as the chart's `settings:` values.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub feature_gates: FeatureGates,
+}
+
+/// Upstream's feature gates (`settings.featureGates`); each off unless named, as upstream.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeatureGates {
+    /// `SpotToSpotConsolidation`: spot nodes may be consolidated onto cheaper spot nodes.
+    #[serde(default)]
+    pub spot_to_spot_consolidation: bool,
 }
 
 fn default_step() -> Duration {

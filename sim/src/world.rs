@@ -134,7 +134,7 @@ impl World {
             sqs: seams.controller_sqs.clone(),
             clock: clock.clone(),
             catalog: Arc::new(catalog),
-            options: operator_options(),
+            options: operator_options(&scenario.settings),
             queue_url: format!("fakecloud://sqs/{CLUSTER}"),
         });
         let invariants = Invariants::new(seams.audit.clone(), &cloud);
@@ -713,11 +713,16 @@ impl World {
     }
 }
 
-/// The controller's options in the world: upstream's defaults, with the world's cluster name.
-fn operator_options() -> operator::Options {
+/// The controller's options in the world: upstream's defaults, with the world's cluster name
+/// and the scenario's feature gates.
+fn operator_options(settings: &crate::scenario::Settings) -> operator::Options {
     operator::Options {
         lifecycle: karpenter_core::nodeclaim::Options {
             cluster_name: CLUSTER.into(),
+            ..Default::default()
+        },
+        disruption: karpenter_core::disruption::Options {
+            spot_to_spot: settings.feature_gates.spot_to_spot_consolidation,
             ..Default::default()
         },
         ..Default::default()

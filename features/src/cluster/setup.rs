@@ -101,6 +101,7 @@ impl SimWorld {
             cloud: knobs,
             workloads: Vec::new(),
             faults: Default::default(),
+            settings: Default::default(),
         };
         match World::new(self.seed, scenario).await {
             Ok(world) => {

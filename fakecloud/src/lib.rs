@@ -11,7 +11,9 @@
 //!   same calls at the same times give the same call log ([`FakeCloud::calls`]) and the same
 //!   message stream ([`FakeCloud::sent_messages`]).
 //! - Injected latency and long polls sleep with `tokio::time` (madsim-tokio: virtual time in the
-//!   simulation); nothing else awaits.
+//!   simulation); nothing else awaits. A long poll also wakes whenever anything touched the
+//!   state (a call from another task, a knob that sent a message), so it returns as soon as a
+//!   message arrives, as SQS does.
 //!
 //! The knobs and inspection methods live in `knobs.rs`; the model in one module per concern.
 
@@ -36,6 +38,7 @@ mod state;
 mod templates;
 mod timeline;
 
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
@@ -66,6 +69,34 @@ pub struct FakeCloud {
     /// What [`FakeCloud::reset`] returns to.
     initial: Config,
     state: Mutex<State>,
+    /// Long polls waiting for a message: woken after every access to the state.
+    touched: tokio::sync::Notify,
+}
+
+/// The locked state; releasing it wakes the long polls waiting for a message (whatever the
+/// holder did may have queued one).
+struct StateGuard<'a> {
+    guard: MutexGuard<'a, State>,
+    touched: &'a tokio::sync::Notify,
+}
+
+impl Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        self.touched.notify_waiters();
+    }
 }
 
 impl FakeCloud {
@@ -80,6 +111,7 @@ impl FakeCloud {
             catalog,
             initial: config,
             state: Mutex::new(state),
+            touched: tokio::sync::Notify::new(),
         }
     }
 
@@ -101,14 +133,18 @@ impl FakeCloud {
         self.current().now
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> StateGuard<'_> {
+        StateGuard {
+            guard: self
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            touched: &self.touched,
+        }
     }
 
     /// The state, caught up with the clock.
-    fn current(&self) -> MutexGuard<'_, State> {
+    fn current(&self) -> StateGuard<'_> {
         let now = self.clock.now();
         let mut state = self.lock();
         state.advance_to(now);

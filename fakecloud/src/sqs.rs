@@ -274,8 +274,9 @@ impl Sqs for FakeCloud {
                 .record(state.now, Operation::ReceiveMessage, input, outcome);
             return Err(error);
         }
-        let mut slept = Duration::ZERO;
+        let started = tokio::time::Instant::now();
         loop {
+            let slept = started.elapsed();
             let step = {
                 let mut state = self.current();
                 let state = &mut *state;
@@ -313,8 +314,13 @@ impl Sqs for FakeCloud {
                 let ms = (next.as_millisecond() - now.as_millisecond()).max(1);
                 Duration::from_millis(ms.unsigned_abs()).min(wait.saturating_sub(slept))
             };
-            tokio::time::sleep(step).await;
-            slept += step;
+            // Anything that touches the state from now on may have queued a message.
+            let touched = self.touched.notified();
+            tokio::select! {
+                biased;
+                () = touched => {}
+                () = tokio::time::sleep(step) => {}
+            }
         }
     }
 

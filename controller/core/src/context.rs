@@ -27,6 +27,8 @@ pub struct Options {
     pub lifecycle: nodeclaim::Options,
     /// How often garbage collection runs (upstream: every 2 minutes once settled).
     pub gc_interval: Option<Duration>,
+    /// Bounds on the loops' parallel work ([`crate::operator::Operator::spawn`]).
+    pub limits: crate::runtime::Limits,
 }
 
 /// The SQS queue EventBridge delivers interruption events to.

@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 use serde_json::{Value, json};
 
-pub use garbagecollection::GarbageCollector;
+pub use garbagecollection::{GC_INTERVAL, GarbageCollector};
 pub use launch::{LaunchError, Launched};
 
 use crate::api::conditions::{self, nodeclaim as cond};

@@ -2,7 +2,7 @@
 //!
 //! | seam | production | simulation | e2e |
 //! |---|---|---|---|
-//! | [`Clock`] | system clock | [`ManualClock`], advanced by the world | system clock |
+//! | [`Clock`] | system clock | [`VirtualClock`] (tokio/madsim virtual time) or [`ManualClock`] | system clock |
 //! | [`KubeApi`] | kube-rs client | in-memory API server (`sim`) | kube-rs against kind |
 //! | [`Ec2`] / [`Sqs`] | aws-sdk-ec2 / aws-sdk-sqs | `fakecloud` in-process | `fakecloud` over HTTP |
 //!
@@ -15,7 +15,7 @@ pub mod ec2;
 pub mod kube;
 pub mod sqs;
 
-pub use clock::{Clock, ManualClock};
+pub use clock::{Clock, ManualClock, VirtualClock};
 pub use ec2::{Ec2, Ec2Error};
 pub use kube::{KubeApi, KubeApiExt, KubeError};
 pub use sqs::{Sqs, SqsError};

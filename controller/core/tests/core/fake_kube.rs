@@ -1,21 +1,27 @@
 //! A small in-memory `KubeApi` for core tests: objects by (kind, namespace, name), server-side
 //! `generateName`, resourceVersions, recorded events, recorded deletes and evictions, evictions a
-//! test refuses (as a PodDisruptionBudget would, 429) and scripted write failures. (The
+//! test refuses (as a PodDisruptionBudget would, 429), scripted write failures and watches (every
+//! change is kept, so a watch from any version replays what followed it). (The
 //! simulation's API server, with watches, finalizers and PDB-aware eviction, lives in `sim`;
 //! this fake only has what core tests need.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use futures::channel::mpsc;
+
 use async_trait::async_trait;
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, ListOptions, ObjectKey, ObjectList, Patch,
-    ResourceKind, WatchStream,
+    ResourceKind, WatchEvent, WatchStream,
 };
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
 use serde_json::{Value, json};
 
 type Key = (&'static str, Option<String>, String);
+
+/// Where one open watch's events go.
+type WatchSender = mpsc::UnboundedSender<Result<WatchEvent, KubeError>>;
 
 /// One delete or eviction call a test can look at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +49,10 @@ pub struct FakeKube {
     failures: Mutex<Vec<KubeError>>,
     /// Time for deletionTimestamps (a fixed instant without one).
     clock: Mutex<Option<Arc<dyn Clock>>>,
+    /// Every change so far: (resourceVersion, kind plural, event).
+    history: Mutex<Vec<(u64, &'static str, WatchEvent)>>,
+    /// Open watches: (kind plural, where its events go).
+    watchers: Mutex<Vec<(&'static str, WatchSender)>>,
 }
 
 impl FakeKube {
@@ -70,10 +80,19 @@ impl FakeKube {
         if let Some(ns) = &namespace {
             object["metadata"]["namespace"] = json!(ns);
         }
-        self.objects
+        drop(counter);
+        let existed = self
+            .objects
             .lock()
             .unwrap()
-            .insert((kind.plural, namespace, name), object);
+            .insert((kind.plural, namespace, name), object.clone())
+            .is_some();
+        let event = if existed {
+            WatchEvent::Modified(object)
+        } else {
+            WatchEvent::Added(object)
+        };
+        self.emit(kind.plural, event);
     }
 
     pub fn all(&self, kind: &ResourceKind) -> Vec<Value> {
@@ -134,6 +153,18 @@ impl FakeKube {
                 .to_string(),
             None => "2026-01-01T00:00:00Z".to_string(),
         }
+    }
+
+    /// Records a change and sends it to the open watches of its kind.
+    fn emit(&self, plural: &'static str, event: WatchEvent) {
+        let version = *self.counter.lock().unwrap();
+        self.history
+            .lock()
+            .unwrap()
+            .push((version, plural, event.clone()));
+        self.watchers.lock().unwrap().retain(|(kind, sender)| {
+            *kind != plural || sender.unbounded_send(Ok(event.clone())).is_ok()
+        });
     }
 
     fn scripted_failure(&self) -> Option<KubeError> {
@@ -212,6 +243,14 @@ impl FakeKube {
         if done {
             objects.remove(&id);
         }
+        drop(objects);
+        drop(counter);
+        let event = if done {
+            WatchEvent::Deleted(out.clone())
+        } else {
+            WatchEvent::Modified(out.clone())
+        };
+        self.emit(kind.plural, event);
         Ok(out)
     }
 }
@@ -328,10 +367,22 @@ impl KubeApi for FakeKube {
         {
             if object["metadata"]["deletionTimestamp"].is_null() {
                 object["metadata"]["deletionTimestamp"] = json!(now);
+                *self.counter.lock().unwrap() += 1;
+                let version = self.counter.lock().unwrap().to_string();
+                object["metadata"]["resourceVersion"] = json!(version);
+                let marked = object.clone();
+                drop(objects);
+                self.emit(kind.plural, WatchEvent::Modified(marked.clone()));
+                return Ok(DeleteOutcome::Marked(marked));
             }
             return Ok(DeleteOutcome::Marked(object.clone()));
         }
-        objects.remove(&id);
+        let removed = objects.remove(&id);
+        drop(objects);
+        if let Some(removed) = removed {
+            *self.counter.lock().unwrap() += 1;
+            self.emit(kind.plural, WatchEvent::Deleted(removed));
+        }
         Ok(DeleteOutcome::Deleted)
     }
 
@@ -357,17 +408,33 @@ impl KubeApi for FakeKube {
             return Err(err);
         }
         self.record_call("evict", &ResourceKind::POD, pod, options, "ok");
-        self.objects.lock().unwrap().remove(&id);
+        let removed = self.objects.lock().unwrap().remove(&id);
+        if let Some(removed) = removed {
+            *self.counter.lock().unwrap() += 1;
+            self.emit(ResourceKind::POD.plural, WatchEvent::Deleted(removed));
+        }
         Ok(())
     }
 
+    /// Replays the kind's changes after `rv`, then streams new ones (namespace filters are not
+    /// applied: core tests watch whole kinds).
     async fn watch(
         &self,
-        _: &ResourceKind,
+        kind: &ResourceKind,
         _: &ListOptions,
         rv: &str,
     ) -> Result<WatchStream, KubeError> {
-        Err(KubeError::Gone(rv.to_string()))
+        let from: u64 = rv.parse().map_err(|_| KubeError::Gone(rv.to_string()))?;
+        let (sender, receiver) = mpsc::unbounded();
+        let history = self.history.lock().unwrap();
+        for (version, plural, event) in history.iter() {
+            if *plural == kind.plural && *version > from {
+                let _ = sender.unbounded_send(Ok(event.clone()));
+            }
+        }
+        self.watchers.lock().unwrap().push((kind.plural, sender));
+        drop(history);
+        Ok(Box::pin(receiver))
     }
 
     async fn record_event(&self, event: &EventRecord) -> Result<(), KubeError> {

@@ -1,0 +1,185 @@
+//! The controller runtime on tokio's paused clock: the work queue's guarantees (one worker per
+//! key, requeue of a key changed while processed, delays, holds after failures), the keyed runner's
+//! bound on parallel reconciles and its retry backoff, and the virtual clock.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use karpenter_core::runtime::controller::retry_backoff;
+use karpenter_core::runtime::{Reconciler, Requeue, WorkQueue, run_keyed};
+use karpenter_core::seams::{Clock, VirtualClock};
+use tokio::time::Instant;
+
+#[tokio::test(start_paused = true)]
+async fn a_key_added_twice_while_waiting_is_handed_out_once_in_the_order_keys_arrived() {
+    let queue = WorkQueue::new();
+    queue.add("b");
+    queue.add("a");
+    queue.add("b");
+    assert_eq!(queue.next().await, Some("b"));
+    assert_eq!(queue.next().await, Some("a"));
+    assert!(queue.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_added_while_a_worker_holds_it_comes_back_only_after_done() {
+    let queue = Arc::new(WorkQueue::new());
+    queue.add("claim");
+    let held = queue.next().await;
+    assert_eq!(held, Some("claim"));
+    queue.add("claim");
+    let second = {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.next().await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!second.is_finished(), "not handed to a second worker");
+    queue.done(&"claim");
+    assert_eq!(second.await.expect("joined"), Some("claim"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delayed_key_is_handed_out_when_its_delay_has_passed_and_an_earlier_add_wins() {
+    let queue = WorkQueue::new();
+    let start = Instant::now();
+    queue.add_after("late", Duration::from_secs(30));
+    queue.add_after("soon", Duration::from_secs(5));
+    queue.add_after("late", Duration::from_secs(60));
+    assert_eq!(queue.next().await, Some("soon"));
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    assert_eq!(queue.next().await, Some("late"));
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn adds_of_a_key_held_after_a_failure_wait_for_the_hold_to_end() {
+    let queue = WorkQueue::new();
+    let start = Instant::now();
+    queue.add("claim");
+    let key = queue.next().await.expect("key");
+    queue.add_rate_limited(key, Duration::from_secs(4));
+    queue.add("claim");
+    queue.done(&"claim");
+    queue.add("claim");
+    assert_eq!(queue.next().await, Some("claim"));
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(4),
+        "held despite the adds"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shut_down_queue_hands_out_nothing_more() {
+    let queue = WorkQueue::<&str>::new();
+    queue.shut_down();
+    assert_eq!(queue.next().await, None);
+}
+
+/// Sleeps `work` per reconcile, counting how many run at once; fails each key's first
+/// `failures` reconciles.
+struct Slow {
+    work: Duration,
+    running: AtomicUsize,
+    most: AtomicUsize,
+    failures: usize,
+    seen: Mutex<BTreeMap<u32, Vec<Duration>>>,
+    start: Instant,
+}
+
+impl Slow {
+    fn new(work: Duration, failures: usize) -> Self {
+        Self {
+            work,
+            running: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            failures,
+            seen: Mutex::new(BTreeMap::new()),
+            start: Instant::now(),
+        }
+    }
+}
+
+#[async_trait]
+impl Reconciler for Slow {
+    type Key = u32;
+    type Error = String;
+
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+
+    async fn reconcile(&self, key: &u32) -> Result<Requeue, String> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.work).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        let mut seen = self.seen.lock().unwrap();
+        let attempts = seen.entry(*key).or_default();
+        attempts.push(self.start.elapsed());
+        if attempts.len() <= self.failures {
+            return Err(format!("attempt {} failed", attempts.len()));
+        }
+        Ok(Requeue::Never)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_keyed_runner_reconciles_at_most_workers_max_keys_at_once_and_a_slow_key_holds_up_no_other()
+ {
+    let slow = Arc::new(Slow::new(Duration::from_secs(2), 0));
+    let queue = Arc::new(WorkQueue::new());
+    for key in 0..10 {
+        queue.add(key);
+    }
+    let runner = tokio::spawn(run_keyed(slow.clone(), queue.clone(), 4));
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(slow.most.load(Ordering::SeqCst), 4);
+    let seen = slow.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.len(),
+        10,
+        "all ten done in three rounds of two seconds"
+    );
+    assert!(seen.values().all(|t| t[0] <= Duration::from_secs(6)));
+    runner.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_reconcile_is_retried_after_a_doubling_backoff() {
+    let slow = Arc::new(Slow::new(Duration::ZERO, 3));
+    let queue = Arc::new(WorkQueue::new());
+    queue.add(7);
+    let runner = tokio::spawn(run_keyed(slow.clone(), queue, 10));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let attempts = slow.seen.lock().unwrap()[&7].clone();
+    let secs: Vec<u64> = attempts.iter().map(Duration::as_secs).collect();
+    assert_eq!(
+        secs,
+        [0, 1, 3, 7],
+        "1 s, then 2 s, then 4 s after each failure"
+    );
+    assert_eq!(
+        retry_backoff(30),
+        Duration::from_secs(300),
+        "capped at five minutes"
+    );
+    runner.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_virtual_clock_moves_exactly_as_tokio_time_does() {
+    let epoch: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("timestamp");
+    let clock = VirtualClock::new(epoch);
+    assert_eq!(clock.now(), epoch);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        clock.now(),
+        "2026-01-01T00:00:02.5Z"
+            .parse::<jiff::Timestamp>()
+            .expect("timestamp")
+    );
+}

@@ -104,6 +104,18 @@ impl Context {
         self
     }
 
+    /// Reads the slowly-changing EC2 answers a launch needs (subnets, security groups, images,
+    /// SSM parameters, launch templates) through a cache with upstream's TTLs
+    /// ([`crate::nodeclass::CachedEc2`]). Worlds that model EC2 latency want it; unit tests that
+    /// change subnets between two launches do not.
+    pub fn with_ec2_caches(mut self) -> Self {
+        self.ec2 = Arc::new(crate::nodeclass::CachedEc2::new(
+            self.ec2.clone(),
+            self.clock.clone(),
+        ));
+        self
+    }
+
     /// Now, from the Clock seam.
     pub fn now(&self) -> Timestamp {
         self.clock.now()

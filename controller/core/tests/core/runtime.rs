@@ -183,3 +183,70 @@ async fn the_virtual_clock_moves_exactly_as_tokio_time_does() {
             .expect("timestamp")
     );
 }
+
+mod caches {
+    //! The EC2 cache layer over fakecloud: one call per TTL, errors never cached.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fakecloud::{Fault, Operation};
+    use karpenter_core::nodeclass::CachedEc2;
+    use karpenter_core::seams::Ec2;
+    use karpenter_core::seams::ec2::{Filter, LaunchTemplateRequest};
+
+    use super::super::support;
+
+    fn template(name: &str) -> LaunchTemplateRequest {
+        LaunchTemplateRequest {
+            name: name.into(),
+            image_id: "ami-1".into(),
+            user_data: String::new(),
+            security_group_ids: vec![],
+            instance_profile: "profile".into(),
+            tags: Default::default(),
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn subnets_are_described_once_a_minute_and_a_failed_describe_is_not_remembered() {
+        let clock = support::clock();
+        let cloud = support::cloud(&clock);
+        let cached = CachedEc2::new(cloud.clone(), clock.clone());
+        let filters = [Filter::new("tag:karpenter.sh/discovery", &["sim"])];
+        cloud.script_faults(Operation::DescribeSubnets, [Fault::InternalError]);
+        let describe = || futures::executor::block_on(cached.describe_subnets(&filters));
+        assert!(describe().is_err());
+        let first = describe().expect("subnets");
+        assert!(!first.is_empty());
+        assert_eq!(describe().expect("cached"), first);
+        assert_eq!(cloud.calls_of(Operation::DescribeSubnets).len(), 2);
+        clock.advance(Duration::from_secs(61));
+        describe().expect("subnets");
+        assert_eq!(cloud.calls_of(Operation::DescribeSubnets).len(), 3);
+    }
+
+    #[test]
+    fn a_launch_template_is_created_once_and_a_moving_ssm_release_is_read_again_after_five_minutes()
+    {
+        let clock = support::clock();
+        let cloud = support::cloud(&clock);
+        let cached: Arc<dyn Ec2> = Arc::new(CachedEc2::new(cloud.clone(), clock.clone()));
+        for _ in 0..3 {
+            futures::executor::block_on(cached.create_launch_template(&template("lt-a")))
+                .expect("created");
+        }
+        assert_eq!(cloud.calls_of(Operation::CreateLaunchTemplate).len(), 1);
+        let parameter = "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id";
+        let read = || futures::executor::block_on(cached.get_parameter(parameter)).expect("read");
+        assert!(read().is_some());
+        read();
+        clock.advance(Duration::from_secs(4 * 60));
+        read();
+        assert_eq!(cloud.calls_of(Operation::GetParameter).len(), 1);
+        clock.advance(Duration::from_secs(61));
+        read();
+        assert_eq!(cloud.calls_of(Operation::GetParameter).len(), 2);
+    }
+}

@@ -104,13 +104,16 @@ impl Context {
         self
     }
 
-    /// Reads the slowly-changing EC2 answers a launch needs (subnets, security groups, images,
-    /// SSM parameters, launch templates) through a cache with upstream's TTLs
-    /// ([`crate::nodeclass::CachedEc2`]). Worlds that model EC2 latency want it; unit tests that
+    /// Spends EC2 calls as upstream does: the slowly-changing answers a launch needs (subnets,
+    /// security groups, images, SSM parameters, launch templates) through a cache with upstream's
+    /// TTLs ([`crate::nodeclass::CachedEc2`]), and concurrent TerminateInstances batched
+    /// ([`crate::seams::batch::BatchedEc2`]). Worlds with EC2 latency want it; unit tests that
     /// change subnets between two launches do not.
-    pub fn with_ec2_caches(mut self) -> Self {
+    pub fn with_ec2_economy(mut self) -> Self {
+        let batched: Arc<dyn Ec2> =
+            Arc::new(crate::seams::batch::BatchedEc2::new(self.ec2.clone()));
         self.ec2 = Arc::new(crate::nodeclass::CachedEc2::new(
-            self.ec2.clone(),
+            batched,
             self.clock.clone(),
         ));
         self

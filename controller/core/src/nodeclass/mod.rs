@@ -2,7 +2,7 @@
 //!
 //! [`resolve`] turns a class's selector terms into EC2 objects (subnets, security groups, an AMI).
 //! The launch path resolves them on every launch, through [`cache::CachedEc2`] when the world
-//! enables it (`Context::with_ec2_caches`), so a burst resolves each class once per TTL. This
+//! enables it (`Context::with_ec2_economy`), so a burst resolves each class once per TTL. This
 //! module is where the EC2NodeClass status controller will live (upstream resolves once per
 //! class, writes the result to its status and launch reads that).
 

@@ -10,6 +10,7 @@
 //! (`Arc<dyn KubeApi>`), so one composition root wires a world without generics leaking through
 //! the controller. Every error type says whether a retry can help ([`Retryable`]).
 
+pub mod batch;
 pub mod clock;
 pub mod ec2;
 pub mod kube;

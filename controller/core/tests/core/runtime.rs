@@ -250,3 +250,88 @@ mod caches {
         assert_eq!(cloud.calls_of(Operation::GetParameter).len(), 2);
     }
 }
+
+mod batches {
+    //! TerminateInstances batched across concurrent callers.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fakecloud::{Config, FakeCloud, Operation};
+    use karpenter_core::catalog::CapacityType;
+    use karpenter_core::catalog::Catalog;
+    use karpenter_core::seams::Ec2;
+    use karpenter_core::seams::VirtualClock;
+    use karpenter_core::seams::batch::BatchedEc2;
+    use karpenter_core::seams::ec2::{CreateFleetRequest, FleetOverride, LaunchTemplateRequest};
+
+    use super::super::support;
+
+    async fn launch(cloud: &FakeCloud) -> String {
+        let subnet = cloud.describe_subnets(&[]).await.expect("subnets")[0].clone();
+        let image_id = cloud
+            .get_parameter(
+                "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id",
+            )
+            .await
+            .expect("parameter")
+            .expect("al2023 image");
+        let template = LaunchTemplateRequest {
+            name: "batch-test-template".into(),
+            image_id,
+            user_data: String::new(),
+            security_group_ids: vec![],
+            instance_profile: "profile".into(),
+            tags: Default::default(),
+            extra: Default::default(),
+        };
+        if cloud.instances().is_empty() {
+            cloud
+                .create_launch_template(&template)
+                .await
+                .expect("template");
+        }
+        let request = CreateFleetRequest {
+            capacity_type: CapacityType::OnDemand,
+            launch_template_name: "batch-test-template".into(),
+            overrides: vec![FleetOverride {
+                instance_type: "m5.large".into(),
+                subnet_id: subnet.subnet_id.clone(),
+                zone: subnet.zone.clone(),
+                price: None,
+            }],
+            tags: Default::default(),
+            client_token: format!("token-{}", cloud.instances().len()),
+            context: None,
+        };
+        let response = cloud.create_fleet(&request).await.expect("launched");
+        assert!(response.errors.is_empty(), "{:?}", response.errors);
+        response.instances[0].instance_id.clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn terminations_of_concurrent_callers_go_to_ec2_in_one_call_and_each_caller_gets_its_own_ids()
+     {
+        let clock = Arc::new(VirtualClock::new(support::start()));
+        let cloud = Arc::new(FakeCloud::new(clock, Catalog::builtin(), Config::default()));
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(launch(&cloud).await);
+        }
+        let batched = Arc::new(BatchedEc2::new(cloud.clone()));
+        let mut callers = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            let batched = batched.clone();
+            let id = id.clone();
+            callers.push(tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50 * i as u64)).await;
+                batched.terminate_instances(std::slice::from_ref(&id)).await
+            }));
+        }
+        for (caller, id) in callers.into_iter().zip(&ids) {
+            let terminated = caller.await.expect("joined").expect("terminated");
+            assert_eq!(terminated, std::slice::from_ref(id));
+        }
+        assert_eq!(cloud.calls_of(Operation::TerminateInstances).len(), 1);
+    }
+}

@@ -30,6 +30,7 @@ mod filters;
 mod fleet;
 mod instances;
 mod knobs;
+mod latency;
 mod network;
 mod registration;
 mod rng;
@@ -55,6 +56,7 @@ pub use events::MALFORMED_BODIES;
 pub use faults::{Fault, FaultRates, FaultWindow, Operation};
 pub use instances::SPOT_INTERRUPTION_NOTICE;
 pub use knobs::QueueFaults;
+pub use latency::{LatencyProfile, REALISTIC_MS};
 pub use registration::{Registration, Taint, decode_user_data, parse_user_data};
 pub use sqs::SentMessage;
 
@@ -164,7 +166,7 @@ impl FakeCloud {
             let mut state = self.current();
             let now = state.now;
             let state = &mut *state;
-            let decision =
+            let mut decision =
                 state
                     .faults
                     .decide(operation, now, &state.config.faults, &mut state.rng.faults);
@@ -172,6 +174,7 @@ impl FakeCloud {
                 state.delayed_calls += 1;
                 state.delayed_total += decision.latency;
             }
+            decision.latency += state.latencies.draw(&state.config.latency, operation);
             decision
         };
         if !decision.latency.is_zero() {

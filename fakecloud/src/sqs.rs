@@ -253,6 +253,10 @@ impl Sqs for FakeCloud {
                 state.delayed_calls += 1;
                 state.delayed_total += decision.latency;
             }
+            let mut decision = decision;
+            decision.latency += state
+                .latencies
+                .draw(&state.config.latency, Operation::ReceiveMessage);
             (decision, after(now, wait))
         };
         if !decision.latency.is_zero() {

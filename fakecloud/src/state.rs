@@ -46,6 +46,8 @@ pub(crate) struct State {
     pub delayed_calls: u64,
     /// The latency injected into those calls, summed.
     pub delayed_total: std::time::Duration,
+    /// Each call's normal latency (`Config::latency`).
+    pub latencies: crate::latency::Latencies,
 }
 
 impl State {
@@ -82,6 +84,7 @@ impl State {
             calls: CallLog::new(config.call_log_len_max),
             delayed_calls: 0,
             delayed_total: std::time::Duration::ZERO,
+            latencies: crate::latency::Latencies::new(config.seed),
             queue: Queue::new(config.call_log_len_max),
             now,
             rng,

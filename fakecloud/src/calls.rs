@@ -1,7 +1,7 @@
-//! The call log: every API call with its time, input and outcome, in call order. Tests assert on
-//! it, the simulation prints it, and two runs with the same seed produce the same log.
+//! The call log's records: every API call with its time, input and outcome, in call order (the
+//! log itself is fakekit's [`CallLog`](fakekit::CallLog)). Tests assert on it, the simulation
+//! prints it, and two runs with the same seed produce the same log.
 
-use std::collections::VecDeque;
 use std::fmt;
 
 use jiff::Timestamp;
@@ -27,6 +27,31 @@ impl CallRecord {
     }
 }
 
+impl fakekit::Record for CallRecord {
+    type Operation = Operation;
+    type Input = String;
+
+    fn new(
+        seq: u64,
+        time: Timestamp,
+        operation: Operation,
+        input: String,
+        outcome: String,
+    ) -> Self {
+        Self {
+            seq,
+            time,
+            operation,
+            input,
+            outcome,
+        }
+    }
+
+    fn operation(&self) -> Operation {
+        self.operation
+    }
+}
+
 impl fmt::Display for CallRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -35,82 +60,4 @@ impl fmt::Display for CallRecord {
             self.seq, self.time, self.operation, self.input, self.outcome
         )
     }
-}
-
-/// Bounded: the oldest records go first once `len_max` is reached.
-#[derive(Clone, Debug)]
-pub(crate) struct CallLog {
-    records: VecDeque<CallRecord>,
-    len_max: usize,
-    next_seq: u64,
-}
-
-impl CallLog {
-    pub fn new(len_max: usize) -> Self {
-        Self {
-            records: VecDeque::new(),
-            len_max,
-            next_seq: 1,
-        }
-    }
-
-    pub fn record(
-        &mut self,
-        time: Timestamp,
-        operation: Operation,
-        input: String,
-        outcome: String,
-    ) {
-        if self.len_max == 0 {
-            self.next_seq += 1;
-            return;
-        }
-        while self.records.len() >= self.len_max {
-            self.records.pop_front();
-        }
-        self.records.push_back(CallRecord {
-            seq: self.next_seq,
-            time,
-            operation,
-            input,
-            outcome,
-        });
-        self.next_seq += 1;
-    }
-
-    pub fn records(&self) -> Vec<CallRecord> {
-        self.records.iter().cloned().collect()
-    }
-
-    pub fn clear(&mut self) {
-        self.records.clear();
-    }
-}
-
-/// `ok …`/`err …` for a call result.
-pub(crate) fn outcome<T, E: fmt::Display>(
-    result: &Result<T, E>,
-    ok: impl FnOnce(&T) -> String,
-) -> String {
-    match result {
-        Ok(value) => {
-            let detail = ok(value);
-            if detail.is_empty() {
-                "ok".to_string()
-            } else {
-                format!("ok {detail}")
-            }
-        }
-        Err(error) => format!("err {error}"),
-    }
-}
-
-/// `[a,b,c]`.
-pub(crate) fn list<I, S>(items: I) -> String
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    let joined: Vec<String> = items.into_iter().map(|s| s.as_ref().to_string()).collect();
-    format!("[{}]", joined.join(","))
 }

@@ -9,13 +9,14 @@ use karpenter_core::seams::ec2::{
     LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
 };
 
-use crate::calls::list;
+use fakekit::{FromInjected, list, serve};
+
+use crate::FakeCloud;
 use crate::faults::{Injected, Operation};
 use crate::instances::state_name;
-use crate::{ApiError, FakeCloud};
 
-impl ApiError for Ec2Error {
-    fn injected(kind: Injected) -> Self {
+impl FromInjected<Injected, Operation> for Ec2Error {
+    fn from_injected(kind: Injected, _: Operation) -> Self {
         match kind {
             Injected::Throttle => {
                 Ec2Error::Throttled("RequestLimitExceeded: Request limit exceeded.".into())
@@ -60,10 +61,11 @@ impl Ec2 for FakeCloud {
                     .map(|o| format!("{}/{}/{}", o.instance_type, o.zone, o.subnet_id))
             )
         );
-        self.serve(
+        serve(
+            self,
             Operation::CreateFleet,
             input,
-            |state| state.create_fleet(request),
+            |state, _| state.create_fleet(request),
             |response| {
                 format!(
                     "instances={} errors={}",
@@ -96,10 +98,11 @@ impl Ec2 for FakeCloud {
             list(instance_ids),
             filters_text(filters)
         );
-        self.serve(
+        serve(
+            self,
             Operation::DescribeInstances,
             input,
-            |state| state.describe_instances(instance_ids, filters),
+            |state, _| state.describe_instances(instance_ids, filters),
             |instances| {
                 list(
                     instances
@@ -112,10 +115,11 @@ impl Ec2 for FakeCloud {
     }
 
     async fn terminate_instances(&self, instance_ids: &[String]) -> Result<Vec<String>, Ec2Error> {
-        self.serve(
+        serve(
+            self,
             Operation::TerminateInstances,
             list(instance_ids),
-            |state| Ok(state.terminate_instances(instance_ids)),
+            |state, _| Ok(state.terminate_instances(instance_ids)),
             |ids| list(ids),
         )
         .await
@@ -127,20 +131,22 @@ impl Ec2 for FakeCloud {
         tags: &BTreeMap<String, String>,
     ) -> Result<(), Ec2Error> {
         let input = format!("ids={} tags={}", list(resource_ids), tags_text(tags));
-        self.serve(
+        serve(
+            self,
             Operation::CreateTags,
             input,
-            |state| state.create_tags(resource_ids, tags),
+            |state, _| state.create_tags(resource_ids, tags),
             |_| String::new(),
         )
         .await
     }
 
     async fn describe_subnets(&self, filters: &[Filter]) -> Result<Vec<Subnet>, Ec2Error> {
-        self.serve(
+        serve(
+            self,
             Operation::DescribeSubnets,
             filters_text(filters),
-            |state| state.network.describe_subnets(filters),
+            |state, _| state.network.describe_subnets(filters),
             |subnets| {
                 list(subnets.iter().map(|s| {
                     format!(
@@ -157,10 +163,11 @@ impl Ec2 for FakeCloud {
         &self,
         filters: &[Filter],
     ) -> Result<Vec<SecurityGroup>, Ec2Error> {
-        self.serve(
+        serve(
+            self,
             Operation::DescribeSecurityGroups,
             filters_text(filters),
-            |state| state.network.describe_security_groups(filters),
+            |state, _| state.network.describe_security_groups(filters),
             |groups| list(groups.iter().map(|g| g.group_id.as_str())),
         )
         .await
@@ -173,20 +180,22 @@ impl Ec2 for FakeCloud {
             list(&query.owners),
             filters_text(&query.filters)
         );
-        self.serve(
+        serve(
+            self,
             Operation::DescribeImages,
             input,
-            |state| state.amis.describe(query, &state.config.account_id),
+            |state, _| state.amis.describe(query, &state.config.account_id),
             |images| list(images.iter().map(|i| i.image_id.as_str())),
         )
         .await
     }
 
     async fn get_parameter(&self, name: &str) -> Result<Option<String>, Ec2Error> {
-        self.serve(
+        serve(
+            self,
             Operation::GetParameter,
             name.to_string(),
-            |state| Ok(state.amis.parameter(name)),
+            |state, _| Ok(state.amis.parameter(name)),
             |value| value.clone().unwrap_or_else(|| "none".into()),
         )
         .await
@@ -203,10 +212,11 @@ impl Ec2 for FakeCloud {
             list(&request.security_group_ids),
             tags_text(&request.tags)
         );
-        self.serve(
+        serve(
+            self,
             Operation::CreateLaunchTemplate,
             input,
-            |state| {
+            |state, _| {
                 let state = &mut *state;
                 state.templates.create(request, &mut state.rng.ids)
             },
@@ -219,20 +229,22 @@ impl Ec2 for FakeCloud {
         &self,
         filters: &[Filter],
     ) -> Result<Vec<LaunchTemplate>, Ec2Error> {
-        self.serve(
+        serve(
+            self,
             Operation::DescribeLaunchTemplates,
             filters_text(filters),
-            |state| state.templates.describe(filters),
+            |state, _| state.templates.describe(filters),
             |templates| list(templates.iter().map(|t| t.launch_template_name.as_str())),
         )
         .await
     }
 
     async fn delete_launch_template(&self, name: &str) -> Result<(), Ec2Error> {
-        self.serve(
+        serve(
+            self,
             Operation::DeleteLaunchTemplate,
             name.to_string(),
-            |state| {
+            |state, _| {
                 state.templates.delete(name);
                 Ok(())
             },

@@ -5,15 +5,23 @@
 //! nothing, except [`Fault::LostResponse`], which applies the call and then fails it: the case
 //! that makes idempotency tokens necessary.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
-use std::time::Duration;
-
-use crate::rng::{FaultRngs, between, chance};
-use jiff::Timestamp;
+use fakekit::{Decision, FaultStreams, Rates, Scripted};
 
 /// The API operations the fake serves (AWS's names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 pub enum Operation {
     CreateFleet,
     DescribeInstances,
@@ -28,48 +36,6 @@ pub enum Operation {
     DeleteLaunchTemplate,
     ReceiveMessage,
     DeleteMessage,
-}
-
-impl Operation {
-    pub const ALL: [Operation; 13] = [
-        Operation::CreateFleet,
-        Operation::DescribeInstances,
-        Operation::TerminateInstances,
-        Operation::CreateTags,
-        Operation::DescribeSubnets,
-        Operation::DescribeSecurityGroups,
-        Operation::DescribeImages,
-        Operation::GetParameter,
-        Operation::CreateLaunchTemplate,
-        Operation::DescribeLaunchTemplates,
-        Operation::DeleteLaunchTemplate,
-        Operation::ReceiveMessage,
-        Operation::DeleteMessage,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Operation::CreateFleet => "CreateFleet",
-            Operation::DescribeInstances => "DescribeInstances",
-            Operation::TerminateInstances => "TerminateInstances",
-            Operation::CreateTags => "CreateTags",
-            Operation::DescribeSubnets => "DescribeSubnets",
-            Operation::DescribeSecurityGroups => "DescribeSecurityGroups",
-            Operation::DescribeImages => "DescribeImages",
-            Operation::GetParameter => "GetParameter",
-            Operation::CreateLaunchTemplate => "CreateLaunchTemplate",
-            Operation::DescribeLaunchTemplates => "DescribeLaunchTemplates",
-            Operation::DeleteLaunchTemplate => "DeleteLaunchTemplate",
-            Operation::ReceiveMessage => "ReceiveMessage",
-            Operation::DeleteMessage => "DeleteMessage",
-        }
-    }
-}
-
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// What one scripted call gets.
@@ -111,117 +77,53 @@ impl FaultRates {
 }
 
 /// Rates that replace the configured ones from `from` until (excluding) `until`: a throttling
-/// storm, an outage.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FaultWindow {
-    /// `None` applies to every operation.
-    pub operation: Option<Operation>,
-    pub from: Timestamp,
-    pub until: Timestamp,
-    pub rates: FaultRates,
-}
+/// storm, an outage (`operation: None` applies to every operation).
+pub type FaultWindow = fakekit::FaultWindow<Operation, FaultRates>;
 
 /// An error the caller sees instead of the call's result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Injected {
+pub enum Injected {
     Throttle,
     InternalError,
     Unavailable,
 }
 
-/// What happens to one call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Decision {
-    pub error: Option<Injected>,
-    /// Apply the call, then fail it with `error`.
-    pub apply_anyway: bool,
-    pub latency: Duration,
-}
-
-/// Scripts and windows; the standing rates are `Config::faults`.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Faults {
-    pub scripts: BTreeMap<Operation, VecDeque<Fault>>,
-    pub windows: Vec<FaultWindow>,
-}
-
-impl Faults {
-    /// Decides one call of `operation` at `now`: a scripted fault if one is queued, else the
-    /// rates of the latest window covering `now`, else the standing `rates`.
-    pub fn decide(
-        &mut self,
-        operation: Operation,
-        now: Timestamp,
-        rates: &BTreeMap<Operation, FaultRates>,
-        rng: &mut FaultRngs,
-    ) -> Decision {
-        if let Some(fault) = self
-            .scripts
-            .get_mut(&operation)
-            .and_then(|script| script.pop_front())
-        {
-            return scripted(fault);
+impl Scripted<Operation, Injected, ()> for Fault {
+    fn decision(self, _: Operation) -> Decision<Injected> {
+        match self {
+            Fault::Pass => Decision::default(),
+            Fault::Throttle => Decision::fail(Injected::Throttle),
+            Fault::InternalError => Decision::fail(Injected::InternalError),
+            Fault::Unavailable => Decision::fail(Injected::Unavailable),
+            Fault::LostResponse => Decision::lose_response(Injected::InternalError),
+            Fault::LatencyMs(ms) => Decision::late_ms(ms),
         }
-        let rates = self
-            .windows
-            .iter()
-            .rev()
-            .find(|w| {
-                w.operation.is_none_or(|op| op == operation) && w.from <= now && now < w.until
-            })
-            .map(|w| w.rates)
-            .or_else(|| rates.get(&operation).copied())
-            .unwrap_or_default();
-        drawn(&rates, rng)
     }
 }
 
-fn scripted(fault: Fault) -> Decision {
-    let error = |e| Decision {
-        error: Some(e),
-        ..Decision::default()
-    };
-    match fault {
-        Fault::Pass => Decision::default(),
-        Fault::Throttle => error(Injected::Throttle),
-        Fault::InternalError => error(Injected::InternalError),
-        Fault::Unavailable => error(Injected::Unavailable),
-        Fault::LostResponse => Decision {
-            error: Some(Injected::InternalError),
-            apply_anyway: true,
-            latency: Duration::ZERO,
-        },
-        Fault::LatencyMs(ms) => Decision {
-            latency: Duration::from_millis(ms),
-            ..Decision::default()
-        },
-    }
-}
+impl Rates<Operation> for FaultRates {
+    type Injected = Injected;
+    type Degraded = ();
 
-/// Each kind of fault draws from its own stream, and only when its rate is set: the kinds are
-/// tried in a fixed order and the first that hits is the call's error.
-fn drawn(rates: &FaultRates, rng: &mut FaultRngs) -> Decision {
-    let mut decision = Decision::default();
-    let throttle = chance(&mut rng.throttle, rates.throttle_rate);
-    let internal = chance(&mut rng.internal_error, rates.internal_error_rate);
-    let unavailable = chance(&mut rng.unavailable, rates.unavailable_rate);
-    let lost = chance(&mut rng.lost_response, rates.lost_response_rate);
-    if throttle {
-        decision.error = Some(Injected::Throttle);
-    } else if internal {
-        decision.error = Some(Injected::InternalError);
-    } else if unavailable {
-        decision.error = Some(Injected::Unavailable);
-    } else if lost {
-        decision.error = Some(Injected::InternalError);
-        decision.apply_anyway = true;
+    /// Each kind of fault draws from its own stream, and only when its rate is set: the kinds are
+    /// tried in a fixed order and the first that hits is the call's error.
+    fn draw(&self, _: Operation, streams: &mut FaultStreams) -> Decision<Injected> {
+        let throttle = streams.chance("throttle", self.throttle_rate);
+        let internal = streams.chance("internal-error", self.internal_error_rate);
+        let unavailable = streams.chance("unavailable", self.unavailable_rate);
+        let lost = streams.chance("lost-response", self.lost_response_rate);
+        let mut decision = if throttle {
+            Decision::fail(Injected::Throttle)
+        } else if internal {
+            Decision::fail(Injected::InternalError)
+        } else if unavailable {
+            Decision::fail(Injected::Unavailable)
+        } else if lost {
+            Decision::lose_response(Injected::InternalError)
+        } else {
+            Decision::default()
+        };
+        decision.latency = streams.latency(self.latency_ms_min, self.latency_ms_max);
+        decision
     }
-    if rates.latency_ms_max > 0 {
-        decision.latency = Duration::from_millis(between(
-            &mut rng.latency,
-            rates.latency_ms_min,
-            rates.latency_ms_max,
-        ));
-    }
-    decision
 }

@@ -1,5 +1,7 @@
 //! Behaviour knobs and inspection: what tests and the simulation use besides the seams. Every
-//! method first catches up with the clock, so what it changes or shows is as of now.
+//! method first catches up with the clock, so what it changes or shows is as of now. The fault and
+//! call-log knobs every fake has (`set_fault_rates`, `script_faults`, `add_fault_window`,
+//! `clear_faults`, `calls`, `delayed_total`, ...) are fakekit's [`Fake`](fakekit::Fake) methods.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -12,12 +14,10 @@ use rand::Rng;
 use crate::FakeCloud;
 use crate::amis::AmiFamily;
 use crate::boot::Boot;
-use crate::calls::CallRecord;
 use crate::capacity::Pool;
 use crate::config::Config;
 use crate::cost::{CostReport, PricePoint};
 use crate::events::MALFORMED_BODIES;
-use crate::faults::{Fault, FaultRates, FaultWindow, Operation};
 use crate::sqs::SentMessage;
 use crate::state::{State, after};
 use crate::timeline::Due;
@@ -178,69 +178,10 @@ impl FakeCloud {
         }
         state.queue.exists = exists;
     }
-
-    /// Standing fault rates of one operation.
-    pub fn set_fault_rates(&self, operation: Operation, rates: FaultRates) {
-        self.configure(|c| {
-            c.faults.insert(operation, rates);
-        });
-    }
-
-    /// Standing fault rates of every operation.
-    pub fn set_fault_rates_all(&self, rates: FaultRates) {
-        self.configure(|c| {
-            for operation in Operation::ALL {
-                c.faults.insert(operation, rates);
-            }
-        });
-    }
-
-    /// What the next calls of `operation` get, one fault per call, before any rate applies.
-    pub fn script_faults(&self, operation: Operation, faults: impl IntoIterator<Item = Fault>) {
-        self.current()
-            .faults
-            .scripts
-            .entry(operation)
-            .or_default()
-            .extend(faults);
-    }
-
-    /// Rates that apply inside a time window (a throttling storm, an outage).
-    pub fn add_fault_window(&self, window: FaultWindow) {
-        self.current().faults.windows.push(window);
-    }
-
-    /// Removes every fault: rates, scripts and windows.
-    pub fn clear_faults(&self) {
-        let mut state = self.current();
-        state.config.faults.clear();
-        state.faults = Default::default();
-    }
 }
 
 /// Inspection.
 impl FakeCloud {
-    /// The call log, oldest first.
-    pub fn calls(&self) -> Vec<CallRecord> {
-        self.current().calls.records()
-    }
-
-    pub fn calls_of(&self, operation: Operation) -> Vec<CallRecord> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.operation == operation)
-            .collect()
-    }
-
-    /// The call log, one line per call, for printing.
-    pub fn render_calls(&self) -> String {
-        self.calls().iter().map(|c| format!("{c}\n")).collect()
-    }
-
-    pub fn clear_calls(&self) {
-        self.current().calls.clear();
-    }
-
     /// Every message that entered the queue, in order (events and injected bodies).
     pub fn sent_messages(&self) -> Vec<SentMessage> {
         self.current().queue.sent()
@@ -266,17 +207,6 @@ impl FakeCloud {
             duplicated: state.queue.duplicated,
             reordered: state.queue.reordered,
         }
-    }
-
-    /// Calls served late by an injected latency (rates, windows or scripts) so far.
-    pub fn delayed_calls(&self) -> u64 {
-        self.current().delayed_calls
-    }
-
-    /// The latency injected so far, summed over the delayed calls: how long callers waited on
-    /// EC2 and SQS beyond a normal answer (a simulation on a manual clock charges it to time).
-    pub fn delayed_total(&self) -> std::time::Duration {
-        self.current().delayed_total
     }
 
     /// Every instance EC2 still knows, ignoring the consistency lag, sorted by id.

@@ -11,14 +11,13 @@
 //!   same calls at the same times give the same call log ([`FakeCloud::calls`]) and the same
 //!   message stream ([`FakeCloud::sent_messages`]).
 //! - Injected latency and long polls sleep with `tokio::time` (madsim-tokio: virtual time in the
-//!   simulation); nothing else awaits. A long poll also wakes whenever anything touched the
-//!   state (a call from another task, a knob that sent a message), so it returns as soon as a
-//!   message arrives, as SQS does.
+//!   simulation); nothing else awaits.
 //!
 //! The knobs and inspection methods live in `knobs.rs`; the model in one module per concern.
 
 mod amis;
 mod boot;
+pub mod bootstrap;
 mod calls;
 mod capacity;
 mod config;
@@ -39,9 +38,9 @@ mod state;
 mod templates;
 mod timeline;
 
-use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use fakekit::KitView;
 use jiff::Timestamp;
 use karpenter_core::catalog::Catalog;
 use karpenter_core::seams::Clock;
@@ -53,14 +52,15 @@ pub use capacity::Pool;
 pub use config::Config;
 pub use cost::{CostLine, CostReport, InstanceCost, PricePoint};
 pub use events::MALFORMED_BODIES;
-pub use faults::{Fault, FaultRates, FaultWindow, Operation};
+pub use fakekit::Fake;
+pub use faults::{Fault, FaultRates, FaultWindow, Injected, Operation};
 pub use instances::SPOT_INTERRUPTION_NOTICE;
 pub use knobs::QueueFaults;
 pub use latency::{LatencyProfile, REALISTIC_MS};
 pub use registration::{Registration, Taint, decode_user_data, parse_user_data};
 pub use sqs::SentMessage;
+pub use state::CloudKit;
 
-use crate::faults::Injected;
 use crate::state::State;
 
 /// The fake cloud. Share it as `Arc<FakeCloud>`: it is both an `Arc<dyn Ec2>` and an
@@ -71,34 +71,9 @@ pub struct FakeCloud {
     /// What [`FakeCloud::reset`] returns to.
     initial: Config,
     state: Mutex<State>,
-    /// Long polls waiting for a message: woken after every access to the state.
+    /// Long polls waiting for a message: woken whenever the state is taken (whoever takes it may
+    /// queue one; the waiter reads the queue only after the taker let go).
     touched: tokio::sync::Notify,
-}
-
-/// The locked state; releasing it wakes the long polls waiting for a message (whatever the
-/// holder did may have queued one).
-struct StateGuard<'a> {
-    guard: MutexGuard<'a, State>,
-    touched: &'a tokio::sync::Notify,
-}
-
-impl Deref for StateGuard<'_> {
-    type Target = State;
-    fn deref(&self) -> &State {
-        &self.guard
-    }
-}
-
-impl DerefMut for StateGuard<'_> {
-    fn deref_mut(&mut self) -> &mut State {
-        &mut self.guard
-    }
-}
-
-impl Drop for StateGuard<'_> {
-    fn drop(&mut self) {
-        self.touched.notify_waiters();
-    }
 }
 
 impl FakeCloud {
@@ -135,72 +110,54 @@ impl FakeCloud {
         self.current().now
     }
 
-    fn lock(&self) -> StateGuard<'_> {
-        StateGuard {
-            guard: self
-                .state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-            touched: &self.touched,
-        }
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The state, caught up with the clock.
-    fn current(&self) -> StateGuard<'_> {
+    fn current(&self) -> MutexGuard<'_, State> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.advance_to(now);
+        self.touched.notify_waiters();
+        state
+    }
+
+    /// [`FakeCloud::current`] without waking the long polls: what a long poll itself reads with,
+    /// so two waiting polls never wake each other in turn.
+    fn current_quietly(&self) -> MutexGuard<'_, State> {
         let now = self.clock.now();
         let mut state = self.lock();
         state.advance_to(now);
         state
     }
-
-    /// One API call: decide its fault, sleep its latency (lock released), apply it to the state
-    /// caught up with the clock, deliver what became due, and log it.
-    async fn serve<T, E: ApiError>(
-        &self,
-        operation: Operation,
-        input: String,
-        call: impl FnOnce(&mut State) -> Result<T, E>,
-        describe: impl FnOnce(&T) -> String,
-    ) -> Result<T, E> {
-        let decision = {
-            let mut state = self.current();
-            let now = state.now;
-            let state = &mut *state;
-            let mut decision =
-                state
-                    .faults
-                    .decide(operation, now, &state.config.faults, &mut state.rng.faults);
-            if !decision.latency.is_zero() {
-                state.delayed_calls += 1;
-                state.delayed_total += decision.latency;
-            }
-            decision.latency += state.latencies.draw(&state.config.latency, operation);
-            decision
-        };
-        if !decision.latency.is_zero() {
-            tokio::time::sleep(decision.latency).await;
-        }
-        let mut state = self.current();
-        let result = match decision.error {
-            None => call(&mut state),
-            Some(kind) => {
-                if decision.apply_anyway {
-                    // The effect happens; only the response is lost.
-                    let _ = call(&mut state);
-                }
-                Err(E::injected(kind))
-            }
-        };
-        let now = state.now;
-        // Events the call caused with no delivery lag are in the queue when it returns.
-        state.advance_to(now);
-        let outcome = calls::outcome(&result, describe);
-        state.calls.record(now, operation, input, outcome);
-        result
-    }
 }
 
-/// Seam error types that can carry an injected fault.
-trait ApiError: Sized + std::fmt::Display {
-    fn injected(kind: Injected) -> Self;
+impl fakekit::Fake for FakeCloud {
+    fn normal_latency(state: &mut State, operation: Operation) -> std::time::Duration {
+        state.latencies.draw(&state.config.latency, operation)
+    }
+
+    type Kit = CloudKit;
+    type State = State;
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.current()
+    }
+
+    fn kit(state: &mut State) -> KitView<'_, CloudKit> {
+        KitView {
+            kit: &mut state.kit,
+            rates: &mut state.config.faults,
+            now: state.now,
+        }
+    }
+
+    /// Events the call caused with no delivery lag are in the queue when it returns.
+    fn settle(state: &mut State) {
+        let now = state.now;
+        state.advance_to(now);
+    }
 }

@@ -13,12 +13,12 @@ use rand::RngCore;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
-use crate::calls::{self, list};
+use crate::FakeCloud;
 use crate::config::Config;
-use crate::faults::Operation;
+use crate::faults::{Injected, Operation};
 use crate::rng::{Rngs, chance, uuid};
 use crate::state::after;
-use crate::{ApiError, FakeCloud};
+use fakekit::{FromInjected, list, outcome, serve};
 
 /// A message as it entered the queue: the message stream two same-seed runs share.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,9 +206,8 @@ impl Queue {
     }
 }
 
-impl ApiError for SqsError {
-    fn injected(kind: crate::faults::Injected) -> Self {
-        use crate::faults::Injected;
+impl FromInjected<Injected, Operation> for SqsError {
+    fn from_injected(kind: Injected, _: Operation) -> Self {
         match kind {
             Injected::Throttle => SqsError::Throttled("ThrottlingException: Rate exceeded".into()),
             Injected::InternalError => SqsError::Unavailable(
@@ -243,17 +242,10 @@ impl Sqs for FakeCloud {
             let mut state = self.current();
             let now = state.now;
             let state = &mut *state;
-            let decision = state.faults.decide(
-                Operation::ReceiveMessage,
-                now,
-                &state.config.faults,
-                &mut state.rng.faults,
-            );
-            if !decision.latency.is_zero() {
-                state.delayed_calls += 1;
-                state.delayed_total += decision.latency;
-            }
-            let mut decision = decision;
+            let mut decision =
+                state
+                    .kit
+                    .decide(Operation::ReceiveMessage, now, &state.config.faults);
             decision.latency += state
                 .latencies
                 .draw(&state.config.latency, Operation::ReceiveMessage);
@@ -271,9 +263,10 @@ impl Sqs for FakeCloud {
                     .queue
                     .receive(count, state.now, &state.config, &mut state.rng);
             }
-            let error = SqsError::injected(kind);
+            let error = SqsError::from_injected(kind, Operation::ReceiveMessage);
             let outcome = format!("err {error}");
             state
+                .kit
                 .calls
                 .record(state.now, Operation::ReceiveMessage, input, outcome);
             return Err(error);
@@ -282,7 +275,7 @@ impl Sqs for FakeCloud {
         loop {
             let slept = started.elapsed();
             let step = {
-                let mut state = self.current();
+                let mut state = self.current_quietly();
                 let state = &mut *state;
                 let now = state.now;
                 let result = if state.queue.exists {
@@ -297,10 +290,11 @@ impl Sqs for FakeCloud {
                     Err(_) => true,
                 };
                 if done {
-                    let outcome = calls::outcome(&result, |messages| {
+                    let outcome = outcome(&result, |messages| {
                         list(messages.iter().map(|m| m.message_id.as_str()))
                     });
                     state
+                        .kit
                         .calls
                         .record(now, Operation::ReceiveMessage, input, outcome);
                     return result;
@@ -318,7 +312,7 @@ impl Sqs for FakeCloud {
                 let ms = (next.as_millisecond() - now.as_millisecond()).max(1);
                 Duration::from_millis(ms.unsigned_abs()).min(wait.saturating_sub(slept))
             };
-            // Anything that touches the state from now on may have queued a message.
+            // Anything that takes the state from now on may have queued a message.
             let touched = self.touched.notified();
             tokio::select! {
                 biased;
@@ -329,10 +323,11 @@ impl Sqs for FakeCloud {
     }
 
     async fn delete_message(&self, receipt_handle: &str) -> Result<(), SqsError> {
-        self.serve(
+        serve(
+            self,
             Operation::DeleteMessage,
             receipt_handle.to_string(),
-            |state| {
+            |state, _| {
                 if !state.queue.exists {
                     return Err(queue_missing());
                 }

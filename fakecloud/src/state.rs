@@ -5,55 +5,67 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fakekit::{Kit, KitSpec};
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::catalog::Catalog;
 use karpenter_core::seams::ec2::{CreateFleetRequest, CreateFleetResponse};
+use strum::VariantArray;
 
 use crate::amis::{AmiFamily, Amis};
-use crate::calls::CallLog;
+use crate::calls::CallRecord;
 use crate::capacity::Capacity;
 use crate::config::Config;
 use crate::cost::{Ledger, Prices};
 use crate::events::Origin;
-use crate::faults::Faults;
+use crate::faults::{Fault, FaultRates, Operation};
 use crate::instances::InstanceRecord;
 use crate::network::Network;
-use crate::rng::{Rngs, uuid};
+use crate::rng::{self, Rngs, uuid};
 use crate::sqs::Queue;
 use crate::templates::Templates;
 use crate::timeline::{Due, Timeline};
 
-pub(crate) struct State {
-    pub config: Config,
-    pub catalog: Arc<Catalog>,
+/// Everything the fake cloud knows (unnameable outside the crate: fakekit's `Fake` lends it back to
+/// the crate only).
+pub struct State {
+    pub(crate) config: Config,
+    pub(crate) catalog: Arc<Catalog>,
     /// The time the state has been advanced to.
-    pub now: Timestamp,
-    pub rng: Rngs,
-    pub timeline: Timeline,
-    pub network: Network,
-    pub amis: Amis,
-    pub templates: Templates,
-    pub instances: BTreeMap<String, InstanceRecord>,
+    pub(crate) now: Timestamp,
+    pub(crate) rng: Rngs,
+    pub(crate) timeline: Timeline,
+    pub(crate) network: Network,
+    pub(crate) amis: Amis,
+    pub(crate) templates: Templates,
+    pub(crate) instances: BTreeMap<String, InstanceRecord>,
     /// `CreateFleet` results by client token, for idempotent retries.
-    pub fleets: BTreeMap<String, (CreateFleetRequest, CreateFleetResponse)>,
-    pub capacity: Capacity,
-    pub prices: Prices,
-    pub ledger: Ledger,
-    pub queue: Queue,
-    pub faults: Faults,
-    pub calls: CallLog,
-    /// Calls an injected latency delayed (what `FakeCloud::delayed_calls` reports).
-    pub delayed_calls: u64,
-    /// The latency injected into those calls, summed.
-    pub delayed_total: std::time::Duration,
+    pub(crate) fleets: BTreeMap<String, (CreateFleetRequest, CreateFleetResponse)>,
+    pub(crate) capacity: Capacity,
+    pub(crate) prices: Prices,
+    pub(crate) ledger: Ledger,
+    pub(crate) queue: Queue,
+    /// The fault plan, the call log and the latency tally.
+    pub(crate) kit: Kit<CloudKit>,
     /// Each call's normal latency (`Config::latency`).
-    pub latencies: crate::latency::Latencies,
+    pub(crate) latencies: crate::latency::Latencies,
+}
+
+/// The types of fakecloud's kit: AWS's operations, EC2-style faults, [`CallRecord`]s.
+pub struct CloudKit;
+
+impl KitSpec for CloudKit {
+    type Operation = Operation;
+    type Rates = FaultRates;
+    type Fault = Fault;
+    type Record = CallRecord;
+    const OPERATIONS: &'static [Operation] = Operation::VARIANTS;
 }
 
 impl State {
     /// The world `config` describes, at `now`.
     pub fn new(config: Config, catalog: Arc<Catalog>, now: Timestamp) -> Self {
-        let mut rng = Rngs::new(config.seed);
+        let streams = rng::streams(config.seed);
+        let mut rng = Rngs::new(&streams);
         let network = Network::new(
             &config.subnets,
             &config.security_groups,
@@ -80,10 +92,7 @@ impl State {
         Self {
             capacity: Capacity::new(&catalog, config.pool_capacity_default),
             prices: Prices::new(&catalog, now),
-            faults: Faults::default(),
-            calls: CallLog::new(config.call_log_len_max),
-            delayed_calls: 0,
-            delayed_total: std::time::Duration::ZERO,
+            kit: Kit::new(streams, config.call_log_len_max),
             latencies: crate::latency::Latencies::new(config.seed),
             queue: Queue::new(config.call_log_len_max),
             now,
@@ -136,7 +145,7 @@ impl State {
     }
 
     /// Sends an EventBridge event that happened at `time`; SQS has it after the delivery lag.
-    pub fn emit(&mut self, time: Timestamp, build: impl FnOnce(&Origin<'_>) -> String) {
+    pub(crate) fn emit(&mut self, time: Timestamp, build: impl FnOnce(&Origin<'_>) -> String) {
         let origin = Origin {
             region: &self.config.region,
             account: &self.config.account_id,

@@ -5,6 +5,8 @@
 mod amis;
 #[path = "fakecloud/boot.rs"]
 mod boot;
+#[path = "fakecloud/bootstrap.rs"]
+mod bootstrap;
 #[path = "fakecloud/cost.rs"]
 mod cost;
 #[path = "fakecloud/determinism.rs"]

@@ -30,12 +30,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use karpenter_core::seams::Clock;
 use karpenter_core::seams::ec2::Instance;
-use karpenter_sim::apiserver::{ApiFaultRates, ApiOperation};
+use karpenter_sim::workloads::{DaemonSet, Deployment};
 use karpenter_sim::world::{EPOCH, World};
 
 use crate::history::History;
 use crate::observe::Snapshot;
-use crate::workloads::{DaemonSet, Deployment};
 
 pub use setup::{DEFAULT_SEED, Setup};
 
@@ -185,15 +184,6 @@ impl Default for SimWorld {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// Switches the API server's injected faults off, returning them for `c.faults = saved`.
-fn suspend_api_faults(world: &World) -> BTreeMap<ApiOperation, ApiFaultRates> {
-    let mut saved = BTreeMap::new();
-    world
-        .api()
-        .configure(|c| saved = std::mem::take(&mut c.faults));
-    saved
 }
 
 /// `text` as one single-quoted shell word (a `'` inside becomes `'\''`), for the replay command.

@@ -20,13 +20,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use fakecloud::FakeCloud;
+use fakekube::ApiServer;
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::api::labels::{
     DISRUPTED_TAINT_KEY, INTERRUPTION_EVICTION_DEADLINE_ANNOTATION, REPLACES_ANNOTATION,
 };
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_sim::apiserver::ApiServer;
 use serde_json::Value;
 
 /// One pod's life on its node.

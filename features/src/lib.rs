@@ -9,13 +9,15 @@
 //! - [`cluster`]: [`SimWorld`], the cucumber world. `Given` steps only *collect* (manifests,
 //!   cloud knobs, the seed); the sim world is built from them by the first step that needs it,
 //!   so a scenario reads as setup first, then events. It steps simulated time (a five-minute wait
-//!   takes milliseconds), keeps Deployments at their replica count (a ReplicaSet stand-in: the
-//!   sim has none) and checks the sim's invariants after every step, so every scenario also
-//!   asserts that nothing leaked, no NodePool went over its limits and no node is overcommitted.
+//!   takes milliseconds), keeps Deployments at their replica count and DaemonSets on every node
+//!   (the sim's ReplicaSet and DaemonSet stand-ins, `karpenter_sim::workloads`, the ones the
+//!   world's own scenarios use) and checks the sim's invariants after every step, so every
+//!   scenario also asserts that nothing leaked, no NodePool went over its limits and no node is
+//!   overcommitted.
 //! - [`manifests`]: the manifests under `features/manifests/` (the user's examples, unchanged)
 //!   and inline ones, split into what the API server takes and the workloads to run.
-//! - [`workloads`]: Deployments as pods (from a manifest or from a step's words), and DaemonSets
-//!   as one pod per node (a DaemonSet-controller stand-in, so drains have daemons to order).
+//! - Deployments (from a manifest or from a step's words) and DaemonSets (one pod per node, so
+//!   drains have daemons to order) are the sim's stand-ins, `karpenter_sim::workloads`.
 //! - [`history`]: when every pod, node, NodeClaim and instance was first seen in each state,
 //!   recorded every step: what "evicted only after", "terminated only after the drain" and
 //!   "deleted 90 seconds after" are checked against once the objects are gone.
@@ -40,6 +42,5 @@ pub mod history;
 pub mod manifests;
 pub mod observe;
 pub mod offerings;
-pub mod workloads;
 
 pub use cluster::{SimWorld, Subject};

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use fakecloud::FakeCloud;
+use fakekube::{ApiServer, RecordedEvent};
 use karpenter_core::catalog::CapacityType;
 use karpenter_core::resources::{Resources, parse_quantity};
 use karpenter_core::seams::ec2::{Instance, InstanceState};
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_sim::apiserver::{ApiServer, RecordedEvent};
 use serde_json::Value;
 
 /// A pod as the steps see it.
@@ -154,105 +154,115 @@ pub fn pod_requests(spec: &Value) -> Resources {
     sum.max(&init)
 }
 
+impl PodView {
+    fn of(p: Value) -> Self {
+        PodView {
+            namespace: text(&p["metadata"]["namespace"]),
+            name: text(&p["metadata"]["name"]),
+            labels: labels(&p["metadata"]["labels"]),
+            node: p["spec"]["nodeName"].as_str().map(str::to_string),
+            phase: text(&p["status"]["phase"]),
+            deleting: p["metadata"]["deletionTimestamp"].is_string(),
+            requests: pod_requests(&p["spec"]),
+            raw: p,
+        }
+    }
+}
+
+impl NodeView {
+    fn of(n: &Value) -> Self {
+        NodeView {
+            name: text(&n["metadata"]["name"]),
+            labels: labels(&n["metadata"]["labels"]),
+            taints: n["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| (text(&t["key"]), text(&t["value"]), text(&t["effect"])))
+                .collect(),
+            ready: n["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+            deleting: n["metadata"]["deletionTimestamp"].is_string(),
+            allocatable: resources(&n["status"]["allocatable"]),
+            instance_id: n["spec"]["providerID"]
+                .as_str()
+                .and_then(|p| p.rsplit('/').next())
+                .map(str::to_string),
+        }
+    }
+}
+
+impl ClaimView {
+    fn of(c: Value) -> Self {
+        let labels = labels(&c["metadata"]["labels"]);
+        ClaimView {
+            name: text(&c["metadata"]["name"]),
+            nodepool: labels
+                .get("karpenter.sh/nodepool")
+                .cloned()
+                .unwrap_or_default(),
+            labels,
+            conditions: c["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| (text(&c["type"]), text(&c["status"])))
+                .collect(),
+            deleting: c["metadata"]["deletionTimestamp"].is_string(),
+            node_name: c["status"]["nodeName"].as_str().map(str::to_string),
+            capacity: resources(&c["status"]["capacity"]),
+            raw: c,
+        }
+    }
+}
+
+/// The live instances, with what the catalog says of their type and price now.
+fn instances(cloud: &FakeCloud) -> Vec<InstanceView> {
+    let catalog = cloud.instance_types();
+    cloud
+        .instances()
+        .into_iter()
+        .filter(|i| {
+            !matches!(
+                i.state,
+                InstanceState::ShuttingDown | InstanceState::Terminated
+            )
+        })
+        .map(|instance| {
+            let it = catalog.get(&instance.instance_type);
+            let price = it
+                .and_then(|it| {
+                    it.offerings.iter().find(|o| {
+                        o.zone == instance.zone && o.capacity_type == instance.capacity_type
+                    })
+                })
+                .map_or(0.0, |o| o.price);
+            InstanceView {
+                vcpus: it.map_or(0, |it| it.capacity.get("cpu") / 1000),
+                memory_mib: it.map_or(0, |it| it.capacity.get("memory") / (1024 * 1024)),
+                price,
+                instance,
+            }
+        })
+        .collect()
+}
+
 impl Snapshot {
     pub fn read(api: &ApiServer, cloud: &FakeCloud) -> Self {
-        let pods = api
-            .objects(&ResourceKind::POD)
-            .into_iter()
-            .map(|p| PodView {
-                namespace: text(&p["metadata"]["namespace"]),
-                name: text(&p["metadata"]["name"]),
-                labels: labels(&p["metadata"]["labels"]),
-                node: p["spec"]["nodeName"].as_str().map(str::to_string),
-                phase: text(&p["status"]["phase"]),
-                deleting: p["metadata"]["deletionTimestamp"].is_string(),
-                requests: pod_requests(&p["spec"]),
-                raw: p,
-            })
-            .collect();
-        let nodes = api
-            .objects(&ResourceKind::NODE)
-            .into_iter()
-            .map(|n| NodeView {
-                name: text(&n["metadata"]["name"]),
-                labels: labels(&n["metadata"]["labels"]),
-                taints: n["spec"]["taints"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|t| (text(&t["key"]), text(&t["value"]), text(&t["effect"])))
-                    .collect(),
-                ready: n["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True"),
-                deleting: n["metadata"]["deletionTimestamp"].is_string(),
-                allocatable: resources(&n["status"]["allocatable"]),
-                instance_id: n["spec"]["providerID"]
-                    .as_str()
-                    .and_then(|p| p.rsplit('/').next())
-                    .map(str::to_string),
-            })
-            .collect();
-        let claims = api
-            .objects(&ResourceKind::NODE_CLAIM)
-            .into_iter()
-            .map(|c| {
-                let labels = labels(&c["metadata"]["labels"]);
-                ClaimView {
-                    name: text(&c["metadata"]["name"]),
-                    nodepool: labels
-                        .get("karpenter.sh/nodepool")
-                        .cloned()
-                        .unwrap_or_default(),
-                    labels,
-                    conditions: c["status"]["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|c| (text(&c["type"]), text(&c["status"])))
-                        .collect(),
-                    deleting: c["metadata"]["deletionTimestamp"].is_string(),
-                    node_name: c["status"]["nodeName"].as_str().map(str::to_string),
-                    capacity: resources(&c["status"]["capacity"]),
-                    raw: c,
-                }
-            })
-            .collect();
-        let catalog = cloud.instance_types();
-        let instances = cloud
-            .instances()
-            .into_iter()
-            .filter(|i| {
-                !matches!(
-                    i.state,
-                    InstanceState::ShuttingDown | InstanceState::Terminated
-                )
-            })
-            .map(|instance| {
-                let it = catalog.get(&instance.instance_type);
-                let price = it
-                    .and_then(|it| {
-                        it.offerings.iter().find(|o| {
-                            o.zone == instance.zone && o.capacity_type == instance.capacity_type
-                        })
-                    })
-                    .map_or(0.0, |o| o.price);
-                InstanceView {
-                    vcpus: it.map_or(0, |it| it.capacity.get("cpu") / 1000),
-                    memory_mib: it.map_or(0, |it| it.capacity.get("memory") / (1024 * 1024)),
-                    price,
-                    instance,
-                }
-            })
-            .collect();
+        let objects = |kind: &ResourceKind| api.objects(kind).into_iter();
         Snapshot {
-            pods,
-            nodes,
-            claims,
+            pods: objects(&ResourceKind::POD).map(PodView::of).collect(),
+            nodes: objects(&ResourceKind::NODE)
+                .map(|n| NodeView::of(&n))
+                .collect(),
+            claims: objects(&ResourceKind::NODE_CLAIM)
+                .map(ClaimView::of)
+                .collect(),
             nodepools: api.objects(&ResourceKind::NODE_POOL),
-            instances,
+            instances: instances(cloud),
             events: api.events(),
         }
     }

@@ -23,6 +23,8 @@ use cucumber::writer::Stats as _;
 use futures::FutureExt as _;
 use karpenter_features::SimWorld;
 
+#[path = "steps/disruption.rs"]
+mod disruption;
 #[path = "steps/expectations.rs"]
 mod expectations;
 #[path = "steps/interruption.rs"]

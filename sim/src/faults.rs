@@ -29,7 +29,8 @@
 
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use fakekit::Streams;
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -80,16 +81,15 @@ pub enum Purpose {
     Target,
 }
 
-/// The random stream of one fault's `purpose`, derived from the run's seed and the fault's place
-/// in [`FAULT_NAMES`] (streams 1000 and up: clear of every other stream of the seed).
+/// The random stream of one fault's `purpose`: `<fault>/schedule` or `<fault>/target` of the
+/// component `faults` of the run's seed. Named, not numbered: adding a fault moves no other
+/// fault's draws, and no stream of fakecloud or the API server coincides with one of these.
 pub fn stream(seed: u64, fault: &str, purpose: Purpose) -> ChaCha8Rng {
-    let index = FAULT_NAMES
-        .iter()
-        .position(|n| *n == fault)
-        .unwrap_or(FAULT_NAMES.len()) as u64;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(1000 + index * 2 + u64::from(purpose == Purpose::Target));
-    rng
+    let purpose = match purpose {
+        Purpose::Schedule => "schedule",
+        Purpose::Target => "target",
+    };
+    Streams::new(seed, "faults").stream(&format!("{fault}/{purpose}"))
 }
 
 /// `Vec<Duration>` as a list of humantime strings (`[90s, 10m]`).
@@ -354,6 +354,26 @@ pub struct FaultMix {
     pub pdb_never_allows: Option<PdbNeverAllows>,
 }
 
+/// The swarm draw's source: the seed's stream, and whether each fault in catalogue order is on.
+struct Coins<'a> {
+    rng: ChaCha8Rng,
+    names: std::slice::Iter<'a, &'static str>,
+    choose: &'a dyn Fn(&str, bool) -> bool,
+}
+
+impl Coins<'_> {
+    /// The next fault's coin, and whether it is on.
+    fn on(&mut self) -> bool {
+        let coin = self.rng.gen_bool(0.5);
+        let name = self.names.next().copied().unwrap_or_default();
+        (self.choose)(name, coin)
+    }
+
+    fn minutes(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_secs(60 * self.rng.gen_range(lo..=hi))
+    }
+}
+
 impl FaultMix {
     /// No fault.
     pub fn none() -> Self {
@@ -430,27 +450,27 @@ impl FaultMix {
     }
 
     /// The draw behind [`FaultMix::draw`]: `choose(fault, coin)` decides whether a fault is on,
-    /// given the seed's coin for it.
+    /// given the seed's coin for it. Faults are drawn in catalogue order, each with its coin then
+    /// its intensities.
     fn draw_choosing(seed: u64, choose: impl Fn(&str, bool) -> bool) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(999);
-        let mut names = FAULT_NAMES.iter();
-        let mut on = |rng: &mut ChaCha8Rng| {
-            let coin = rng.gen_bool(0.5);
-            let name = names.next().copied().unwrap_or_default();
-            choose(name, coin)
-        };
-        let minutes = |rng: &mut ChaCha8Rng, lo: u64, hi: u64| {
-            Duration::from_secs(60 * rng.gen_range(lo..=hi))
+        let mut coins = Coins {
+            rng: Streams::new(seed, "fault-mix").stream("draw"),
+            names: FAULT_NAMES.iter(),
+            choose: &choose,
         };
         let mut mix = Self::default();
-        let (flag, every, share) = (
-            on(&mut rng),
-            minutes(&mut rng, 10, 40),
-            rng.gen_range(0.1..=0.5),
-        );
+        mix.draw_capacity(&mut coins);
+        mix.draw_ec2(&mut coins);
+        mix.draw_queue_and_api(&mut coins);
+        mix.draw_processes(&mut coins);
+        mix
+    }
+
+    /// Spot storms, capacity waves, slow and never-booting instances.
+    fn draw_capacity(&mut self, c: &mut Coins<'_>) {
+        let (flag, every, share) = (c.on(), c.minutes(10, 40), c.rng.gen_range(0.1..=0.5));
         if flag {
-            mix.spot_storm = Some(SpotStorm {
+            self.spot_storm = Some(SpotStorm {
                 at: Vec::new(),
                 every: Some(every),
                 share,
@@ -458,13 +478,9 @@ impl FaultMix {
                 instance_type: None,
             });
         }
-        let (flag, every, duration) = (
-            on(&mut rng),
-            minutes(&mut rng, 20, 60),
-            minutes(&mut rng, 3, 15),
-        );
+        let (flag, every, duration) = (c.on(), c.minutes(20, 60), c.minutes(3, 15));
         if flag {
-            mix.capacity_wave = Some(CapacityWave {
+            self.capacity_wave = Some(CapacityWave {
                 at: Vec::new(),
                 every: Some(every),
                 duration,
@@ -472,76 +488,80 @@ impl FaultMix {
                 capacity_type: None,
             });
         }
-        let (flag, fraction) = (on(&mut rng), rng.gen_range(0.05..=0.3));
+        let (flag, fraction) = (c.on(), c.rng.gen_range(0.05..=0.3));
         if flag {
-            mix.slow_boot = Some(Fraction { fraction });
+            self.slow_boot = Some(Fraction { fraction });
         }
-        let (flag, fraction) = (on(&mut rng), rng.gen_range(0.02..=0.15));
+        let (flag, fraction) = (c.on(), c.rng.gen_range(0.02..=0.15));
         if flag {
-            mix.never_boot = Some(Fraction { fraction });
+            self.never_boot = Some(Fraction { fraction });
         }
-        let (flag, rate) = (on(&mut rng), rng.gen_range(0.02..=0.2));
+    }
+
+    /// EC2 throttling, 5xx, latency and consistency lag.
+    fn draw_ec2(&mut self, c: &mut Coins<'_>) {
+        let (flag, rate) = (c.on(), c.rng.gen_range(0.02..=0.2));
         if flag {
-            mix.ec2_throttle = Some(Rate { rate });
+            self.ec2_throttle = Some(Rate { rate });
         }
-        let (flag, rate) = (on(&mut rng), rng.gen_range(0.01..=0.05));
+        let (flag, rate) = (c.on(), c.rng.gen_range(0.01..=0.05));
         if flag {
-            mix.ec2_5xx = Some(Rate { rate });
+            self.ec2_5xx = Some(Rate { rate });
         }
-        let (flag, max) = (on(&mut rng), rng.gen_range(100..=2000));
+        let (flag, max) = (c.on(), c.rng.gen_range(100..=2000));
         if flag {
-            mix.ec2_latency = Some(Latency {
+            self.ec2_latency = Some(Latency {
                 latency_ms_min: 20,
                 latency_ms_max: max,
             });
         }
-        let (flag, lag) = (on(&mut rng), rng.gen_range(2..=30));
+        let (flag, lag) = (c.on(), c.rng.gen_range(2..=30));
         if flag {
-            mix.ec2_consistency_lag = Some(Lag {
+            self.ec2_consistency_lag = Some(Lag {
                 lag: Duration::from_secs(lag),
             });
         }
-        let (flag, rate) = (on(&mut rng), rng.gen_range(0.05..=0.3));
+    }
+
+    /// SQS delivery faults and API-server faults.
+    fn draw_queue_and_api(&mut self, c: &mut Coins<'_>) {
+        let (flag, rate) = (c.on(), c.rng.gen_range(0.05..=0.3));
         if flag {
-            mix.sqs_duplicate = Some(Rate { rate });
+            self.sqs_duplicate = Some(Rate { rate });
         }
-        let (flag, rate) = (on(&mut rng), rng.gen_range(0.1..=0.5));
+        let (flag, rate) = (c.on(), c.rng.gen_range(0.1..=0.5));
         if flag {
-            mix.sqs_reorder = Some(Rate { rate });
+            self.sqs_reorder = Some(Rate { rate });
         }
-        let (flag, every) = (on(&mut rng), minutes(&mut rng, 2, 20));
+        let (flag, every) = (c.on(), c.minutes(2, 20));
         if flag {
-            mix.sqs_malformed = Some(Malformed {
+            self.sqs_malformed = Some(Malformed {
                 at: Vec::new(),
                 every: Some(every),
             });
         }
-        let (flag, rate) = (on(&mut rng), rng.gen_range(0.01..=0.05));
+        let (flag, rate) = (c.on(), c.rng.gen_range(0.01..=0.05));
         if flag {
-            mix.api_conflict = Some(Rate { rate });
+            self.api_conflict = Some(Rate { rate });
         }
-        let (flag, rate) = (on(&mut rng), rng.gen_range(0.005..=0.03));
+        let (flag, rate) = (c.on(), c.rng.gen_range(0.005..=0.03));
         if flag {
-            mix.api_5xx = Some(Rate { rate });
+            self.api_5xx = Some(Rate { rate });
         }
-        let (flag, rate, events) = (
-            on(&mut rng),
-            rng.gen_range(0.05..=0.3),
-            rng.gen_range(5..=50),
-        );
+        let (flag, rate, events) = (c.on(), c.rng.gen_range(0.05..=0.3), c.rng.gen_range(5..=50));
         if flag {
-            mix.api_watch_drop = Some(WatchDrop {
+            self.api_watch_drop = Some(WatchDrop {
                 rate,
                 after_events_max: events,
             });
         }
-        let (flag, every, point) = (
-            on(&mut rng),
-            minutes(&mut rng, 10, 60),
-            rng.gen_range(0..3u8),
-        );
+    }
+
+    /// Controller crashes, leader failover, budgets that never allow.
+    fn draw_processes(&mut self, c: &mut Coins<'_>) {
+        let (flag, every, point) = (c.on(), c.minutes(10, 60), c.rng.gen_range(0..3u8));
         if flag {
-            mix.controller_crash = Some(ControllerCrash {
+            self.controller_crash = Some(ControllerCrash {
                 at: Vec::new(),
                 every: Some(every),
                 downtime: Duration::from_secs(20),
@@ -552,19 +572,18 @@ impl FaultMix {
                 },
             });
         }
-        let (flag, every) = (on(&mut rng), minutes(&mut rng, 15, 60));
+        let (flag, every) = (c.on(), c.minutes(15, 60));
         if flag {
-            mix.leader_failover = Some(LeaderFailover {
+            self.leader_failover = Some(LeaderFailover {
                 at: Vec::new(),
                 every: Some(every),
                 downtime: Duration::from_secs(30),
             });
         }
-        let flag = on(&mut rng);
+        let flag = c.on();
         if flag {
-            mix.pdb_never_allows = Some(PdbNeverAllows { deployment: None });
+            self.pdb_never_allows = Some(PdbNeverAllows { deployment: None });
         }
-        mix
     }
 
     /// Every fault that is on in `self`, and every other one as `base` has it: a swarm's drawn

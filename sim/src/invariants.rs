@@ -10,6 +10,8 @@
 //! | `drained-before-terminate` | [`drain`] |
 //! | `pdb-respected` | [`pdb`] |
 //! | `do-not-disrupt-respected` | [`do_not_disrupt`] |
+//! | `budgets-respected` | [`budgets`] |
+//! | `consolidation-churn` | [`churn`] |
 //! | `claim-storm` | [`claim_storm`] |
 //! | `interruption-rehomed` | [`rehome`] |
 //! | `claims-progress` | [`claims_progress`] |
@@ -28,6 +30,8 @@
 //!
 //! `determinism` (the same seed twice gives the same event log) is the swarm's: it needs two runs.
 
+pub mod budgets;
+pub mod churn;
 pub mod claim_storm;
 pub mod claims_progress;
 pub mod cloud_history;
@@ -50,13 +54,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fakecloud::FakeCloud;
+use fakekube::ApiServer;
 use jiff::Timestamp;
 use karpenter_core::seams::kube::ResourceKind;
 use serde_json::Value;
 use strum::IntoEnumIterator;
 
-use crate::apiserver::ApiServer;
-use crate::bugs::{Audit, AuditLog};
+use crate::audit::{Audit, AuditLog};
 use crate::report::InvariantResult;
 
 pub use cloud_history::CloudHistory;
@@ -87,6 +91,8 @@ pub enum Invariant {
     DrainedBeforeTerminate,
     PdbRespected,
     DoNotDisruptRespected,
+    BudgetsRespected,
+    ConsolidationChurn,
     ClaimStorm,
     InterruptionRehomed,
     ClaimsProgress,
@@ -225,6 +231,8 @@ struct Checkers {
     drain: drain::Drain,
     pdb: pdb::Pdb,
     do_not_disrupt: do_not_disrupt::DoNotDisrupt,
+    budgets: budgets::BudgetsRespected,
+    churn: churn::ConsolidationChurn,
     claim_storm: claim_storm::ClaimStorm,
     rehome: rehome::Rehome,
     claims_progress: claims_progress::ClaimsProgress,
@@ -235,7 +243,7 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 13] {
+    fn all(&mut self) -> [&mut dyn Check; 15] {
         [
             &mut self.limits,
             &mut self.leaks,
@@ -243,6 +251,8 @@ impl Checkers {
             &mut self.drain,
             &mut self.pdb,
             &mut self.do_not_disrupt,
+            &mut self.budgets,
+            &mut self.churn,
             &mut self.claim_storm,
             &mut self.rehome,
             &mut self.claims_progress,

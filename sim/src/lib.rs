@@ -1,27 +1,33 @@
-//! The deterministic simulation world: in-memory Kubernetes API server semantics, kube-scheduler
-//! and kubelet stand-ins, workloads, faults, invariants.
+//! The deterministic simulation world: the real controller over fakekube (the in-memory API
+//! server) and fakecloud, with kube-scheduler, kubelet and workload stand-ins, faults and
+//! invariants, on one clock and one seed.
 //!
-//! - [`apiserver`]: an in-memory API server implementing the `KubeApi` seam.
-//! - [`scheduler`]: a kube-scheduler stand-in, written independently of the controller's
-//!   scheduling code (it is the check on that code).
-//! - [`kubelet`]: a kubelet stand-in that registers nodes for booted instances and runs pods;
-//!   both stand-ins read and write objects through the same small helpers (`objects`).
-//! - [`world`]: everything above plus fakecloud and the controller, on one clock and one seed;
-//!   [`scenario`] describes a run, [`invariants`] are checked every step, [`report`] is the result.
-//! - [`faults`]: the fault catalogue ([`faults::FaultMix`]) a scenario or a caller turns on;
-//!   [`controller`]: the controller processes the world crashes, restarts and fails over.
+//! - Stand-ins for what a cluster runs besides Karpenter: [`scheduler`] (kube-scheduler, written
+//!   independently of the controller's scheduling code: it is the check on that code),
+//!   [`kubelet`] (registers nodes for booted instances and runs pods), [`workloads`] (the
+//!   ReplicaSet and DaemonSet controllers, shared with the behaviour specs); they read and write
+//!   objects through the same small helpers (`objects`).
+//! - The controller's side: [`process`] (the controller processes the world crashes, restarts
+//!   and fails over, each behind a fuse) and [`seams`] (the seam layers every process reaches the
+//!   API server and the cloud through: [`audit`] of what it removed and created, [`bugs`] that
+//!   distort or break its view, test-only).
+//! - [`world`]: everything above, stepped in a fixed order; [`scenario`] describes a run,
+//!   [`faults`] is the fault catalogue ([`faults::FaultMix`]) a scenario or a caller turns on,
+//!   [`invariants`] are checked every step, [`report`] is the result.
 //! - [`swarm`]: many seeds, each with its own draw of faults, through a safety and a liveness
-//!   phase; [`bugs`] are test-only broken behaviours that show the invariants catch them.
+//!   phase.
 
-pub mod apiserver;
+pub mod audit;
 pub mod bugs;
-pub mod controller;
 pub mod faults;
 pub mod invariants;
 pub mod kubelet;
 mod objects;
+pub mod process;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;
+pub mod seams;
 pub mod swarm;
+pub mod workloads;
 pub mod world;

@@ -21,6 +21,12 @@ pub struct Report {
     /// kind. Only faults that fired appear.
     pub faults_injected: BTreeMap<String, u64>,
     pub cost_dollars: f64,
+    /// What Karpenter's nodes cost per hour at the end of the run.
+    pub cost_per_hour_end: f64,
+    /// What provisioning from scratch for the pods running at the end would cost per hour (the
+    /// scheduling simulation over the run's NodePools, no existing nodes): the yardstick for
+    /// consolidation.
+    pub fresh_cost_per_hour_end: f64,
     pub simulated_seconds: f64,
     pub wall_seconds: f64,
     pub event_log_sha256: String,
@@ -65,4 +71,60 @@ impl Report {
     pub fn passed(&self) -> bool {
         self.invariants.iter().all(|i| i.held)
     }
+}
+
+/// What provisioning from scratch would cost per hour for the pods running now: the scheduling
+/// simulation over the API server's NodePools and DaemonSets, with every running pod (not a
+/// DaemonSet's) pending and no node yet, priced at each planned node's cheapest offering.
+pub fn fresh_cost_per_hour(api: &fakekube::ApiServer) -> f64 {
+    use k8s_openapi::api::core::v1::Pod;
+    use karpenter_core::api::NodePool;
+    use karpenter_core::catalog::Catalog;
+    use karpenter_core::scheduling::{Input, Options, PodInfo, solve};
+    use karpenter_core::seams::kube::ResourceKind;
+    let pools: Vec<NodePool> = api
+        .objects(&ResourceKind::NODE_POOL)
+        .into_iter()
+        .filter_map(|p| serde_json::from_value(p).ok())
+        .collect();
+    let daemonsets: Vec<PodInfo> = api
+        .objects(&ResourceKind::DAEMON_SET)
+        .into_iter()
+        .filter_map(|ds| {
+            let template = ds["spec"]["template"].clone();
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": template["metadata"], "spec": template["spec"]
+            }))
+            .ok()?;
+            PodInfo::from_pod(&pod, Vec::new()).ok()
+        })
+        .collect();
+    let mut pods: Vec<PodInfo> = api
+        .objects(&ResourceKind::POD)
+        .into_iter()
+        .filter(|p| {
+            p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .filter_map(|mut p| {
+            p["spec"]["nodeName"] = serde_json::Value::Null;
+            let pod: Pod = serde_json::from_value(p).ok()?;
+            PodInfo::from_pod(&pod, Vec::new()).ok()
+        })
+        .filter(|p| !p.daemonset_owned)
+        .collect();
+    pods.sort_by(|a, b| a.key.cmp(&b.key));
+    let namespaces = BTreeMap::new();
+    let results = solve(Input {
+        node_pools: &pools,
+        catalog: Catalog::builtin_ref(),
+        nodes: &[],
+        daemonsets: &daemonsets,
+        pods: &pods,
+        namespaces: &namespaces,
+        options: Options::default(),
+    });
+    results
+        .new_claims
+        .iter()
+        .fold(0.0, |total, c| total + c.price)
 }

@@ -8,10 +8,11 @@ use serde::Deserialize;
 use crate::faults::FaultMix;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 3] = [
+pub const BUILTIN: [(&str, &str); 4] = [
     ("default", include_str!("../scenarios/default.yaml")),
     ("diurnal", include_str!("../scenarios/diurnal.yaml")),
     ("fleet-200", include_str!("../scenarios/fleet-200.yaml")),
+    ("scale-in", include_str!("../scenarios/scale-in.yaml")),
 ];
 
 /// Why a scenario could not be read.

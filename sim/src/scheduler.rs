@@ -328,30 +328,12 @@ impl Scheduler {
             },
         );
 
-        let mut best: Option<(i64, usize)> = None;
-        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, node) in nodes.iter().enumerate() {
-            let verdict = candidate.check(node).and_then(|()| inter_pod.check(node));
-            match verdict {
-                Ok(()) => {
-                    let score = most_allocated(node, &candidate.requests);
-                    // Nodes come in name order: a tie keeps the earlier name.
-                    if best.is_none_or(|(top, _)| score > top) {
-                        best = Some((score, i));
-                    }
-                }
-                Err(node_reasons) => {
-                    let unique: BTreeSet<String> = node_reasons.into_iter().collect();
-                    for reason in unique {
-                        *reasons.entry(reason).or_insert(0) += 1;
-                    }
-                }
+        let chosen = match best_node(nodes, &candidate, &inter_pod) {
+            Ok(chosen) => chosen,
+            Err(reasons) => {
+                let message = fit_error(nodes.len(), &reasons);
+                return self.unschedulable(entry, message, now, report).await;
             }
-        }
-
-        let Some((_, chosen)) = best else {
-            let message = fit_error(nodes.len(), &reasons);
-            return self.unschedulable(entry, message, now, report).await;
         };
         let node_name = nodes[chosen].name.clone();
         let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
@@ -575,6 +557,34 @@ fn most_allocated(node: &NodeView, requests: &Resources) -> i64 {
         score += fraction as i64;
     }
     score / 2
+}
+
+/// The feasible node the pod fits best (most allocated; nodes come in name order, so a tie keeps
+/// the earlier name), or why each node failed, counted by reason.
+fn best_node(
+    nodes: &[NodeView],
+    candidate: &Candidate,
+    inter_pod: &InterPod,
+) -> Result<usize, BTreeMap<String, usize>> {
+    let mut best: Option<(i64, usize)> = None;
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        match candidate.check(node).and_then(|()| inter_pod.check(node)) {
+            Ok(()) => {
+                let score = most_allocated(node, &candidate.requests);
+                if best.is_none_or(|(top, _)| score > top) {
+                    best = Some((score, i));
+                }
+            }
+            Err(node_reasons) => {
+                let unique: BTreeSet<String> = node_reasons.into_iter().collect();
+                for reason in unique {
+                    *reasons.entry(reason).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    best.map(|(_, i)| i).ok_or(reasons)
 }
 
 /// kube-scheduler's `FitError` message: `0/N nodes are available: <count> <reason>, ....` with

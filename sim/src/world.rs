@@ -31,15 +31,18 @@ use karpenter_core::operator::{self, StepReport};
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 
-use crate::apiserver::{ApiServer, ApiServerConfig};
-use crate::bugs::{Bug, Seams};
-use crate::controller::{Controllers, ControllersStep, LOST_LEASE, ProcessSeams};
+use fakekit::Fake;
+use fakekube::{ApiServer, ApiServerConfig};
+
+use crate::bugs::Bug;
 use crate::faults::{self, CrashPoint, FaultMix};
 use crate::invariants::{Invariant, Invariants, Observation, ObserverCache, StepFacts};
 use crate::kubelet::{Kubelet, KubeletConfig};
+use crate::process::{Controllers, ControllersStep, LOST_LEASE, ProcessSeams};
 use crate::report::{NodesReport, PodsReport, Report};
 use crate::scenario::Scenario;
 use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::seams::Seams;
 use inject::{Fired, Injector, count};
 use workloads::Workloads;
 
@@ -263,6 +266,19 @@ impl World {
         &self.injector.storms
     }
 
+    /// Kills the controller process now (the leader, or the only one), as `kubectl delete pod`
+    /// would; it restarts after `downtime` with empty memory and finds its work in the API
+    /// server. Returns the killed process's identity.
+    pub fn crash_controller(&mut self, downtime: Duration) -> Option<String> {
+        let now = self.clock.now();
+        let index = self
+            .controllers
+            .leader_index()
+            .or_else(|| self.controllers.running_indices().first().copied())?;
+        self.controllers
+            .kill(index, "killed by the scenario", now, downtime)
+    }
+
     /// The controller processes (for tests: who leads, how often leadership changed).
     pub fn controllers(&self) -> &Controllers {
         &self.controllers
@@ -298,25 +314,6 @@ impl World {
             self.injector.restore_all(&self.cloud);
         }
         Ok(true)
-    }
-
-    /// Takes the API server's injected faults off (returning them): harness work (the workload,
-    /// the observer) runs without them, since faults are for the controller, not for the world
-    /// watching it.
-    fn suspend_api_faults(
-        &self,
-    ) -> BTreeMap<crate::apiserver::ApiOperation, crate::apiserver::ApiFaultRates> {
-        let mut saved = BTreeMap::new();
-        self.api
-            .configure(|c| saved = std::mem::take(&mut c.faults));
-        saved
-    }
-
-    fn resume_api_faults(
-        &self,
-        saved: BTreeMap<crate::apiserver::ApiOperation, crate::apiserver::ApiFaultRates>,
-    ) {
-        self.api.configure(|c| c.faults = saved);
     }
 
     /// One step of the world; returns the step's event-log line (fault lines follow it in the
@@ -375,14 +372,14 @@ impl World {
     /// faults set since the last step (a new mix's rates are what is resumed afterwards), then
     /// the workload.
     async fn run_harness(&mut self, elapsed: Duration) -> Result<(), WorldError> {
-        let mut saved = self.suspend_api_faults();
+        let mut saved = self.api.suspend_faults();
         let setup = self.apply_pending_faults().await;
         if matches!(setup, Ok(true)) {
-            saved = self.suspend_api_faults();
+            saved = self.api.suspend_faults();
         }
         let now = self.now();
         let workloads = self.workloads.step(self.api.as_ref(), elapsed, now).await;
-        self.resume_api_faults(saved);
+        self.api.resume_faults(saved);
         setup?;
         workloads?;
         Ok(())
@@ -417,10 +414,10 @@ impl World {
     /// Reads the step's observation, with the API server's injected faults off (they are for
     /// the controller, not for the world watching it).
     async fn observe(&mut self) -> Result<Observation, WorldError> {
-        let saved = self.suspend_api_faults();
+        let saved = self.api.suspend_faults();
         let observation =
             Observation::read(&mut self.observer, self.api.as_ref(), &self.cloud).await;
-        self.resume_api_faults(saved);
+        self.api.resume_faults(saved);
         Ok(observation?)
     }
 
@@ -572,7 +569,7 @@ impl World {
         }
         for call in self.api.calls() {
             let outcome = format!("{call:?}");
-            let refused_by_sim_budget = call.operation == crate::apiserver::ApiOperation::Evict
+            let refused_by_sim_budget = call.operation == fakekube::ApiOperation::Evict
                 && outcome.contains(NEVER_ALLOWS_PDB_PREFIX);
             let kind = if refused_by_sim_budget {
                 Some(faults::PDB_NEVER_ALLOWS)
@@ -706,6 +703,8 @@ impl World {
             },
             faults_injected: self.faults.clone(),
             cost_dollars: self.cloud.cost_report().total_dollars,
+            cost_per_hour_end: dollars(observation.hourly_cost(Catalog::builtin_ref())),
+            fresh_cost_per_hour_end: dollars(crate::report::fresh_cost_per_hour(&self.api)),
             simulated_seconds: duration.as_secs_f64(),
             wall_seconds: 0.0,
             event_log_sha256: self.log.sha256_hex(),
@@ -749,4 +748,9 @@ fn step_line(
         created,
         errors,
     )
+}
+
+/// Dollars rounded to the micro-dollar, so a report prints without float noise.
+fn dollars(amount: f64) -> f64 {
+    (amount * 1e6).round() / 1e6
 }

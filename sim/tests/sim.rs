@@ -2,24 +2,16 @@
 //! `tests/sim/` (declared with `#[path]`, since this file is the crate root), and this file holds
 //! only module declarations and helpers they share.
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
-use karpenter_core::seams::ManualClock;
-use karpenter_sim::apiserver::{ApiServer, ApiServerConfig};
 
-#[path = "sim/apiserver.rs"]
-mod apiserver;
+#[path = "sim/fixtures.rs"]
+mod fixtures;
 #[path = "sim/invariants.rs"]
 mod invariants;
 #[path = "sim/kubelet.rs"]
 mod kubelet;
-#[path = "sim/reflector.rs"]
-mod reflector;
 #[path = "sim/scheduler.rs"]
 mod scheduler;
-#[path = "sim/standin_fake.rs"]
-mod standin_fake;
 #[path = "sim/swarm.rs"]
 mod swarm;
 #[path = "sim/world.rs"]
@@ -33,11 +25,4 @@ pub fn start() -> Timestamp {
 /// Runs a future that never sleeps (no runtime needed; a sleep would panic).
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures::executor::block_on(future)
-}
-
-/// An API server with `config` on a manual clock at [`start`].
-pub fn api_server(config: ApiServerConfig) -> (Arc<ManualClock>, Arc<ApiServer>) {
-    let clock = Arc::new(ManualClock::new(start()));
-    let server = Arc::new(ApiServer::new(clock.clone(), config));
-    (clock, server)
 }

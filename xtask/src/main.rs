@@ -44,9 +44,10 @@ enum Task {
         #[arg(long, default_value = concat!("ghcr.io/karpenter-rs/karpenter:", env!("CARGO_PKG_VERSION")))]
         tag: String,
     },
-    /// The scheduling benchmark (release build), one process per size.
+    /// The scheduling benchmark (release build), one process per size, and one full disruption
+    /// pass over 1,000 nodes / 10,000 pods.
     Bench {
-        /// Write `{"results": [...]}` here as well as printing a table.
+        /// Write `{"results": [...], "disruption": {...}}` here as well as printing a table.
         #[arg(long)]
         json: Option<PathBuf>,
         /// Pod counts to run (default: 1,100,1000,5000,20000,100000).
@@ -272,15 +273,56 @@ fn bench(root: &Path, json: Option<&Path>, sizes: &[usize]) -> Result<(), String
         }
         results.push(report);
     }
+    let disruption = bench_disruption(&binary);
     if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&serde_json::json!({ "results": results }))
+        let text = serde_json::to_string_pretty(
+            &serde_json::json!({ "results": results, "disruption": disruption.clone().unwrap_or_default() }),
+        )
             .map_err(|e| format!("benchmark report ({e})"))?;
         std::fs::write(path, text + "\n").map_err(|e| format!("write {} ({e})", path.display()))?;
     }
     if failed {
         Err("benchmark (some pods were left unscheduled)".to_string())
     } else {
-        Ok(())
+        disruption.map(|_| ())
+    }
+}
+
+/// One full disruption pass over 1,000 busy nodes and 10,000 pods (the target: <= 1 s).
+fn bench_disruption(binary: &Path) -> Result<serde_json::Value, String> {
+    let output = Command::new(binary)
+        .args([
+            "bench-disruption",
+            "--nodes",
+            "1000",
+            "--pods",
+            "10000",
+            "--runs",
+            "3",
+        ])
+        .output()
+        .map_err(|e| format!("disruption benchmark (could not start karpenter: {e})"))?;
+    let line = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value = serde_json::from_str(line.trim()).map_err(|e| {
+        format!(
+            "disruption benchmark printed no report: {e}; stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    println!(
+        "disruption: {} nodes, {} pods: {:.4} s/pass, peak RSS {} MB",
+        report["nodes"],
+        report["pods"],
+        report["secondsPerPass"].as_f64().unwrap_or_default(),
+        report["peakRssBytes"].as_u64().unwrap_or_default() / (1 << 20),
+    );
+    if output.status.success() {
+        Ok(report)
+    } else {
+        Err(format!(
+            "disruption benchmark: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ))
     }
 }
 

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod disrupt;
 mod plan;
 mod validate;
 
@@ -25,6 +26,17 @@ pub enum Command {
         #[arg(long)]
         pods: usize,
         /// Solves to run; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+    /// One full disruption pass over a busy cluster, as a JSON line (used by `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchDisruption {
+        #[arg(long, default_value_t = 1_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 10_000)]
+        pods: usize,
+        /// Passes to run; the median is reported.
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
@@ -48,6 +60,13 @@ pub enum Command {
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: plan::Format,
+        /// Also decide what disruption would do now: the commands successive passes would start
+        /// (JSON: a top-level "disruption" object) and why every other managed node is kept.
+        #[arg(long)]
+        disrupt: bool,
+        /// The time disruption decides at (RFC 3339), instead of the wall clock.
+        #[arg(long, requires = "disrupt")]
+        now: Option<String>,
     },
     /// Write the CRD manifests (NodePool, NodeClaim, EC2NodeClass) generated from the API types.
     Crds {
@@ -68,8 +87,19 @@ pub fn run(cli: Cli) -> ExitCode {
             files,
             catalog,
             output,
-        } => plan::run(&files, catalog.as_deref(), output),
+            disrupt,
+            now,
+        } => plan::run(
+            &files,
+            catalog.as_deref(),
+            output,
+            plan::Disrupt {
+                enabled: disrupt,
+                now,
+            },
+        ),
         Command::BenchScheduling { pods, runs } => bench::run(pods, runs),
+        Command::BenchDisruption { nodes, pods, runs } => bench::disruption::run(nodes, pods, runs),
     }
 }
 

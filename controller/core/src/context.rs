@@ -29,6 +29,8 @@ pub struct Options {
     pub gc_interval: Option<Duration>,
     /// Bounds on the loops' parallel work ([`crate::operator::Operator::spawn`]).
     pub limits: crate::runtime::Limits,
+    /// The disruption decision engine (feature gates, drift).
+    pub disruption: crate::disruption::Options,
 }
 
 /// The SQS queue EventBridge delivers interruption events to.

@@ -30,6 +30,9 @@
 //!   garbage collection.
 //! - [`nodeclass`]: resolving an EC2NodeClass (subnets, security groups, AMI).
 //! - [`nodepool`]: NodePool status (node and resource counts).
+//! - [`disruption`]: emptiness, drift and consolidation under budgets, PDBs and
+//!   `do-not-disrupt` (a pure decision engine and the orchestration that carries commands out),
+//!   expiration, and the pod-events controller that keeps `lastPodEventTime`.
 //! - [`termination`]: the termination finalizer (taint, drain, volumes, instance, finalizers).
 //! - [`interruption`]: the SQS interruption queue (spot warnings, scheduled changes, state
 //!   changes).
@@ -67,6 +70,7 @@
 pub mod api;
 pub mod catalog;
 pub mod context;
+pub mod disruption;
 pub mod events;
 pub mod interruption;
 pub mod leader;

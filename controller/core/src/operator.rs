@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::catalog::Catalog;
 use crate::context::Context;
+use crate::disruption::{Disruption, DisruptionError, Expiration, PassOutcome, PodEvents};
 use crate::interruption::{InterruptionHandler, PollReport};
 use crate::metrics::Metrics;
 use crate::nodeclaim::{self, GarbageCollector, Lifecycle, LifecycleError};
@@ -44,6 +45,10 @@ pub struct StepReport {
     pub lifecycle: Vec<(String, Result<nodeclaim::Step, LifecycleError>)>,
     /// (NodeClaim, or `node/NAME` for a Node without one, and its termination stage or error).
     pub termination: Vec<(String, Result<termination::Stage, TerminationError>)>,
+    /// What the disruption pass did.
+    pub disruption: Option<PassOutcome>,
+    /// NodeClaims deleted because they expired.
+    pub expired: Vec<String>,
     /// (instances terminated, claims deleted) when garbage collection ran.
     pub collected: Option<(usize, usize)>,
     /// Controllers whose whole pass failed this step (each retried next step; the others ran).
@@ -72,6 +77,12 @@ pub enum StepError {
     GarbageCollection(LifecycleError),
     #[error("nodepool counters: {0}")]
     Counters(KubeError),
+    #[error("pod events: {0}")]
+    PodEvents(KubeError),
+    #[error("expiration: {0}")]
+    Expiration(KubeError),
+    #[error("disruption: {0}")]
+    Disruption(DisruptionError),
 }
 
 impl StepError {
@@ -83,6 +94,9 @@ impl StepError {
             StepError::Termination(_) => "termination",
             StepError::GarbageCollection(_) => "garbage_collection",
             StepError::Counters(_) => "nodepool_counter",
+            StepError::PodEvents(_) => "pod_events",
+            StepError::Expiration(_) => "expiration",
+            StepError::Disruption(_) => "disruption",
         }
     }
 }
@@ -95,6 +109,10 @@ pub enum LoopReport {
     Lifecycle(String, Result<nodeclaim::Step, LifecycleError>),
     Termination(termination::Reconciled),
     Collected((usize, usize)),
+    /// NodeClaims deleted because they expired.
+    Expired(Vec<String>),
+    /// What a disruption pass did.
+    Disrupted(PassOutcome),
     /// A pass that failed as a whole (retried by its loop).
     Failed(StepError),
 }
@@ -162,6 +180,9 @@ pub struct Operator {
     termination: Termination,
     garbage_collector: GarbageCollector,
     counter: nodepool::Counter,
+    pod_events: PodEvents,
+    expiration: Expiration,
+    disruption: Disruption,
 }
 
 impl Operator {
@@ -185,6 +206,9 @@ impl Operator {
             termination: Termination::new(ctx.clone()),
             garbage_collector: GarbageCollector::new(ctx.clone()),
             counter: nodepool::Counter::new(ctx.clone()),
+            pod_events: PodEvents::new(ctx.clone()),
+            expiration: Expiration::new(ctx.clone()),
+            disruption: Disruption::new(ctx.clone()),
             ctx,
         }
     }
@@ -289,11 +313,24 @@ impl Operator {
         tasks.push(after_sync(Box::pin(run_singleton(
             CounterLoop {
                 counter: nodepool::Counter::new(ctx.clone()),
-                reports,
+                reports: reports.clone(),
             },
             informers.trigger(&[ResourceKind::NODE_POOL, ResourceKind::NODE_CLAIM]),
         ))));
-        // Disruption joins here as one more `run_singleton` once it exists.
+        tasks.push(after_sync(Box::pin(run_singleton(
+            DisruptionLoop {
+                pod_events: PodEvents::new(ctx.clone()),
+                expiration: Expiration::new(ctx.clone()),
+                disruption: Disruption::new(ctx.clone()),
+                reports: reports.clone(),
+            },
+            informers.trigger(&[
+                ResourceKind::NODE_POOL,
+                ResourceKind::NODE_CLAIM,
+                ResourceKind::NODE,
+                ResourceKind::POD,
+            ]),
+        ))));
         tasks.extend(informers.into_tasks());
         OperatorHandle {
             tasks,
@@ -304,8 +341,9 @@ impl Operator {
 
     /// One pass of every controller, in a fixed order: interruption (when a queue is
     /// configured), provisioning (when its batch closes), NodeClaim lifecycle, termination,
-    /// garbage collection (on its interval), NodePool counters. For unit tests only: a running
-    /// controller uses [`Operator::spawn`]. Interruption runs first so that
+    /// pod events, expiration, disruption, garbage collection (on its interval), NodePool
+    /// counters. For unit tests only: a running controller uses [`Operator::spawn`]. Interruption
+    /// runs first so that
     /// the claims it deletes are provisioned for (replacement first) and start terminating in the
     /// same step. A pass that fails as a whole is reported in [`StepReport::errors`] (and logged)
     /// and the others still run; every pass is retried on the next step.
@@ -338,6 +376,17 @@ impl Operator {
                 tracing::warn!(%err, "termination pass failed; retrying next step");
                 report.errors.push(StepError::Termination(err));
             }
+        }
+        if let Err(err) = self.pod_events.pass().await {
+            report.errors.push(StepError::PodEvents(err));
+        }
+        match self.expiration.pass().await {
+            Ok(expired) => report.expired = expired,
+            Err(err) => report.errors.push(StepError::Expiration(err)),
+        }
+        match self.disruption.pass().await {
+            Ok(outcome) => report.disruption = Some(outcome),
+            Err(err) => report.errors.push(StepError::Disruption(err)),
         }
         match self.garbage_collector.collect_if_due().await {
             Some(Ok(counts)) => report.collected = Some(counts),

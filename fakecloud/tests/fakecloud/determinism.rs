@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fakecloud::{BootModel, CallRecord, Config, FaultRates, Operation, SentMessage};
+use fakecloud::{BootModel, CallRecord, Config, Fake, FaultRates, Operation, SentMessage};
 use karpenter_core::catalog::CapacityType::{OnDemand, Spot};
 use karpenter_core::seams::ec2::Filter;
 

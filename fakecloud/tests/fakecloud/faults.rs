@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fakecloud::{Config, Fault, FaultRates, FaultWindow, Operation};
+use fakecloud::{Config, Fake, Fault, FaultRates, FaultWindow, Operation};
 use jiff::SignedDuration;
 use karpenter_core::catalog::CapacityType::OnDemand;
 use karpenter_core::seams::Retryable;

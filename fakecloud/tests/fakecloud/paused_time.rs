@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, FakeCloud, Fault, FaultRates, Operation};
+use fakecloud::{Config, Fake, FakeCloud, Fault, FaultRates, Operation};
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::seams::Clock;
 use karpenter_core::seams::ec2::Ec2;

@@ -2,14 +2,15 @@
 //! delete, patch, terminate, empty a pool), and which node they single out for later steps.
 
 use fakecloud::Pool;
+use fakekube::ApiServer;
 use karpenter_core::seams::ec2::Instance;
 use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{Ec2, KubeApi, KubeError};
+use karpenter_sim::workloads::{DaemonSet, Deployment};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-use super::{SimWorld, Subject, suspend_api_faults};
-use crate::workloads::{DaemonSet, Deployment};
+use super::{SimWorld, Subject};
 
 impl SimWorld {
     /// Marks "now" for [`SimWorld::launched_since_mark`]: every action step calls it.
@@ -110,10 +111,8 @@ impl SimWorld {
         }
         let result = match self.world.as_ref() {
             Some(world) => {
-                let saved = suspend_api_faults(world);
-                let result = world.api().create(&kind, document).await;
-                world.api().configure(|c| c.faults = saved);
-                result
+                let create = async |api: &ApiServer| api.create(&kind, document).await;
+                world.api().without_faults(create).await
             }
             None => unreachable!("built above"),
         };
@@ -139,12 +138,8 @@ impl SimWorld {
         self.world().await;
         self.mark();
         let world = self.built();
-        let saved = suspend_api_faults(world);
-        let result = world
-            .api()
-            .delete(kind, key, &DeleteOptions::default())
-            .await;
-        world.api().configure(|c| c.faults = saved);
+        let delete = async |api: &ApiServer| api.delete(kind, key, &DeleteOptions::default()).await;
+        let result = world.api().without_faults(delete).await;
         self.observe_now();
         result
     }
@@ -160,9 +155,10 @@ impl SimWorld {
         self.world().await;
         self.mark();
         let world = self.built();
-        let saved = suspend_api_faults(world);
-        let result = world.api().patch(kind, key, patch).await;
-        world.api().configure(|c| c.faults = saved);
+        let result = world
+            .api()
+            .without_faults(async |api: &ApiServer| api.patch(kind, key, patch).await)
+            .await;
         self.observe_now();
         result
     }

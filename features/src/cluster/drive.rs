@@ -7,7 +7,7 @@ use std::time::Duration;
 use karpenter_core::seams::Clock;
 use karpenter_core::seams::kube::ResourceKind;
 
-use super::{SimWorld, suspend_api_faults};
+use super::SimWorld;
 use crate::observe::Snapshot;
 
 impl SimWorld {
@@ -24,7 +24,7 @@ impl SimWorld {
         let Some(world) = self.world.as_ref() else {
             return;
         };
-        let saved = suspend_api_faults(world);
+        let saved = world.api().suspend_faults();
         let pods = world.api().objects(&ResourceKind::POD);
         let mut result = Ok(());
         for deployment in self.deployments.values_mut() {
@@ -48,7 +48,7 @@ impl SimWorld {
                 }
             }
         }
-        world.api().configure(|c| c.faults = saved);
+        world.api().resume_faults(saved);
         if let Err(err) = result {
             self.fail(format!(
                 "the ReplicaSet stand-in could not write pods: {err}"

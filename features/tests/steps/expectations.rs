@@ -9,11 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cucumber::then;
+use fakekube::RecordedEvent;
 use karpenter_core::catalog::CapacityType;
 use karpenter_features::SimWorld;
 use karpenter_features::observe::{NodeView, Snapshot};
 use karpenter_features::offerings::{Offering, cheapest_node_for};
-use karpenter_sim::apiserver::RecordedEvent;
 
 use crate::params::{Capacity, Period, list};
 

@@ -14,8 +14,8 @@ use jiff::{SignedDuration, Timestamp};
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
 use karpenter_features::history::{ClaimRecord, PodRecord};
-use karpenter_features::workloads::DaemonSet;
 use karpenter_features::{SimWorld, Subject};
+use karpenter_sim::workloads::DaemonSet;
 use karpenter_sim::world::IDLE_STEP;
 use serde_json::json;
 

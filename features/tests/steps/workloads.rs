@@ -7,7 +7,7 @@ use cucumber::gherkin::Step;
 use cucumber::{given, when};
 use karpenter_features::SimWorld;
 use karpenter_features::manifests;
-use karpenter_features::workloads::Deployment;
+use karpenter_sim::workloads::Deployment;
 use serde_json::Value;
 
 use crate::params::{Capacity, Period};

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use fakecloud::{FakeCloud, Operation};
+use fakekit::Fake;
 use jiff::Timestamp;
 use serde_json::Value;
 

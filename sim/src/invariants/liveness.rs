@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use fakecloud::FakeCloud;
+use fakekube::ApiServer;
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::ResourceKind;
 
 use super::pod_facts::{condition_true, instance_of, is_deleting, is_terminal, name_of};
 use super::{Check, Invariant, Observation, Violation};
-use crate::apiserver::ApiServer;
 
 /// The `liveness` checker (judged at the end of a run only).
 #[derive(Debug, Default)]

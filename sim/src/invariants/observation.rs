@@ -174,6 +174,26 @@ impl ApiSummary {
 }
 
 impl Observation {
+    /// What Karpenter's live instances (tagged `karpenter.sh/nodeclaim`) cost per hour, at the
+    /// catalog's price of each one's offering.
+    pub fn hourly_cost(&self, catalog: &karpenter_core::catalog::Catalog) -> f64 {
+        self.live
+            .iter()
+            .filter(|i| {
+                i.tags
+                    .contains_key(karpenter_core::api::labels::NODECLAIM_TAG)
+            })
+            .filter_map(|i| {
+                catalog
+                    .get(&i.instance_type)?
+                    .offerings
+                    .iter()
+                    .find(|o| o.zone == i.zone && o.capacity_type == i.capacity_type)
+                    .map(|o| o.price)
+            })
+            .fold(0.0, |total, price| total + price)
+    }
+
     /// Syncs the observer's cache with the API server (recomputing what it derives only if
     /// something changed) and reads fakecloud's instances.
     pub async fn read(

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::pod_facts::{in_grace_window, is_healthy, is_terminal, name_of, pdb_covers};
 use super::{Check, Invariant, StepView, Violation};
-use crate::bugs::PodRemoval;
+use crate::audit::PodRemoval;
 
 /// The `pdb-respected` checker (no memory between steps).
 #[derive(Debug, Default)]

@@ -2,6 +2,7 @@
 //! rate-like faults, timers for the discrete ones (storms, waves, malformed messages, crashes,
 //! failovers), PodDisruptionBudgets for `pdb-never-allows`; and how it tallies what fired.
 
+use fakekit::Fake;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -15,9 +16,10 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
-use crate::apiserver::{ApiFaultRates, ApiServer};
 use crate::faults::{self, FaultMix, Purpose, Scheduled, Timer};
 use crate::scenario::CloudKnobs;
+use fakekube::{ApiFaultRates, ApiServer};
+use strum::VariantArray;
 
 /// Name prefix of the budgets `pdb-never-allows` creates (one per Deployment).
 pub const NEVER_ALLOWS_PDB_PREFIX: &str = "sim-never-allows-";
@@ -208,7 +210,7 @@ impl Injector {
         }
         cloud.configure(|c| {
             c.faults.clear();
-            for operation in Operation::ALL {
+            for &operation in Operation::VARIANTS {
                 // The mix's EC2 faults are for EC2; the queue keeps the scenario's.
                 let sqs = matches!(
                     operation,

@@ -5,10 +5,11 @@
 //! scenario without knobs runs exactly the components as built.
 
 use fakecloud::{Config as CloudConfig, FakeCloud, FaultRates, Pool};
+use fakekit::Fake;
+use fakekube::{ApiFaultRates, ApiServer};
 use karpenter_core::catalog::CapacityType;
 
 use super::CLUSTER;
-use crate::apiserver::{ApiFaultRates, ApiServer};
 use crate::scenario::CloudKnobs;
 
 impl CloudKnobs {

@@ -1,7 +1,8 @@
-//! The scenario's workload: its events over time, and a ReplicaSet stand-in that keeps every
-//! Deployment at its replica count. A deployment pod that is deleted or evicted (a drain, an
-//! interruption, a node that went away) is replaced by a new pending pod with a new name, as the
-//! ReplicaSet controller would; batch pods are not replaced (they complete, as a Job's do).
+//! The scenario's workload: its events over time, Deployments kept at their replica count by the
+//! ReplicaSet stand-in ([`crate::workloads::Deployment`]), and batch pods that run their course. A
+//! deployment pod that is deleted or evicted (a drain, an interruption, a node that went away) is
+//! replaced by a new pending pod, as the ReplicaSet controller would; batch pods are not replaced
+//! (they complete, as a Job's do).
 
 use std::collections::BTreeMap;
 
@@ -12,13 +13,14 @@ use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
 
 use crate::scenario::{DeploymentSpec, WorkloadEvent};
+use crate::workloads::Deployment;
 
 /// The workload's state between steps.
 pub(crate) struct Workloads {
     /// Events still to come, by time.
     events: Vec<WorkloadEvent>,
-    /// Each Deployment as last set (replica count and pod shape), by name.
-    deployments: BTreeMap<String, DeploymentSpec>,
+    /// Each Deployment as last set (replica count and pod template), by name.
+    deployments: BTreeMap<String, Deployment>,
     /// Batch pods and when they finish.
     batch_ends: BTreeMap<String, Timestamp>,
     /// The pods, watch-fed (the ReplicaSet stand-in looks every step; a step without pod changes
@@ -28,20 +30,29 @@ pub(crate) struct Workloads {
     dirty: bool,
 }
 
-/// A pod of `owner` (a Deployment or a batch), labelled `app: <owner>`.
-pub(crate) fn pod(
-    name: &str,
-    owner: &str,
-    cpu: &str,
-    memory: &str,
-    annotations: &BTreeMap<String, String>,
-) -> Value {
+/// A batch pod of `owner`, labelled `app: <owner>`.
+fn batch_pod(name: &str, owner: &str, cpu: &str, memory: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": owner}, "annotations": annotations},
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": owner}},
         "spec": {"containers": [{"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
         "status": {"phase": "Pending"}
     })
+}
+
+/// The Deployment a scenario event describes: `replicas` pods labelled `app: <name>` with one
+/// container requesting `cpu` and `memory`, annotated as the event says.
+fn deployment(spec: &DeploymentSpec) -> Deployment {
+    let mut deployment = Deployment::with_requests(
+        &spec.name,
+        spec.replicas as usize,
+        &spec.cpu,
+        Some(&spec.memory),
+    );
+    if !spec.annotations.is_empty() {
+        deployment.template["metadata"]["annotations"] = json!(spec.annotations);
+    }
+    deployment
 }
 
 impl Workloads {
@@ -71,8 +82,23 @@ impl Workloads {
     pub fn replicas(&self) -> BTreeMap<String, u32> {
         self.deployments
             .iter()
-            .map(|(name, d)| (name.clone(), d.replicas))
+            .map(|(name, d)| (name.clone(), d.replicas as u32))
             .collect()
+    }
+
+    /// Sets a Deployment as an event describes it (a new one, or a new replica count or template).
+    fn set(&mut self, spec: &DeploymentSpec) {
+        let wanted = deployment(spec);
+        match self.deployments.get_mut(&spec.name) {
+            Some(current) => {
+                current.replicas = wanted.replicas;
+                current.set_template(wanted.template);
+            }
+            None => {
+                self.deployments.insert(spec.name.clone(), wanted);
+            }
+        }
+        self.dirty = true;
     }
 
     /// Applies the events due by `elapsed`, keeps the Deployments at their replica counts, and
@@ -86,19 +112,15 @@ impl Workloads {
         while self.events.first().is_some_and(|e| e.at <= elapsed) {
             let event = self.events.remove(0);
             if let Some(d) = &event.deployment {
-                self.deployments.insert(d.name.clone(), d.clone());
-                self.dirty = true;
+                self.set(d);
                 // Each event takes effect at once (two events of one step both apply, in order).
                 self.reconcile(api).await?;
             }
             if let Some(b) = &event.batch {
                 for i in 0..b.pods {
                     let name = format!("{}-{i}", b.name);
-                    api.create(
-                        &ResourceKind::POD,
-                        pod(&name, &b.name, &b.cpu, &b.memory, &BTreeMap::new()),
-                    )
-                    .await?;
+                    let pod = batch_pod(&name, &b.name, &b.cpu, &b.memory);
+                    api.create(&ResourceKind::POD, pod).await?;
                     let ends = now
                         .saturating_add(
                             jiff::SignedDuration::try_from(b.run_for).unwrap_or_default(),
@@ -112,10 +134,9 @@ impl Workloads {
         self.complete_batches(api, now).await
     }
 
-    /// One pass of the ReplicaSet stand-in over every Deployment: pods that are not being
-    /// deleted count; missing ones are created (named `<deployment>-<n>`, the lowest `n` from
-    /// the count up that is free), extras are deleted (the last by name first). Skipped when
-    /// neither the pods nor a Deployment changed since the last pass.
+    /// One pass of the ReplicaSet stand-in over every Deployment, skipped when neither the pods
+    /// nor a Deployment changed since the last pass. (What a pass writes is seen by the next
+    /// sync; it needs no second pass.)
     async fn reconcile(&mut self, api: &dyn KubeApi) -> Result<(), KubeError> {
         let changed = self.pods.sync(api).await?;
         if !changed && !self.dirty {
@@ -123,41 +144,9 @@ impl Workloads {
         }
         self.dirty = false;
         let pods = self.pods.to_vec();
-        for d in self.deployments.values() {
-            let mut mine: Vec<String> = pods
-                .iter()
-                .filter(|p| {
-                    p["metadata"]["labels"]["app"] == json!(d.name)
-                        && p["metadata"]["deletionTimestamp"].is_null()
-                        && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
-                })
-                .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
-                .collect();
-            mine.sort();
-            let want = d.replicas as usize;
-            let mut next = mine.len();
-            while mine.len() < want {
-                let name = format!("{}-{next}", d.name);
-                next += 1;
-                match api
-                    .create(
-                        &ResourceKind::POD,
-                        pod(&name, &d.name, &d.cpu, &d.memory, &d.annotations),
-                    )
-                    .await
-                {
-                    Ok(_) => mine.push(name),
-                    // A pod of that name still exists (terminating): try the next name.
-                    Err(KubeError::AlreadyExists(_)) => {}
-                    Err(err) => return Err(err),
-                }
-            }
-            while mine.len() > want {
-                let name = mine.pop().unwrap_or_default();
-                delete_pod(api, name).await?;
-            }
+        for deployment in self.deployments.values_mut() {
+            deployment.reconcile(api, &pods).await?;
         }
-        // What this pass wrote is seen by the next sync; it needs no second pass.
         Ok(())
     }
 
@@ -183,20 +172,14 @@ impl Workloads {
             let running = pod["status"]["phase"] == json!("Running");
             if running && self.batch_ends.get(&name).is_some_and(|end| *end <= now) {
                 self.batch_ends.remove(&name);
-                delete_pod(api, name).await?;
+                api.delete(
+                    &ResourceKind::POD,
+                    &ObjectKey::namespaced("default", name),
+                    &DeleteOptions::default(),
+                )
+                .await?;
             }
         }
         Ok(())
     }
-}
-
-/// Deletes the workload pod `name` (all workload pods live in `default`).
-async fn delete_pod(api: &dyn KubeApi, name: String) -> Result<(), KubeError> {
-    api.delete(
-        &ResourceKind::POD,
-        &ObjectKey::namespaced("default", name),
-        &DeleteOptions::default(),
-    )
-    .await
-    .map(drop)
 }

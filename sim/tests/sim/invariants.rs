@@ -13,7 +13,7 @@ use karpenter_sim::invariants::Invariant;
 use karpenter_sim::scenario::Scenario;
 use karpenter_sim::swarm::{self, SeedOutcome, Selection, SwarmConfig};
 use karpenter_sim::world::World;
-use strum::IntoEnumIterator;
+use strum::{IntoEnumIterator, VariantArray};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -196,7 +196,7 @@ fn determinism_catches_a_world_that_differs_between_runs() {
 
 #[test]
 fn every_bug_has_a_command_line_name() {
-    for bug in Bug::ALL {
+    for &bug in Bug::VARIANTS {
         assert_eq!(bug.name().parse::<Bug>().ok(), Some(bug));
     }
     assert!("no-such-bug".parse::<Bug>().is_err());
@@ -216,6 +216,8 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "drained-before-terminate",
             "pdb-respected",
             "do-not-disrupt-respected",
+            "budgets-respected",
+            "consolidation-churn",
             "claim-storm",
             "interruption-rehomed",
             "claims-progress",
@@ -244,5 +246,22 @@ fn a_fresh_world_reports_every_invariant_held_in_report_order() {
         results
             .iter()
             .all(|r| r.held && r.violations == 0 && r.first.is_none())
+    );
+}
+
+#[test]
+fn budgets_respected_catches_budgets_hidden_from_the_controller() {
+    let config = config("scale-in-waves.yaml", "none", 30, 5);
+    catches(config, Bug::HideDisruptionBudgets, "budgets-respected", 1);
+}
+
+#[test]
+fn consolidation_churn_catches_replacements_consolidated_at_once() {
+    let config = config("scale-in-waves.yaml", "none", 30, 5);
+    catches(
+        config,
+        Bug::HideConsolidationSettling,
+        "consolidation-churn",
+        1,
     );
 }

@@ -1,5 +1,5 @@
 //! The kubelet stand-in against a real `FakeCloud` (built-in catalog, instances launched through
-//! the `Ec2` seam) and the stand-ins' `KubeApi` fake.
+//! the `Ec2` seam) and the in-memory API server (fakekube).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -17,7 +17,9 @@ use karpenter_sim::kubelet::{
 };
 use serde_json::{Value, json};
 
-use super::standin_fake::{FakeKube, node, pod};
+use fakekube::ApiServer;
+
+use super::fixtures::{Objects, api, node, pod};
 use crate::{block_on, start};
 
 const TEMPLATE: &str = "karpenter.k8s.aws/sim-default";
@@ -60,7 +62,7 @@ spec:
 struct World {
     clock: Arc<ManualClock>,
     cloud: Arc<FakeCloud>,
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     kubelet: Kubelet,
 }
 
@@ -91,7 +93,7 @@ fn world(config: KubeletConfig) -> World {
             ..Config::default()
         },
     ));
-    let kube = FakeKube::new(clock.clone() as Arc<dyn Clock>);
+    let kube = api(clock.clone() as Arc<dyn Clock>);
     let kubelet = Kubelet::new(
         kube.clone(),
         clock.clone() as Arc<dyn Clock>,
@@ -352,8 +354,9 @@ fn bound_pods_start_running_after_the_pod_start_delay() {
         assert_eq!(conditions[condition], "True", "{condition}");
     }
     assert_eq!(web["status"]["containerStatuses"][0]["ready"], true);
-    assert!(
-        w.kube.pod("pending")["status"].is_null(),
+    assert_eq!(
+        w.kube.pod("pending")["status"],
+        json!({"phase": "Pending"}),
         "an unbound pod is nobody's"
     );
     assert_eq!(w.tick(), TickReport::default());
@@ -383,7 +386,7 @@ fn pods_on_a_node_that_is_not_ready_do_not_start() {
         "pod_start_ms 0 starts at once"
     );
     assert!(report.pods_accepted.is_empty());
-    assert!(w.kube.pod("stuck")["status"].is_null());
+    assert_eq!(w.kube.pod("stuck")["status"], json!({"phase": "Pending"}));
     assert!(
         w.kube.node("static-down").is_some(),
         "nodes without a provider id are left alone"
@@ -417,7 +420,7 @@ fn a_deleted_pod_is_removed_when_its_grace_period_ends() {
     assert!(!w.kube.pod("web")["metadata"]["deletionTimestamp"].is_null());
     w.advance_ms(1_000);
     assert_eq!(w.tick().pods_terminated, [pod_key("web")]);
-    assert!(w.kube.all(ResourceKind::POD).is_empty());
+    assert!(w.kube.objects(&ResourceKind::POD).is_empty());
 }
 
 #[test]
@@ -455,7 +458,7 @@ fn a_node_whose_instance_terminates_goes_not_ready_and_then_away_with_its_pods()
     assert_eq!(report.nodes_deleted, [name.as_str()]);
     assert_eq!(report.pods_orphaned, [pod_key("web")]);
     assert!(w.kube.node(&name).is_none());
-    assert!(w.kube.all(ResourceKind::POD).is_empty());
+    assert!(w.kube.objects(&ResourceKind::POD).is_empty());
 }
 
 #[test]

@@ -8,17 +8,19 @@ use karpenter_core::seams::{Clock, ManualClock};
 use karpenter_sim::scheduler::{Scheduler, SchedulerConfig, StepReport};
 use serde_json::{Value, json};
 
-use super::standin_fake::{FakeKube, node, pod};
+use fakekube::ApiServer;
+
+use super::fixtures::{Objects, api, node, pod};
 use crate::{block_on, start};
 
 struct Cluster {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     scheduler: Scheduler,
 }
 
 fn cluster() -> Cluster {
     let clock = Arc::new(ManualClock::new(start()));
-    let kube = FakeKube::new(clock.clone() as Arc<dyn Clock>);
+    let kube = api(clock.clone() as Arc<dyn Clock>);
     let scheduler = Scheduler::new(kube.clone(), clock, SchedulerConfig::default());
     Cluster { kube, scheduler }
 }
@@ -870,8 +872,10 @@ fn pods_for_another_scheduler_gated_pods_and_deleting_pods_are_left_alone() {
     c.add(with(small("gated"), |p| {
         p["spec"]["schedulingGates"] = json!([{ "name": "example.com/wait" }]);
     }));
+    // An unbound pod being deleted stays only while a finalizer holds it.
     c.add(with(small("deleting"), |p| {
         p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        p["metadata"]["finalizers"] = json!(["example.com/hold"]);
     }));
     let report = c.step();
     assert_eq!(report.bound_count(), 0);

@@ -1,4 +1,5 @@
-//! `karpenter plan -f FILE... [--catalog FILE] [-o json|table]`: a dry run of provisioning.
+//! `karpenter plan -f FILE... [--catalog FILE] [-o json|table] [--disrupt [--now RFC3339]]`: a
+//! dry run of provisioning (and, with `--disrupt`, of disruption: `disrupt.rs`).
 //!
 //! Reads manifests (NodePools, EC2NodeClasses, workloads, Nodes, volumes, ...), runs the same
 //! scheduling simulation the controller runs, and prints the NodeClaims Karpenter would create,
@@ -31,7 +32,28 @@ pub enum Format {
     Table,
 }
 
-pub fn run(files: &[String], catalog_file: Option<&str>, format: Format) -> ExitCode {
+/// `--disrupt` and `--now`.
+#[derive(Clone, Debug, Default)]
+pub struct Disrupt {
+    pub enabled: bool,
+    /// RFC 3339; the wall clock when absent.
+    pub now: Option<String>,
+}
+
+pub fn run(
+    files: &[String],
+    catalog_file: Option<&str>,
+    format: Format,
+    disrupt: Disrupt,
+) -> ExitCode {
+    let now = match disrupt.now.as_deref().map(str::parse::<jiff::Timestamp>) {
+        None => jiff::Timestamp::now(),
+        Some(Ok(now)) => now,
+        Some(Err(err)) => {
+            eprintln!("error: --now: not an RFC 3339 time: {err}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
     let Some(documents) = read_documents(files) else {
         return ExitCode::from(EXIT_UNREADABLE);
     };
@@ -65,10 +87,25 @@ pub fn run(files: &[String], catalog_file: Option<&str>, format: Format) -> Exit
         eprintln!("note: {note}");
     }
     let results = cluster.plan(catalog, Options::default());
+    let disruption = disrupt
+        .enabled
+        .then(|| super::disrupt::decide(&documents, &cluster, catalog, now));
     let text = match format {
         // `{:#}` is serde_json's infallible pretty printer for a `Value`.
-        Format::Json => format!("{:#}\n", to_json(&results, catalog)),
-        Format::Table => table(&results),
+        Format::Json => {
+            let mut plan = to_json(&results, catalog);
+            if let Some(outcome) = &disruption {
+                plan["disruption"] = super::disrupt::to_json(outcome);
+            }
+            format!("{plan:#}\n")
+        }
+        Format::Table => {
+            let mut text = table(&results);
+            if let Some(outcome) = &disruption {
+                text.push_str(&super::disrupt::table(outcome, now));
+            }
+            text
+        }
     };
     // A closed pipe (`| head`) is not an error of the plan.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());

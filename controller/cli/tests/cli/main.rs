@@ -7,6 +7,7 @@ use std::process::{Command, Output, Stdio};
 
 mod bench;
 mod plan;
+mod plan_disrupt;
 mod validate_and_crds;
 
 pub fn root() -> PathBuf {

@@ -23,6 +23,9 @@ pub mod nodeclaim {
     pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
     pub const CONSISTENT_STATE_FOUND: &str = "ConsistentStateFound";
     pub const DISRUPTION_REASON: &str = "DisruptionReason";
+    /// Ours: why disruption leaves the node alone (the one blocker), kept current by the
+    /// disruption controller; upstream reports it only as `DisruptionBlocked` events.
+    pub const DISRUPTION_BLOCKED: &str = "DisruptionBlocked";
     /// `Ready` = all of these.
     pub const READY_DEPENDENTS: [&str; 3] = [LAUNCHED, REGISTERED, INITIALIZED];
 }

@@ -58,6 +58,11 @@ pub const REPLACEMENT_PLANNED_ANNOTATION: &str = "karpenter.sh/replacement-plann
 /// their names, comma separated and sorted. Termination holds an interrupted claim's eviction
 /// until these replacements are initialized.
 pub const REPLACES_ANNOTATION: &str = "karpenter.sh/replaces";
+/// On the NodeClaims of a disruption command in progress: `<method> <replacements> <id>` (the
+/// method, how many replacements it launches, and the command's id: its first claim and start
+/// time). Ours, not upstream's (upstream keeps its command queue in memory): with it a restarted
+/// controller finds a half-done command and finishes or undoes it.
+pub const DISRUPTION_COMMAND_ANNOTATION: &str = "karpenter.sh/disruption-command";
 /// Kubernetes' label that takes a node out of external load balancers; termination sets it
 /// (value `karpenter`, as upstream) so traffic stops before the instance does.
 pub const EXCLUDE_FROM_LOAD_BALANCERS_LABEL: &str =

@@ -1,5 +1,6 @@
 //! Garbage collection (upstream's `nodeclaim/garbagecollection` controller): instances and
-//! NodeClaims that lost each other. A cluster-tagged instance no NodeClaim knows is terminated
+//! NodeClaims that lost each other. An instance of ours ([`is_ours`]: Karpenter's three tags, not
+//! the `kubernetes.io/cluster` tag node groups share) no NodeClaim knows is terminated
 //! once it is older than the grace period (a launch whose claim was deleted, or one a crash left
 //! behind); a launched claim whose instance is gone is deleted once its launch has settled.
 
@@ -11,7 +12,7 @@ use jiff::Timestamp;
 
 use super::{LifecycleError, delete_claim};
 use crate::api::conditions::{self, nodeclaim as cond};
-use crate::api::labels::NODECLAIM_TAG;
+use crate::api::labels::{EC2NODECLASS_TAG, NODECLAIM_TAG, NODEPOOL_LABEL};
 use crate::api::{NodeClaim, ProviderId};
 use crate::context::Context;
 use crate::seams::ec2::{Filter, Instance, InstanceState};
@@ -30,6 +31,28 @@ pub struct GarbageCollector {
 fn instance_id(claim: &NodeClaim) -> Option<String> {
     ProviderId::instance_id_of(claim.status.as_ref()?.provider_id.as_deref()?)
 }
+
+/// Whether an instance with `tags` is Karpenter's in `cluster` (upstream's `instance.List`
+/// scope): it carries `karpenter.sh/nodepool`, `karpenter.k8s.aws/ec2nodeclass` and
+/// `eks:eks-cluster-name=CLUSTER`. `kubernetes.io/cluster/NAME=owned` alone is not enough: node
+/// groups and self-managed nodes carry it too, and GC must never touch them.
+pub fn is_ours(tags: &BTreeMap<String, String>, cluster: &str) -> bool {
+    tags.contains_key(NODEPOOL_LABEL)
+        && tags.contains_key(EC2NODECLASS_TAG)
+        && tags.get(EKS_CLUSTER_NAME_TAG).is_some_and(|c| c == cluster)
+}
+
+/// The DescribeInstances filters selecting [`is_ours`] instances.
+pub fn ours_filters(cluster: &str) -> Vec<Filter> {
+    vec![
+        Filter::new("tag-key", &[NODEPOOL_LABEL]),
+        Filter::new("tag-key", &[EC2NODECLASS_TAG]),
+        Filter::new(format!("tag:{EKS_CLUSTER_NAME_TAG}"), &[cluster]),
+    ]
+}
+
+/// The tag EKS and Karpenter put on a cluster's instances, naming the cluster.
+pub const EKS_CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
 
 fn gone_for_good(state: InstanceState) -> bool {
     matches!(
@@ -70,15 +93,15 @@ impl GarbageCollector {
             state.claims.sync(self.ctx.kube.as_ref()).await?;
             state.claims.to_vec()
         };
-        let cluster_tag = format!(
-            "tag:kubernetes.io/cluster/{}",
-            self.ctx.options.lifecycle.cluster_name
-        );
-        let instances = self
+        let cluster = &self.ctx.options.lifecycle.cluster_name;
+        let instances: Vec<Instance> = self
             .ctx
             .ec2
-            .describe_instances(&[], &[Filter::new(cluster_tag, &["owned"])])
-            .await?;
+            .describe_instances(&[], &ours_filters(cluster))
+            .await?
+            .into_iter()
+            .filter(|i| is_ours(&i.tags, cluster))
+            .collect();
         let leaked = self.leaked(&claims, &instances, now);
         if !leaked.is_empty() {
             self.ctx.ec2.terminate_instances(&leaked).await?;

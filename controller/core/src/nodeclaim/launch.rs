@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use kube_core::ResourceExt;
 use serde_json::json;
 
-use super::{Flow, LAUNCH_ATTEMPTS_MAX, Lifecycle, Step, condition_true, key};
+use super::{Flow, LAUNCH_ATTEMPTS_MAX, Lifecycle, Step, condition_true, fleet, key};
 use crate::api::conditions::nodeclaim as cond;
 use crate::api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, EC2NODECLASS_TAG, INSTANCE_TYPE_LABEL, NODECLAIM_TAG,
@@ -30,19 +30,12 @@ use crate::seams::ec2::{
 };
 use crate::seams::kube::{KubeError, ObjectKey, Patch, ResourceKind};
 
-/// Most instance types offered to one CreateFleet (upstream's `maxInstanceTypes`).
-pub const FLEET_INSTANCE_TYPES_MAX: usize = 60;
+pub use super::fleet::{FLEET_INSTANCE_TYPES_MAX, INSUFFICIENT_CAPACITY_CODES};
 
-/// EC2 error codes that mean "no capacity for this offering" (upstream's list).
-pub const INSUFFICIENT_CAPACITY_CODES: [&str; 7] = [
-    "InsufficientInstanceCapacity",
-    "MaxSpotInstanceCountExceeded",
-    "VcpuLimitExceeded",
-    "UnfulfillableCapacity",
-    "Unsupported",
-    "InsufficientFreeAddressesInSubnet",
-    "MaxFleetCountExceeded",
-];
+/// The `Launched=False` reason (and event reason) of a launch EC2 rejected as misconfigured.
+pub const CONFIGURATION_REJECTED_REASON: &str = "LaunchConfigurationRejected";
+/// Least time between two launch attempts of a claim whose launch was rejected as misconfigured.
+pub const LAUNCH_CONFIGURATION_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a launch produced.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +64,10 @@ pub enum LaunchError {
     /// The EC2NodeClass cannot be resolved (no subnets, no AMI...): surfaced as a condition.
     #[error("node class not resolvable: {0}")]
     NodeClass(String),
+    /// CreateFleet refused the request for a reason a relaunch does not fix (profile, AMI,
+    /// parameters, permissions): reported on the claim, never taken for a capacity error.
+    #[error("launch configuration rejected ({code}): {message}")]
+    Configuration { code: String, message: String },
     /// An EC2 call failed; retried by the next reconcile.
     #[error("ec2: {0}")]
     Ec2(#[from] Ec2Error),
@@ -90,6 +87,9 @@ impl Lifecycle {
     pub(super) async fn launch_phase(&self, claim: &NodeClaim) -> Result<Flow, KubeError> {
         if condition_true(claim, cond::LAUNCHED) {
             return Ok(Flow::Continue);
+        }
+        if let Some(step) = self.configuration_backoff(claim).await? {
+            return Ok(Flow::Done(step));
         }
         self.launch(claim).await.map(Flow::Done)
     }
@@ -135,6 +135,43 @@ impl Lifecycle {
                     .await?;
                 Ok(Step::DeletedInsufficientCapacity)
             }
+            Err(err @ LaunchError::Configuration { .. }) => {
+                self.ctx
+                    .recorder
+                    .publish(
+                        crate::events::Reference::claim(claim),
+                        crate::events::EventType::Warning,
+                        CONFIGURATION_REJECTED_REASON,
+                        format!("NodeClaim {name}: {err}"),
+                    )
+                    .await;
+                // Unknown then False: the transition time records this attempt, which spaces
+                // the next one by LAUNCH_CONFIGURATION_RETRY.
+                let message = err.to_string();
+                let mut list = claim.status.clone().unwrap_or_default().conditions;
+                crate::api::conditions::set(
+                    &mut list,
+                    cond::LAUNCHED,
+                    ConditionStatus::Unknown,
+                    "",
+                    "",
+                    None,
+                    now,
+                );
+                let mut retried = claim.clone();
+                retried
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .conditions = list;
+                let condition = (
+                    cond::LAUNCHED,
+                    ConditionStatus::False,
+                    CONFIGURATION_REJECTED_REASON,
+                    &*message,
+                );
+                self.write_condition(&retried, condition, json!({})).await?;
+                Ok(Step::LaunchFailed(err))
+            }
             Err(err) => {
                 // A class that cannot be resolved is a fact (False); an EC2 failure is not
                 // knowing yet (Unknown).
@@ -148,6 +185,40 @@ impl Lifecycle {
                 Ok(Step::LaunchFailed(err))
             }
         }
+    }
+
+    /// A claim whose launch EC2 rejected as misconfigured waits [`LAUNCH_CONFIGURATION_RETRY`]
+    /// between attempts (no tight relaunch loop), and is deleted with an event once older than
+    /// the registration timeout (upstream's launch timeout), so provisioning can plan again.
+    async fn configuration_backoff(&self, claim: &NodeClaim) -> Result<Option<Step>, KubeError> {
+        let Some(rejected) = claim
+            .status
+            .as_ref()
+            .and_then(|s| crate::api::conditions::get(&s.conditions, cond::LAUNCHED))
+            .filter(|c| c.reason == CONFIGURATION_REJECTED_REASON)
+        else {
+            return Ok(None);
+        };
+        let now = self.ctx.now();
+        let created = claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |t| t.0);
+        let timeout = self.ctx.options.lifecycle.registration_timeout;
+        if now.duration_since(created).unsigned_abs() >= timeout {
+            let message = format!(
+                "launch not possible within {timeout:?}: {}",
+                rejected.message
+            );
+            self.delete_with_event(claim, "FailedLaunch", message)
+                .await?;
+            return Ok(Some(Step::DeletedRegistrationTimeout));
+        }
+        let since = now
+            .duration_since(rejected.last_transition_time.0)
+            .unsigned_abs();
+        Ok((since < LAUNCH_CONFIGURATION_RETRY).then_some(Step::Waiting))
     }
 
     /// One launch attempt: an instance already tagged for this claim (a launch that happened
@@ -165,7 +236,14 @@ impl Lifecycle {
             .ec2
             .describe_instances(
                 &[],
-                &[Filter::new(format!("tag:{NODECLAIM_TAG}"), &[&name])],
+                &[
+                    Filter::new(format!("tag:{NODECLAIM_TAG}"), &[&name]),
+                    // Never adopt another cluster's instance of the same claim name.
+                    Filter::new(
+                        format!("tag:{}", super::EKS_CLUSTER_NAME_TAG),
+                        &[&self.ctx.options.lifecycle.cluster_name],
+                    ),
+                ],
             )
             .await?
             .into_iter()
@@ -243,12 +321,7 @@ impl Lifecycle {
 /// requests.
 fn candidates<'c>(claim: &NodeClaim, catalog: &'c Catalog) -> Vec<&'c InstanceType> {
     let reqs = Requirements::from_api(&claim.spec.requirements);
-    let requests = claim
-        .spec
-        .resources
-        .as_ref()
-        .map(|r| Resources::from_list(&r.requests).unwrap_or_default())
-        .unwrap_or_default();
+    let requests = claim_requests(claim);
     let listed: Vec<&InstanceType> = match reqs
         .get(INSTANCE_TYPE_LABEL)
         .filter(|r| r.operator() == Operator::In)
@@ -267,6 +340,16 @@ fn candidates<'c>(claim: &NodeClaim, catalog: &'c Catalog) -> Vec<&'c InstanceTy
         })
         .filter(|it| requests.fits_in(&it.allocatable))
         .collect()
+}
+
+/// The claim's resource requests (none if unreadable).
+fn claim_requests(claim: &NodeClaim) -> Resources {
+    claim
+        .spec
+        .resources
+        .as_ref()
+        .map(|r| Resources::from_list(&r.requests).unwrap_or_default())
+        .unwrap_or_default()
 }
 
 /// Whether `instance_type` is offered (and not cached unavailable) in `zone` as `capacity_type`.
@@ -319,17 +402,32 @@ pub async fn launch(
         .ok_or_else(|| {
             LaunchError::InsufficientCapacity("every offering of the claim is unavailable".into())
         })?;
-    // One architecture per launch (its AMI is in the launch template): the cheapest type's.
-    let arch = types[0]
-        .labels
-        .get(ARCH_LABEL)
-        .cloned()
-        .unwrap_or_else(|| "amd64".into());
-    let types: Vec<&InstanceType> = types
-        .into_iter()
-        .filter(|t| t.labels.get(ARCH_LABEL).is_none_or(|a| *a == arch))
-        .take(FLEET_INSTANCE_TYPES_MAX)
-        .collect();
+    // Cheapest first, exotic types only when asked for, one architecture (its AMI is in the
+    // launch template), at most 60 types.
+    let requests = claim_requests(claim);
+    let price = |t: &InstanceType, ct: CapacityType| {
+        subnets
+            .keys()
+            .filter(|z| available(ctx, t, z, ct, now))
+            .filter_map(|z| {
+                t.offerings
+                    .iter()
+                    .find(|o| &o.zone == z && o.capacity_type == ct)
+            })
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+    };
+    let types = fleet::compose(&types, capacity_type, &requests, price);
+    let Some(arch) = types.first().map(|t| {
+        t.labels
+            .get(ARCH_LABEL)
+            .cloned()
+            .unwrap_or_else(|| "amd64".into())
+    }) else {
+        return Err(LaunchError::InsufficientCapacity(
+            "no available offering in the selected subnets".into(),
+        ));
+    };
     let image_id = resolve::image(
         ctx.ec2.as_ref(),
         class,
@@ -459,7 +557,7 @@ async fn create_fleet(
 ) -> Result<Launched, LaunchError> {
     let response = ctx.ec2.create_fleet(request).await?;
     for error in &response.errors {
-        if INSUFFICIENT_CAPACITY_CODES.contains(&error.code.as_str())
+        if fleet::classify(&error.code) == fleet::FleetErrorClass::Capacity
             && let (Some(instance_type), Some(zone)) = (&error.instance_type, &error.zone)
         {
             ctx.unavailable.mark(
@@ -480,6 +578,12 @@ async fn create_fleet(
             image_id,
         }),
         None => {
+            if let Some(error) = fleet::configuration_error(&response.errors) {
+                return Err(LaunchError::Configuration {
+                    code: error.code.clone(),
+                    message: error.message.clone(),
+                });
+            }
             let codes: BTreeSet<&str> = response.errors.iter().map(|e| e.code.as_str()).collect();
             Err(LaunchError::InsufficientCapacity(format!(
                 "CreateFleet launched nothing ({})",

@@ -7,7 +7,10 @@
 //! class, writes the result to its status and launch reads that).
 
 pub mod cache;
+pub mod cluster;
+pub mod launchtemplate;
 pub mod resolve;
+pub mod userdata;
 
 pub use cache::CachedEc2;
 pub use resolve::ResolveError;

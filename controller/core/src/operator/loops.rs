@@ -10,7 +10,7 @@
 //! | termination | singleton | claims, nodes, pods; every second while something terminates |
 //! | garbage collection | singleton | its interval |
 //! | NodePool counters | singleton | pools, claims |
-//! | (disruption) | singleton | one more `run_singleton` in `Operator::spawn` |
+//! | pod events, expiration, disruption | singleton | pools, claims, nodes, pods; every 10 s |
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use super::{LoopReport, StepError};
 use crate::api::NodeClaim;
 use crate::api::conditions::{self, nodeclaim as cond};
 use crate::context::Context;
+use crate::disruption::{Disruption, Expiration, PodEvents};
 use crate::interruption::InterruptionHandler;
 use crate::nodeclaim::{GarbageCollector, Lifecycle, LifecycleError, Step};
 use crate::nodepool;
@@ -195,6 +196,41 @@ impl Singleton for CounterLoop {
             return TERMINATION_REQUEUE;
         }
         RESYNC_INTERVAL
+    }
+}
+
+/// How often disruption looks at the cluster without a trigger (upstream's disruption
+/// controller polls every 10 s).
+pub const DISRUPTION_POLL: Duration = Duration::from_secs(10);
+
+/// Pod events, expiration and disruption, one after another (they decide on the same view).
+pub struct DisruptionLoop {
+    pub pod_events: PodEvents,
+    pub expiration: Expiration,
+    pub disruption: Disruption,
+    pub reports: Reporter,
+}
+
+#[async_trait]
+impl Singleton for DisruptionLoop {
+    fn name(&self) -> &'static str {
+        "disruption"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        if let Err(err) = self.pod_events.pass().await {
+            self.reports.failed(StepError::PodEvents(err));
+        }
+        match self.expiration.pass().await {
+            Ok(expired) if !expired.is_empty() => self.reports.send(LoopReport::Expired(expired)),
+            Ok(_) => {}
+            Err(err) => self.reports.failed(StepError::Expiration(err)),
+        }
+        match self.disruption.pass().await {
+            Ok(outcome) => self.reports.send(LoopReport::Disrupted(outcome)),
+            Err(err) => self.reports.failed(StepError::Disruption(err)),
+        }
+        DISRUPTION_POLL
     }
 }
 

@@ -135,6 +135,57 @@ impl Cluster {
     }
 }
 
+/// What `karpenter plan --disrupt` decides on: the cluster's scheduling half as [`Cluster`] read
+/// it, plus the Nodes, NodeClaims, bound Pods and PodDisruptionBudgets of `documents` as plain
+/// objects (they already passed [`Cluster::from_documents`]; one that does not decode is left
+/// out). The same [`crate::disruption::ClusterView`] the controller builds from its caches.
+pub fn disruption_view(
+    documents: &[Document],
+    cluster: &Cluster,
+    now: jiff::Timestamp,
+) -> crate::disruption::ClusterView {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let (mut nodes, mut claims, mut pods, mut pdbs) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for document in documents {
+        for (_, value) in items(document) {
+            let decoded = value.clone();
+            match value["kind"].as_str() {
+                Some("Node") => nodes.extend(serde_json::from_value::<Node>(decoded).ok()),
+                Some("NodeClaim") => {
+                    claims.extend(serde_json::from_value::<crate::api::NodeClaim>(decoded).ok())
+                }
+                Some("Pod") => pods.extend(serde_json::from_value::<Pod>(decoded).ok()),
+                Some("PodDisruptionBudget") => {
+                    pdbs.extend(serde_json::from_value::<PodDisruptionBudget>(decoded).ok())
+                }
+                _ => {}
+            }
+        }
+    }
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    let claims: Vec<&crate::api::NodeClaim> = claims.iter().collect();
+    let pods: Vec<&Pod> = pods.iter().collect();
+    let pdbs: Vec<&PodDisruptionBudget> = pdbs.iter().collect();
+    crate::disruption::ClusterView::build(
+        now,
+        crate::disruption::Scheduling {
+            pools: cluster.node_pools.clone(),
+            nodes: cluster.nodes.clone(),
+            daemonsets: cluster.daemonsets.clone(),
+            pending: cluster.pods.clone(),
+            namespaces: cluster.namespaces.clone(),
+        },
+        crate::disruption::Objects {
+            nodes: &nodes,
+            claims: &claims,
+            pods: &pods,
+            pdbs: &pdbs,
+        },
+    )
+}
+
 /// Decodes every document (and every item of `kind: List` documents), rejecting duplicates.
 fn decode_all(documents: &[Document], errors: &mut Vec<PlanError>) -> Vec<Decoded> {
     let mut out = Vec::new();

@@ -25,7 +25,7 @@ use serde_json::Value;
 pub use batcher::{BatchWindow, Batcher};
 pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
-pub use snapshot::Snapshot;
+pub use snapshot::{Objects as SnapshotObjects, Snapshot};
 
 use crate::context::Context;
 use crate::events::{EventType, Reference};

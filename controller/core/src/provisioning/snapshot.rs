@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube_core::ResourceExt;
 
 use super::eligibility::{is_provisionable, is_reschedulable};
-use crate::api::labels::{DISRUPTED_TAINT_KEY, INITIALIZED_LABEL};
+use crate::api::labels::{DISRUPTED_TAINT_KEY, INITIALIZED_LABEL, UNREGISTERED_TAINT_KEY};
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect};
 use crate::catalog::Catalog;
 use crate::replacement;
@@ -21,14 +21,29 @@ use crate::seams::{KubeApi, KubeApiExt, KubeError};
 use crate::state::ClusterState;
 use crate::validation::validate_nodepool;
 
-/// The objects a snapshot is assembled from, by reference (from a list or from the caches).
-struct Objects<'a> {
-    pools: Vec<&'a NodePool>,
-    nodes: Vec<&'a Node>,
-    claims: Vec<&'a NodeClaim>,
-    pods: Vec<&'a Pod>,
-    daemonsets: Vec<&'a DaemonSet>,
-    namespaces: Vec<&'a Namespace>,
+/// Taints a node carries only until it is initialized (upstream's `KnownEphemeralTaints`): the
+/// node lifecycle controller's not-ready and unreachable taints, an external cloud provider's
+/// uninitialized taint, and Karpenter's unregistered taint. Matched by key and effect.
+const EPHEMERAL_TAINTS: [(&str, TaintEffect); 4] = [
+    ("node.kubernetes.io/not-ready", TaintEffect::NoSchedule),
+    ("node.kubernetes.io/unreachable", TaintEffect::NoSchedule),
+    (
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        TaintEffect::NoSchedule,
+    ),
+    (UNREGISTERED_TAINT_KEY, TaintEffect::NoExecute),
+];
+
+/// The objects a snapshot is assembled from, by reference (from a list, from the caches, or
+/// from files).
+pub struct Objects<'a> {
+    /// NodePools whose EC2NodeClass is usable (invalid or deleting ones are dropped here).
+    pub pools: Vec<&'a NodePool>,
+    pub nodes: Vec<&'a Node>,
+    pub claims: Vec<&'a NodeClaim>,
+    pub pods: Vec<&'a Pod>,
+    pub daemonsets: Vec<&'a DaemonSet>,
+    pub namespaces: Vec<&'a Namespace>,
 }
 
 /// Inputs of one scheduling run.
@@ -134,6 +149,22 @@ fn resources(
     out
 }
 
+/// The taints of a NodeClaim's node that is not initialized yet, without those expected to go:
+/// the claim's startup taints and the [`EPHEMERAL_TAINTS`] (upstream's `StateNode.Taints()`).
+/// Judged by its raw taints, a node that registered a few seconds before it initializes fits
+/// none of the pods it was launched for, and the pass would launch another NodeClaim for them.
+fn lasting_taints(taints: Vec<Taint>, startup: &[Taint]) -> Vec<Taint> {
+    let expected_to_go = |t: &Taint| {
+        startup
+            .iter()
+            .any(|s| s.key == t.key && s.effect == t.effect)
+            || EPHEMERAL_TAINTS
+                .iter()
+                .any(|(key, effect)| *key == t.key && *effect == t.effect)
+    };
+    taints.into_iter().filter(|t| !expected_to_go(t)).collect()
+}
+
 fn taint(t: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
     let effect = match t.effect.as_str() {
         "NoSchedule" => TaintEffect::NoSchedule,
@@ -223,6 +254,11 @@ impl Snapshot {
         )
     }
 
+    /// What a pass needs, from objects at hand (a test, a dry run over files).
+    pub fn from_objects(objects: Objects<'_>, catalog: &Catalog) -> Self {
+        Self::assemble(objects, catalog)
+    }
+
     fn assemble(objects: Objects<'_>, catalog: &Catalog) -> Self {
         let Objects {
             pools,
@@ -258,7 +294,14 @@ impl Snapshot {
             nodes.iter().map(|n| NodeFacts::of(n)),
             claims.iter().map(|c| ClaimFacts::of(c)),
         );
-        let by_name = snapshot.add_nodes(&nodes, &going_away);
+        let startup_taints: BTreeMap<&str, &[Taint]> = claims
+            .iter()
+            .filter_map(|c| {
+                let node = c.status.as_ref()?.node_name.as_deref()?;
+                Some((node, c.spec.startup_taints.as_slice()))
+            })
+            .collect();
+        let by_name = snapshot.add_nodes(&nodes, &startup_taints, &going_away);
         for claim in &claims {
             let registered = claim
                 .status
@@ -280,10 +323,13 @@ impl Snapshot {
         snapshot
     }
 
-    /// Adds every Node as capacity; returns each one's index in `nodes` by name.
+    /// Adds every Node as capacity; returns each one's index in `nodes` by name. A node of a
+    /// NodeClaim (`startup_taints` by node name) that is not initialized yet is judged without
+    /// the taints expected to go (see [`lasting_taints`]).
     fn add_nodes(
         &mut self,
         nodes: &[&Node],
+        startup_taints: &BTreeMap<&str, &[Taint]>,
         going_away: &BTreeMap<String, Option<String>>,
     ) -> BTreeMap<String, usize> {
         let mut by_name = BTreeMap::new();
@@ -305,9 +351,14 @@ impl Snapshot {
                 .unwrap_or_default()
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
+            let initialized = ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true");
+            let taints = match startup_taints.get(name.as_str()) {
+                Some(startup) if !initialized => lasting_taints(taints, startup),
+                _ => taints,
+            };
             by_name.insert(name.clone(), self.nodes.len());
             self.nodes.push(ExistingNode {
-                initialized: ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true"),
+                initialized,
                 deleting: going_away.contains_key(&name),
                 name,
                 capacity: resources(status.capacity.as_ref()),

@@ -2,18 +2,22 @@
 //!
 //! | seam | production | simulation | e2e |
 //! |---|---|---|---|
-//! | [`Clock`] | system clock | [`VirtualClock`] (tokio/madsim virtual time) or [`ManualClock`] | system clock |
-//! | [`KubeApi`] | kube-rs client | in-memory API server (`sim`) | kube-rs against kind |
+//! | [`Clock`] | system clock | [`ManualClock`], advanced by the world ([`VirtualClock`], tokio/madsim time, for worlds on virtual time) | system clock |
+//! | [`KubeApi`] | kube-rs client | in-memory API server (`fakekube`) | kube-rs against kind |
 //! | [`Ec2`] / [`Sqs`] | aws-sdk-ec2 / aws-sdk-sqs | `fakecloud` in-process | `fakecloud` over HTTP |
 //!
 //! The traits are narrow: only the calls the controller makes. They are object safe
 //! (`Arc<dyn KubeApi>`), so one composition root wires a world without generics leaking through
 //! the controller. Every error type says whether a retry can help ([`Retryable`]).
+//!
+//! [`layered`] gives each seam its calls as data and one generic wrapper, so a concern that cuts
+//! across every call (a fuse, an audit, a fault) is one layer, not one decorator per method.
 
 pub mod batch;
 pub mod clock;
 pub mod ec2;
 pub mod kube;
+pub mod layered;
 pub mod sqs;
 
 pub use clock::{Clock, ManualClock, VirtualClock};

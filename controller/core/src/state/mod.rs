@@ -9,6 +9,7 @@ pub mod reflector;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 pub use reflector::Reflector;
 
@@ -26,6 +27,8 @@ pub struct ClusterState {
     pub pods: Reflector<Pod>,
     pub daemonsets: Reflector<DaemonSet>,
     pub namespaces: Reflector<Namespace>,
+    /// Read by disruption only (synced by its pass, not by [`ClusterState::sync`]).
+    pub pdbs: Reflector<PodDisruptionBudget>,
 }
 
 impl Default for ClusterState {
@@ -44,6 +47,7 @@ impl ClusterState {
             pods: Reflector::new(ResourceKind::POD),
             daemonsets: Reflector::new(ResourceKind::DAEMON_SET),
             namespaces: Reflector::new(ResourceKind::NAMESPACE),
+            pdbs: Reflector::new(ResourceKind::POD_DISRUPTION_BUDGET),
         }
     }
 

@@ -17,13 +17,14 @@ use karpenter_core::interruption::messages::{
 use karpenter_core::interruption::{InterruptionHandler, Outcome, PollReport};
 use karpenter_core::metrics::{MessageTypeLabels, Metrics};
 use karpenter_core::operator::{Operator, StepReport};
-use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, ManualClock};
 use karpenter_core::termination::Stage;
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::{ApiFault, ApiOperation, ApiServer, Fake};
+
+use super::api_server::{Fixtures, api_server};
 use super::support::{self, objects};
 use super::termination::{pod, world};
 
@@ -85,7 +86,7 @@ fn claim_for(name: &str, instance: &str) -> Value {
 }
 
 struct Queue {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
     metrics: Arc<Metrics>,
@@ -103,8 +104,7 @@ fn handler(ctx: &Context, cloud: &Arc<FakeCloud>) -> InterruptionHandler {
 fn queue() -> Queue {
     let clock = support::clock();
     let cloud = support::cloud(&clock);
-    let kube = Arc::new(FakeKube::default());
-    kube.set_clock(clock.clone());
+    let kube = api_server(clock.clone());
     let ctx = support::context(&kube, &cloud, &clock);
     Queue {
         metrics: ctx.metrics.clone(),
@@ -123,7 +123,7 @@ impl Queue {
     fn claim(&self, name: &str) -> NodeClaim {
         serde_json::from_value(
             self.kube
-                .object(&ResourceKind::NODE_CLAIM, name)
+                .object_named(&ResourceKind::NODE_CLAIM, name)
                 .expect("claim"),
         )
         .expect("decodes")
@@ -131,9 +131,9 @@ impl Queue {
 
     fn claim_deletes(&self) -> usize {
         self.kube
-            .calls()
+            .calls_on(ApiOperation::Delete, "nodeclaims")
             .iter()
-            .filter(|c| c.verb == "delete" && c.kind == "nodeclaims" && c.outcome == "ok")
+            .filter(|c| c.is_ok())
             .count()
     }
 }
@@ -157,7 +157,7 @@ fn a_rebalance_recommendation_only_records_an_event() {
     assert_eq!(q.claim_deletes(), 0);
     assert!(
         q.kube
-            .events()
+            .recorded_events()
             .iter()
             .any(|e| e.reason == "SpotRebalanceRecommendation")
     );
@@ -234,7 +234,7 @@ fn a_duplicate_message_causes_one_action() {
     assert_eq!(q.claim_deletes(), 1, "one delete of the claim");
     assert_eq!(
         q.kube
-            .events()
+            .recorded_events()
             .iter()
             .filter(|e| e.reason == "SpotInterrupted" && e.key.name == "default-a")
             .count(),
@@ -262,10 +262,10 @@ fn a_transient_failure_is_retried_in_the_same_poll() {
     q.kube
         .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
     q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
-    q.kube.fail_next_writes([
-        KubeError::Conflict("the object has been modified".into()),
-        KubeError::Unavailable("etcd timeout".into()),
-    ]);
+    q.kube.script_faults(
+        ApiOperation::Patch,
+        [ApiFault::Conflict, ApiFault::Unavailable],
+    );
     let report = q.poll();
     assert_eq!(
         report.messages[0].1,
@@ -287,9 +287,9 @@ fn a_retryable_failure_leaves_the_message_for_redelivery() {
     q.cloud
         .inject_message(&state_change("i-0a", "stopping", q.clock.now()));
     // Every attempt of the poll fails.
-    q.kube.fail_next_writes(
-        (0..karpenter_core::interruption::handler::ACT_ATTEMPTS_MAX)
-            .map(|_| KubeError::Unavailable("etcd timeout".into())),
+    q.kube.script_faults(
+        ApiOperation::Patch,
+        (0..karpenter_core::interruption::handler::ACT_ATTEMPTS_MAX).map(|_| ApiFault::Unavailable),
     );
     let report = q.poll();
     assert!(matches!(report.messages[0].1, Outcome::Retry(_)));
@@ -343,7 +343,7 @@ fn a_state_change_to_terminated_deletes_the_claim_and_its_drain_starts_at_once()
 // --- Replacement first, through the whole Operator ---------------------------------------------
 
 struct Cluster {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
     operator: Operator,
@@ -352,8 +352,7 @@ struct Cluster {
 fn cluster() -> Cluster {
     let clock = support::clock();
     let cloud = support::cloud(&clock);
-    let kube = Arc::new(FakeKube::default());
-    kube.set_clock(clock.clone());
+    let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
     kube.apply(
         &ResourceKind::NODE_POOL,
@@ -394,7 +393,7 @@ impl Cluster {
 
     fn claims(&self) -> Vec<NodeClaim> {
         self.kube
-            .all(&ResourceKind::NODE_CLAIM)
+            .objects(&ResourceKind::NODE_CLAIM)
             .into_iter()
             .map(|c| serde_json::from_value(c).expect("decodes"))
             .collect()
@@ -403,7 +402,7 @@ impl Cluster {
     fn claim(&self, name: &str) -> NodeClaim {
         serde_json::from_value(
             self.kube
-                .object(&ResourceKind::NODE_CLAIM, name)
+                .object_named(&ResourceKind::NODE_CLAIM, name)
                 .expect("claim"),
         )
         .expect("decodes")
@@ -430,7 +429,7 @@ impl Cluster {
         for name in pods {
             let mut pod = self
                 .kube
-                .object(&ResourceKind::POD, &format!("default/{name}"))
+                .object_named(&ResourceKind::POD, &format!("default/{name}"))
                 .expect("pod");
             pod["spec"]["nodeName"] = json!(node);
             pod["status"] = json!({"phase": "Running"});
@@ -449,10 +448,9 @@ impl Cluster {
 
     fn evictions(&self) -> Vec<String> {
         self.kube
-            .calls()
+            .calls_on(ApiOperation::Evict, "pods")
             .into_iter()
-            .filter(|c| c.verb == "evict")
-            .map(|c| c.name)
+            .map(|c| c.target)
             .collect()
     }
 

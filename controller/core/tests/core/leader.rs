@@ -11,21 +11,22 @@ use karpenter_core::seams::kube::{ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, KubeError, ManualClock};
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::{ApiFault, ApiOperation, ApiServer, Fake};
+
+use super::api_server::{Fixtures, api_server};
 
 const NAMESPACE: &str = "kube-system";
 const LEASE: &str = "karpenter-leader-election";
 
-fn setup() -> (Arc<FakeKube>, Arc<ManualClock>) {
+fn setup() -> (Arc<ApiServer>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(
         "2026-01-01T00:00:00Z".parse().expect("timestamp"),
     ));
-    let kube = Arc::new(FakeKube::default());
-    kube.set_clock(clock.clone());
+    let kube = api_server(clock.clone());
     (kube, clock)
 }
 
-fn candidate(kube: &Arc<FakeKube>, clock: &Arc<ManualClock>, identity: &str) -> LeaderElector {
+fn candidate(kube: &Arc<ApiServer>, clock: &Arc<ManualClock>, identity: &str) -> LeaderElector {
     LeaderElector::new(
         kube.clone(),
         clock.clone(),
@@ -34,8 +35,8 @@ fn candidate(kube: &Arc<FakeKube>, clock: &Arc<ManualClock>, identity: &str) -> 
     .expect("default config is valid")
 }
 
-fn lease(kube: &FakeKube) -> Value {
-    kube.object(&ResourceKind::LEASE, &format!("{NAMESPACE}/{LEASE}"))
+fn lease(kube: &ApiServer) -> Value {
+    kube.object_named(&ResourceKind::LEASE, &format!("{NAMESPACE}/{LEASE}"))
         .expect("the lease exists")
 }
 
@@ -131,7 +132,7 @@ fn a_leader_that_cannot_renew_steps_down_at_the_renew_deadline_before_anyone_can
     for second in 1..=30u64 {
         clock.advance(Duration::from_secs(1));
         // Every write a makes fails from now on (an API server partition for a).
-        kube.fail_next_writes([KubeError::Unavailable("partitioned".into())]);
+        kube.script_faults(ApiOperation::Patch, [ApiFault::Unavailable]);
         let _ = block_on(a.step());
         // Use up the failure if a did not attempt this second, so b's writes go through.
         let _ = block_on(kube.patch(
@@ -220,7 +221,7 @@ fn step_attempts_once_per_retry_period() {
     let (kube, clock) = setup();
     let mut a = candidate(&kube, &clock, "a");
     assert!(block_on(a.step()).expect("acquire"));
-    let version = |kube: &FakeKube| lease(kube)["metadata"]["resourceVersion"].clone();
+    let version = |kube: &ApiServer| lease(kube)["metadata"]["resourceVersion"].clone();
     let first = version(&kube);
     clock.advance(Duration::from_secs(1));
     assert!(block_on(a.step()).expect("still leading"));

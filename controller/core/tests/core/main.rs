@@ -1,13 +1,16 @@
 //! Tests of karpenter-core: validation rules, generated CRDs, the user's examples, the seams, and
 //! properties of the validator over arbitrary input. One test binary keeps link time down.
 
+mod api_server;
 mod catalog;
 mod conditions;
 mod crds;
+mod disruption;
 mod examples;
-mod fake_kube;
+mod fleet;
 mod interruption;
 mod interruption_handler;
+mod launchtemplate;
 mod leader;
 mod nodeclaim;
 mod operator_loops;
@@ -21,4 +24,5 @@ mod seams;
 mod support;
 mod termination;
 mod tidy;
+mod userdata;
 mod validation;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{FakeCloud, Pool};
+use fakecloud::{Fake, FakeCloud, Pool};
 use karpenter_core::api::NodeClaim;
 use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::context::Context;
@@ -17,11 +17,13 @@ use karpenter_core::seams::{Clock, Ec2, KubeApi, ManualClock};
 use karpenter_core::termination::{Stage, Termination, TerminationError};
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::ApiServer;
+
+use super::api_server::{Fixtures, api_server};
 use super::support::{self, objects};
 
 struct World {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
     ctx: Arc<Context>,
@@ -33,7 +35,7 @@ struct World {
 fn world() -> World {
     let clock = support::clock();
     let cloud = support::cloud(&clock);
-    let kube = Arc::new(FakeKube::default());
+    let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
     let ctx = Arc::new(support::context(&kube, &cloud, &clock));
     World {
@@ -60,7 +62,7 @@ fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
 impl World {
     fn claim(&self, name: &str) -> Option<NodeClaim> {
         self.kube
-            .all(&ResourceKind::NODE_CLAIM)
+            .objects(&ResourceKind::NODE_CLAIM)
             .into_iter()
             .find(|c| c["metadata"]["name"] == json!(name))
             .map(|c| serde_json::from_value(c).expect("decodes"))
@@ -142,7 +144,7 @@ fn a_claim_launches_registers_and_initializes() {
         ]),
     );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
-    let node = &w.kube.all(&ResourceKind::NODE)[0];
+    let node = &w.kube.objects(&ResourceKind::NODE)[0];
     assert!(
         node["spec"]["taints"]
             .as_array()
@@ -281,7 +283,7 @@ fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_a
     );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     // The status write is lost (a crash right after CreateFleet): the claim looks unlaunched.
-    let mut lost = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
+    let mut lost = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
     lost["status"] = json!({});
     w.kube.apply(&ResourceKind::NODE_CLAIM, lost);
     w.clock.advance(Duration::from_secs(5));
@@ -305,7 +307,7 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     // The claim disappears without its finalizer running (someone force-removed it).
     futures::executor::block_on(async {
-        let mut orphan = w.kube.all(&ResourceKind::NODE_CLAIM)[0].clone();
+        let mut orphan = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
         orphan["metadata"]["finalizers"] = json!([]);
         w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
         w.kube
@@ -336,7 +338,7 @@ fn a_claim_for_a_missing_node_class_is_deleted_with_an_event() {
     assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedNodeClassNotFound));
     assert!(
         w.kube
-            .events()
+            .recorded_events()
             .iter()
             .any(|e| e.reason == "NodeClassNotReady" && e.message.contains("missing"))
     );
@@ -400,4 +402,145 @@ fn a_launch_whose_answer_was_lost_is_adopted_on_the_retry_not_launched_again() {
     );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
     assert_eq!(w.cloud.instances().len(), 1, "{:?}", w.cloud.instances());
+}
+
+/// Review finding 2: GC selected `kubernetes.io/cluster/NAME=owned`, which node groups and
+/// self-managed nodes carry; it must only ever see Karpenter's own instances.
+#[test]
+fn finding_2_garbage_collection_leaves_node_group_instances_tagged_only_with_the_cluster_tag() {
+    use karpenter_core::seams::ec2::{CreateFleetRequest, FleetOverride, LaunchTemplateRequest};
+    let w = world();
+    futures::executor::block_on(async {
+        let subnet = w.cloud.describe_subnets(&[]).await.expect("subnets")[0].clone();
+        let image = w
+            .cloud
+            .get_parameter("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id")
+            .await
+            .expect("ssm")
+            .expect("published AMI");
+        let template = LaunchTemplateRequest {
+            name: "eks-nodegroup".into(),
+            image_id: image,
+            user_data: String::new(),
+            security_group_ids: vec![],
+            instance_profile: "nodegroup".into(),
+            tags: Default::default(),
+            extra: Default::default(),
+        };
+        w.cloud.create_launch_template(&template).await.expect("lt");
+        let fleet = |tags: &[(&str, &str)], token: &str| CreateFleetRequest {
+            capacity_type: CapacityType::OnDemand,
+            launch_template_name: "eks-nodegroup".into(),
+            overrides: vec![FleetOverride {
+                instance_type: "m5.large".into(),
+                subnet_id: subnet.subnet_id.clone(),
+                zone: subnet.zone.clone(),
+                price: None,
+            }],
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            client_token: token.into(),
+            context: None,
+        };
+        let node_group = [
+            ("kubernetes.io/cluster/sim", "owned"),
+            ("eks:nodegroup-name", "system"),
+        ];
+        // Same cluster tags but another cluster's eks:eks-cluster-name: not ours either.
+        let other_cluster = [
+            ("karpenter.sh/nodepool", "default"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("eks:eks-cluster-name", "other"),
+        ];
+        let ours = [
+            ("karpenter.sh/nodepool", "default"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("eks:eks-cluster-name", "sim"),
+        ];
+        for (tags, token) in [
+            (&node_group[..], "a"),
+            (&other_cluster[..], "b"),
+            (&ours[..], "c"),
+        ] {
+            let launched = w
+                .cloud
+                .create_fleet(&fleet(tags, token))
+                .await
+                .expect("fleet");
+            assert_eq!(launched.instances.len(), 1, "{:?}", launched.errors);
+        }
+        w.clock.advance(Duration::from_secs(120));
+        assert_eq!(w.garbage_collector.collect().await.expect("gc"), (1, 0));
+        let live: Vec<_> = w
+            .cloud
+            .instances()
+            .into_iter()
+            .filter(|i| {
+                !matches!(
+                    i.state,
+                    karpenter_core::seams::ec2::InstanceState::ShuttingDown
+                        | karpenter_core::seams::ec2::InstanceState::Terminated
+                )
+            })
+            .collect();
+        assert_eq!(
+            live.len(),
+            2,
+            "the node group's and the other cluster's instances survive"
+        );
+        assert!(
+            live.iter()
+                .all(|i| !karpenter_core::nodeclaim::is_ours(&i.tags, "sim"))
+        );
+    });
+}
+
+/// Finding 8: a launch EC2 rejects as misconfigured (here an AMI id that does not exist) is not a
+/// capacity error: the claim stays, says why with `Launched=False`, emits an event, and is not
+/// relaunched on the very next pass.
+#[test]
+fn finding_8_a_misconfigured_launch_sets_launched_false_with_an_event_and_backs_off() {
+    let w = world();
+    let mut class = objects::default_node_class();
+    class["spec"]["amiFamily"] = json!("AL2023");
+    class["spec"]["amiSelectorTerms"] = json!([{"id": "ami-0doesnotexist"}]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-g", &["m5.large"], &["on-demand"]),
+    );
+    assert!(
+        matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(e)) if e.to_string().contains("InvalidAMIID")),
+        "{:?}",
+        w.reconcile()
+    );
+    let claim = w.claim("default-g").expect("the claim is kept");
+    let launched = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Launched").cloned())
+        .expect("Launched condition");
+    assert_eq!(launched.reason, "LaunchConfigurationRejected");
+    assert!(
+        w.kube
+            .events()
+            .iter()
+            .any(|e| e.event.reason == "LaunchConfigurationRejected")
+    );
+    assert!(
+        !w.kube
+            .events()
+            .iter()
+            .any(|e| e.event.reason == "InsufficientCapacityError")
+    );
+    let fleets = w.cloud.calls_of(fakecloud::Operation::CreateFleet).len();
+    w.clock.advance(Duration::from_secs(10));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting));
+    assert_eq!(
+        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
+        fleets,
+        "backed off"
+    );
 }

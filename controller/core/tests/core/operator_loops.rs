@@ -9,22 +9,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, FakeCloud, Fault, Operation};
+use fakecloud::{Config, Fake, FakeCloud, Fault, Operation};
+use fakekube::ApiServer;
 use karpenter_core::api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_core::api::{NodeClaim, ProviderId, conditions};
 use karpenter_core::catalog::Catalog;
 use karpenter_core::operator::Operator;
 use karpenter_core::seams::kube::ResourceKind;
-use karpenter_core::seams::{Clock, VirtualClock};
+use karpenter_core::seams::{Clock, KubeApi, VirtualClock};
 use serde_json::json;
 
-use super::fake_kube::FakeKube;
+use super::api_server::{self as api, Fixtures};
 use super::support::{self, objects};
 
 const QUEUE: &str = "https://sqs.us-west-2.amazonaws.com/123456789012/sim";
 
 struct World {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     cloud: Arc<FakeCloud>,
     operator: Operator,
 }
@@ -36,8 +37,7 @@ fn world() -> World {
         Catalog::builtin(),
         Config::default(),
     ));
-    let kube = Arc::new(FakeKube::default());
-    kube.set_clock(clock.clone());
+    let kube = api::api_server(clock.clone());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
     kube.apply(
         &ResourceKind::NODE_POOL,
@@ -69,16 +69,21 @@ fn world() -> World {
 
 impl World {
     fn claims(&self) -> Vec<NodeClaim> {
-        self.kube
-            .all(&ResourceKind::NODE_CLAIM)
-            .into_iter()
-            .map(|c| serde_json::from_value(c).expect("decodes"))
-            .collect()
+        futures::FutureExt::now_or_never(
+            self.kube
+                .list(&ResourceKind::NODE_CLAIM, &Default::default()),
+        )
+        .expect("an in-memory list answers at once")
+        .expect("listed")
+        .items
+        .into_iter()
+        .map(|c| serde_json::from_value(c).expect("decodes"))
+        .collect()
     }
 
     fn claim(&self, name: &str) -> Option<NodeClaim> {
         self.kube
-            .object(&ResourceKind::NODE_CLAIM, name)
+            .object_named(&ResourceKind::NODE_CLAIM, name)
             .map(|c| serde_json::from_value(c).expect("decodes"))
     }
 
@@ -103,7 +108,7 @@ impl World {
         );
         let mut object = self
             .kube
-            .object(&ResourceKind::POD, &format!("default/{pod}"))
+            .object_named(&ResourceKind::POD, &format!("default/{pod}"))
             .expect("pod");
         object["spec"]["nodeName"] = json!(node);
         object["status"] = json!({"phase": "Running"});
@@ -120,7 +125,7 @@ impl World {
 
     fn tainted_for_drain(&self, node: &str) -> bool {
         self.kube
-            .object(&ResourceKind::NODE, node)
+            .object_named(&ResourceKind::NODE, node)
             .and_then(|n| n["spec"]["taints"].as_array().cloned())
             .unwrap_or_default()
             .iter()

@@ -9,12 +9,13 @@ use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{KubeApi, ManualClock};
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::ApiServer;
 
+use super::api_server::{Fixtures, api_server};
 use super::support::{self, objects, start};
 
 /// The provisioner's context: the fake API server, and a fakecloud no test here launches on.
-fn context(kube: &Arc<FakeKube>, clock: &Arc<ManualClock>) -> Context {
+fn context(kube: &Arc<ApiServer>, clock: &Arc<ManualClock>) -> Context {
     support::context(kube, &support::cloud(clock), clock)
 }
 
@@ -32,14 +33,14 @@ fn pending_pod(name: &str, cpu: &str) -> Value {
 }
 
 struct World {
-    kube: Arc<FakeKube>,
+    kube: Arc<ApiServer>,
     clock: Arc<ManualClock>,
     provisioner: Provisioner,
 }
 
 fn world() -> World {
-    let kube = Arc::new(FakeKube::default());
     let clock = Arc::new(ManualClock::new(start()));
+    let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::NODE_POOL, pool());
     kube.apply(
         &ResourceKind::EC2_NODE_CLASS,
@@ -53,8 +54,8 @@ fn world() -> World {
     }
 }
 
-fn claims(kube: &FakeKube) -> Vec<Value> {
-    kube.all(&ResourceKind::NODE_CLAIM)
+fn claims(kube: &ApiServer) -> Vec<Value> {
+    kube.objects(&ResourceKind::NODE_CLAIM)
 }
 
 #[test]
@@ -223,9 +224,61 @@ fn pods_go_to_an_existing_node_with_room_before_any_new_capacity() {
     assert_eq!(outcome.nominated, 1);
     assert!(
         w.kube
-            .events()
+            .recorded_events()
             .iter()
             .any(|e| e.reason == "Nominated" && e.message.contains("node/node-a"))
+    );
+}
+
+/// A node of 8 CPUs between registration and initialization: it carries its NodeClaim's
+/// startup taint and Karpenter's unregistered taint besides the pool's `team=a`.
+fn registering_node() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-a", "labels": {"karpenter.sh/nodepool": "default", "kubernetes.io/arch": "amd64"}},
+        "spec": {"taints": [{"key": "team", "value": "a", "effect": "NoSchedule"},
+                            {"key": "example.com/agent-not-ready", "effect": "NoSchedule"},
+                            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "False"}]}
+    })
+}
+
+#[test]
+fn a_node_not_yet_initialized_takes_pods_despite_the_taints_it_is_about_to_lose() {
+    let w = world();
+    let mut claim = objects::nodeclaim("default-a")
+        .startup_taint("example.com/agent-not-ready")
+        .running_as("i-0a")
+        .json();
+    claim["status"]["nodeName"] = json!("node-a");
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    w.kube.apply(&ResourceKind::NODE, registering_node());
+    w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "2"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(
+        outcome.created.is_empty(),
+        "a second NodeClaim for a pod the registering node will take: {:?}",
+        outcome.created
+    );
+    assert!(
+        w.kube
+            .recorded_events()
+            .iter()
+            .any(|e| e.reason == "Nominated" && e.message.contains("node/node-a"))
+    );
+}
+
+#[test]
+fn a_node_no_nodeclaim_owns_is_judged_by_all_its_taints() {
+    let w = world();
+    w.kube.apply(&ResourceKind::NODE, registering_node());
+    w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "2"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(
+        outcome.created.len(),
+        1,
+        "the pod does not tolerate the node's taints"
     );
 }
 
@@ -238,7 +291,7 @@ fn a_pod_nothing_can_run_gets_a_failed_scheduling_event_that_says_why() {
     assert_eq!(outcome.unschedulable, 1);
     let event = w
         .kube
-        .events()
+        .recorded_events()
         .into_iter()
         .find(|e| e.reason == "FailedScheduling")
         .expect("event recorded");
@@ -267,7 +320,7 @@ fn a_pod_without_the_pools_toleration_is_not_provisioned_for() {
     assert!(outcome.created.is_empty());
     let event = w
         .kube
-        .events()
+        .recorded_events()
         .into_iter()
         .find(|e| e.reason == "FailedScheduling")
         .expect("event recorded");
@@ -288,8 +341,8 @@ fn a_pod_without_the_pools_toleration_is_not_provisioned_for() {
 fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
     use karpenter_core::catalog::CapacityType;
     use karpenter_core::seams::Clock;
-    let kube = Arc::new(FakeKube::default());
     let clock = Arc::new(ManualClock::new(start()));
+    let kube = api_server(clock.clone());
     let mut pool = pool();
     pool["spec"]["template"]["spec"]["requirements"] = json!([
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},

@@ -190,7 +190,7 @@ mod caches {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use fakecloud::{Fault, Operation};
+    use fakecloud::{Fake, Fault, Operation};
     use karpenter_core::nodeclass::CachedEc2;
     use karpenter_core::seams::Ec2;
     use karpenter_core::seams::ec2::{Filter, LaunchTemplateRequest};
@@ -257,7 +257,7 @@ mod batches {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use fakecloud::{Config, FakeCloud, Operation};
+    use fakecloud::{Config, Fake, FakeCloud, Operation};
     use karpenter_core::catalog::CapacityType;
     use karpenter_core::catalog::Catalog;
     use karpenter_core::seams::Ec2;

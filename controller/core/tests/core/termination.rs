@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::FakeCloud;
+use fakecloud::{Fake, FakeCloud};
 use karpenter_core::api::conditions;
 use karpenter_core::api::{ConditionStatus, NodeClaim};
 use karpenter_core::context::Context;
@@ -17,13 +17,15 @@ use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 use karpenter_core::termination::{Stage, Termination};
 use serde_json::{Value, json};
 
-use super::fake_kube::FakeKube;
+use fakekube::{ApiOperation, ApiServer};
+
+use super::api_server::{Fixtures, api_server};
 use super::support::{self, objects};
 
 pub use super::support::objects::running_pod as pod;
 
 pub struct World {
-    pub kube: Arc<FakeKube>,
+    pub kube: Arc<ApiServer>,
     pub cloud: Arc<FakeCloud>,
     pub clock: Arc<ManualClock>,
     pub metrics: Arc<Metrics>,
@@ -31,13 +33,14 @@ pub struct World {
     pub ctx: Arc<Context>,
     lifecycle: Lifecycle,
     termination: Termination,
+    /// Pods the termination deleted (not evicted), with the grace period it gave them.
+    pod_deletes: Vec<(String, Option<i64>)>,
 }
 
 pub fn world() -> World {
     let clock = support::clock();
     let cloud = support::cloud(&clock);
-    let kube = Arc::new(FakeKube::default());
-    kube.set_clock(clock.clone());
+    let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
     let ctx = Arc::new(support::context(&kube, &cloud, &clock));
     World {
@@ -48,6 +51,7 @@ pub fn world() -> World {
         lifecycle: Lifecycle::new(ctx.clone()),
         termination: Termination::new(ctx.clone()),
         ctx,
+        pod_deletes: Vec::new(),
     }
 }
 
@@ -102,7 +106,7 @@ impl World {
 
     pub fn claim(&self, name: &str) -> Option<NodeClaim> {
         self.kube
-            .object(&ResourceKind::NODE_CLAIM, name)
+            .object_named(&ResourceKind::NODE_CLAIM, name)
             .map(|c| serde_json::from_value(c).expect("decodes"))
     }
 
@@ -115,10 +119,18 @@ impl World {
         .expect("delete");
     }
 
-    /// One termination pass; the stage of `claim`.
+    /// One termination pass; the stage of `claim`. Pods it evicted or deleted then go at once, as
+    /// if their kubelet stopped them (no kubelet runs here).
     pub fn terminate(&mut self, claim: &str) -> Stage {
         let out =
             futures::executor::block_on(self.termination.reconcile_all()).expect("termination");
+        let deletes = self.kube.calls_on(ApiOperation::Delete, "pods");
+        for call in deletes.iter().skip(self.pod_deletes.len()) {
+            let pod = self.kube.object_named(&ResourceKind::POD, &call.target);
+            let grace = pod.and_then(|p| p["metadata"]["deletionGracePeriodSeconds"].as_i64());
+            self.pod_deletes.push((call.target.clone(), grace));
+        }
+        self.kube.complete_pod_deletions();
         out.into_iter()
             .find(|(name, _)| name == claim)
             .map(|(_, stage)| stage.expect("no error"))
@@ -128,30 +140,25 @@ impl World {
     /// Pods evicted so far (successfully), in order.
     pub fn evicted(&self) -> Vec<String> {
         self.kube
-            .calls()
+            .calls_on(ApiOperation::Evict, "pods")
             .into_iter()
-            .filter(|c| c.verb == "evict" && c.outcome == "ok")
-            .map(|c| c.name)
+            .filter(|c| c.is_ok())
+            .map(|c| c.target)
             .collect()
     }
 
     /// Eviction attempts of one pod, successful or not.
     fn eviction_attempts(&self, pod: &str) -> usize {
         self.kube
-            .calls()
+            .calls_on(ApiOperation::Evict, "pods")
             .iter()
-            .filter(|c| c.verb == "evict" && c.name == pod)
+            .filter(|c| c.target == pod)
             .count()
     }
 
     /// Direct pod deletes so far: (pod, grace period).
     fn pod_deletes(&self) -> Vec<(String, Option<i64>)> {
-        self.kube
-            .calls()
-            .into_iter()
-            .filter(|c| c.verb == "delete" && c.kind == "pods")
-            .map(|c| (c.name, c.options.grace_period_seconds))
-            .collect()
+        self.pod_deletes.clone()
     }
 
     pub fn condition(&self, claim: &str, type_: &str) -> Option<(ConditionStatus, String)> {
@@ -167,7 +174,11 @@ impl World {
     }
 
     fn event_reasons(&self) -> Vec<String> {
-        self.kube.events().into_iter().map(|e| e.reason).collect()
+        self.kube
+            .recorded_events()
+            .into_iter()
+            .map(|e| e.reason)
+            .collect()
     }
 }
 
@@ -179,7 +190,10 @@ fn deleting_a_nodeclaim_taints_its_node_disrupted_noschedule_and_deletes_the_nod
         .apply(&ResourceKind::POD, pod("web", &node, do_not_disrupt));
     w.delete(&ResourceKind::NODE_CLAIM, "default-a");
     w.terminate("default-a");
-    let node = w.kube.object(&ResourceKind::NODE, &node).expect("node");
+    let node = w
+        .kube
+        .object_named(&ResourceKind::NODE, &node)
+        .expect("node");
     let taints = node["spec"]["taints"].as_array().expect("taints");
     assert!(
         taints
@@ -336,7 +350,7 @@ fn a_do_not_disrupt_pod_is_never_evicted_and_without_a_grace_period_blocks_visib
     );
     assert_eq!(
         w.kube
-            .events()
+            .recorded_events()
             .iter()
             .filter(|e| e.reason == "DisruptionBlocked")
             .count(),
@@ -575,13 +589,13 @@ fn the_instance_is_terminated_and_finalizers_removed_only_after_ec2_reports_it_t
     for _ in 0..2 {
         w.clock.advance(Duration::from_secs(10));
         assert_eq!(w.terminate("default-a"), Stage::InstanceTerminating);
-        assert!(w.kube.object(&ResourceKind::NODE, &node).is_some());
+        assert!(w.kube.object_named(&ResourceKind::NODE, &node).is_some());
         assert!(w.claim("default-a").is_some());
     }
     w.clock.advance(Duration::from_secs(10));
     assert_eq!(w.terminate("default-a"), Stage::Terminated);
     assert!(
-        w.kube.object(&ResourceKind::NODE, &node).is_none(),
+        w.kube.object_named(&ResourceKind::NODE, &node).is_none(),
         "node finalizer removed"
     );
     assert!(w.claim("default-a").is_none(), "claim finalizer removed");
@@ -658,7 +672,7 @@ fn a_draining_node_reports_its_wait_as_a_condition_an_event_and_a_metric() {
     );
     let failed: Vec<_> = w
         .kube
-        .events()
+        .recorded_events()
         .into_iter()
         .filter(|e| e.reason == "FailedDraining")
         .collect();
@@ -722,7 +736,10 @@ fn a_notready_node_whose_instance_is_gone_is_not_drained() {
         std::slice::from_ref(&id),
     ))
     .expect("terminate");
-    let mut not_ready = w.kube.object(&ResourceKind::NODE, &node).expect("node");
+    let mut not_ready = w
+        .kube
+        .object_named(&ResourceKind::NODE, &node)
+        .expect("node");
     not_ready["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
     w.kube.apply(&ResourceKind::NODE, not_ready);
     w.delete(&ResourceKind::NODE_CLAIM, "default-a");

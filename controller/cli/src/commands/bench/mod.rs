@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use karpenter_core::scheduling::{Input, Options, PodInfo, solve};
 
+pub mod disruption;
 mod workload;
 
 use workload::{diverse_pods, instance_types, node_pool};
@@ -72,14 +73,14 @@ pub fn run(pods: usize, runs: usize) -> ExitCode {
 
 /// Wall-clock timing is what a benchmark measures; this binary is outside the deterministic core.
 #[allow(clippy::disallowed_methods)]
-fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
+pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     let start = std::time::Instant::now();
     let out = f();
     (start.elapsed(), out)
 }
 
 /// Peak resident set size of this process (Linux `VmHWM`), 0 where unavailable.
-fn peak_rss_bytes() -> u64 {
+pub(crate) fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {

@@ -1,6 +1,6 @@
 //! Builders the test modules share, so a test reads as the situation it sets up: a clock at the
-//! start of 2026, fakecloud on it, the fake API server, and the controllers' [`Context`] over
-//! them.
+//! start of 2026, fakecloud on it, and the controllers' [`Context`] over them and the in-memory
+//! API server (fakekube; its fixtures are in `api_server`).
 
 pub mod objects;
 
@@ -12,7 +12,7 @@ use karpenter_core::context::{Context, Options};
 use karpenter_core::nodeclaim;
 use karpenter_core::seams::ManualClock;
 
-use super::fake_kube::FakeKube;
+use fakekube::ApiServer;
 
 /// The cluster name the controllers tag instances with.
 pub const CLUSTER: &str = "sim";
@@ -48,7 +48,7 @@ pub fn options() -> Options {
 }
 
 /// The controllers' context over the fake API server and fakecloud (no interruption queue).
-pub fn context(kube: &Arc<FakeKube>, cloud: &Arc<FakeCloud>, clock: &Arc<ManualClock>) -> Context {
+pub fn context(kube: &Arc<ApiServer>, cloud: &Arc<FakeCloud>, clock: &Arc<ManualClock>) -> Context {
     Context::new(
         kube.clone(),
         cloud.clone(),

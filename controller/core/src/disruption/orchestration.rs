@@ -1,0 +1,458 @@
+//! The disruption controller: one entry point, [`Disruption::pass`].
+//!
+//! Each pass follows the commands in progress (through [`super::queue`]: finish, wait or undo),
+//! then, when a pass is due, decides: a command found by emptiness or consolidation is held for
+//! [`VALIDATION_DELAY`] and re-checked on the cluster as it is then (a decision made on stale
+//! state is dropped); a drift command starts at once. After a command the next pass is due at
+//! once; after a pass that found nothing, every managed node's blocker is published (a
+//! `DisruptionBlocked` event and condition, each only when it changed) and the next pass is due
+//! in [`POLL_INTERVAL`].
+//!
+//! Only the pending decision, the backoff of failed commands and the last published reasons live
+//! in memory; losing them in a restart costs a re-decision, nothing else.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Node;
+use kube_core::ResourceExt;
+use serde_json::json;
+
+use super::queue::{FAILED_COMMAND_BACKOFF, Progress, Queue, Record, set_taint, timed_out};
+use super::{
+    ClusterView, Command, Exclusions, Method, Objects, Options, Scheduling, decide, validate,
+};
+use crate::api::conditions::{self, nodeclaim as cond};
+use crate::api::labels::{DISRUPTED_TAINT_KEY, DISRUPTION_COMMAND_ANNOTATION};
+use crate::api::{ConditionStatus, NodeClaim};
+use crate::context::Context;
+use crate::events::{EventType, Reference};
+use crate::provisioning::Snapshot;
+use crate::replacement;
+use crate::seams::KubeError;
+use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
+
+/// How long a consolidation decision waits before it is re-checked and started (upstream: 15 s).
+pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
+/// How long after a pass that found nothing the next one runs (upstream: 10 s).
+pub const POLL_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Whether `claim` is in a disruption command (its annotation).
+pub fn is_commanded(claim: &NodeClaim) -> bool {
+    claim
+        .annotations()
+        .contains_key(DISRUPTION_COMMAND_ANNOTATION)
+}
+
+/// Why a pass could not run (reading the cluster failed); retried on the next pass.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DisruptionError {
+    #[error("reading cluster state: {0}")]
+    Read(#[from] KubeError),
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PassOutcome {
+    /// Commands in progress and what happened to them.
+    pub progress: Vec<Progress>,
+    /// A command started this pass (method and node names) with its replacement claims.
+    pub started: Option<(Method, Vec<String>, Vec<String>)>,
+    /// A command decided this pass, waiting for its re-check.
+    pub decided: Option<(Method, Vec<String>)>,
+    /// A decision dropped on re-check or on start, with why.
+    pub rejected: Option<String>,
+    /// Nodes whose published blocker changed.
+    pub explained: usize,
+}
+
+#[derive(Default)]
+struct Memory {
+    pending: Option<(Command, Timestamp)>,
+    failed: BTreeMap<String, (Timestamp, String)>,
+    next_pass: Option<Timestamp>,
+    explained: BTreeMap<String, String>,
+}
+
+/// The disruption controller.
+pub struct Disruption {
+    ctx: Arc<Context>,
+    options: Options,
+    memory: Mutex<Memory>,
+}
+
+/// The cluster read once per pass.
+struct Read {
+    view: ClusterView,
+    claims: BTreeMap<String, Arc<NodeClaim>>,
+    nodes: BTreeMap<String, Arc<Node>>,
+}
+
+fn add(now: Timestamp, d: Duration) -> Timestamp {
+    SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| now.checked_add(d).ok())
+        .unwrap_or(now)
+}
+
+impl Disruption {
+    pub fn new(ctx: Arc<Context>) -> Self {
+        let options = ctx.options.disruption;
+        Self {
+            ctx,
+            options,
+            memory: Mutex::new(Memory::default()),
+        }
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One pass (see the module docs).
+    pub async fn pass(&self) -> Result<PassOutcome, DisruptionError> {
+        let now = self.ctx.now();
+        let mut outcome = PassOutcome::default();
+        let read = self.read(now).await?;
+        outcome.progress = self.progress(&read, now).await;
+        if !outcome.progress.is_empty() {
+            // Commands changed the cluster: decide on what it is now, next pass.
+            let changed = outcome
+                .progress
+                .iter()
+                .any(|p| !matches!(p, Progress::Waiting { .. }));
+            if changed {
+                return Ok(outcome);
+            }
+        }
+        if self.memory().next_pass.is_some_and(|t| now < t) {
+            return Ok(outcome);
+        }
+        let exclusions = self.exclusions(now);
+        let pending = self.memory().pending.clone();
+        match pending {
+            Some((command, decided)) if now >= add(decided, VALIDATION_DELAY) => {
+                self.memory().pending = None;
+                match validate(
+                    &read.view,
+                    &self.ctx.catalog,
+                    &self.options,
+                    exclusions,
+                    &command,
+                ) {
+                    Ok(fresh) => self.start(&read, fresh, now, &mut outcome).await,
+                    Err(reason) => {
+                        tracing::info!(%reason, "disruption command rejected on re-check");
+                        outcome.rejected = Some(reason);
+                    }
+                }
+            }
+            Some(_) => {}
+            None => {
+                let decision = decide(&read.view, &self.ctx.catalog, &self.options, exclusions);
+                match decision.command {
+                    Some(command) if command.method == Method::Drifted => {
+                        self.start(&read, command, now, &mut outcome).await;
+                    }
+                    Some(command) => {
+                        outcome.decided = Some((
+                            command.method,
+                            command.node_names().iter().map(|s| s.to_string()).collect(),
+                        ));
+                        self.memory().pending = Some((command, now));
+                    }
+                    None => {
+                        outcome.explained = self.explain(&read, &decision.blocked, now).await;
+                        self.memory().next_pass = Some(add(now, POLL_INTERVAL));
+                    }
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Nodes not to try now: those of recently failed commands.
+    fn exclusions(&self, now: Timestamp) -> Exclusions {
+        let mut memory = self.memory();
+        memory.failed.retain(|_, (until, _)| *until > now);
+        Exclusions {
+            failed: memory
+                .failed
+                .iter()
+                .map(|(n, (_, why))| (n.clone(), why.clone()))
+                .collect(),
+            nominated: Default::default(),
+        }
+    }
+
+    async fn read(&self, now: Timestamp) -> Result<Read, KubeError> {
+        let mut state = self.ctx.state.lock().await;
+        state.sync(self.ctx.kube.as_ref()).await?;
+        state.pdbs.sync(self.ctx.kube.as_ref()).await?;
+        let snapshot = Snapshot::from_state(&state, &self.ctx.catalog);
+        let nodes: Vec<&Node> = state.nodes.iter().map(|n| &**n).collect();
+        let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
+        let pods: Vec<_> = state.pods.iter().map(|p| &**p).collect();
+        let pdbs: Vec<_> = state.pdbs.iter().map(|p| &**p).collect();
+        let mut view = ClusterView::build(
+            now,
+            Scheduling {
+                pools: snapshot.pools,
+                nodes: snapshot.nodes,
+                daemonsets: snapshot.daemonsets,
+                pending: snapshot.pending,
+                namespaces: snapshot.namespaces,
+            },
+            Objects {
+                nodes: &nodes,
+                claims: &claims,
+                pods: &pods,
+                pdbs: &pdbs,
+            },
+        );
+        // Only nodes with a NodeClaim can be disrupted here (a command deletes claims).
+        view.facts.retain(|_, f| f.claim.is_some());
+        Ok(Read {
+            view,
+            claims: state
+                .claims
+                .iter()
+                .map(|c| (c.name_any(), c.clone()))
+                .collect(),
+            nodes: state
+                .nodes
+                .iter()
+                .map(|n| (n.name_any(), n.clone()))
+                .collect(),
+        })
+    }
+
+    async fn start(
+        &self,
+        read: &Read,
+        command: Command,
+        now: Timestamp,
+        outcome: &mut PassOutcome,
+    ) {
+        let queue = Queue { ctx: &self.ctx };
+        let names: Vec<String> = command.node_names().iter().map(|s| s.to_string()).collect();
+        match queue
+            .start(&command, &read.claims, &read.nodes, &read.view.pools, now)
+            .await
+        {
+            Ok(created) => {
+                outcome.started = Some((command.method, names, created));
+                self.memory().next_pass = None;
+            }
+            Err(reason) => {
+                let mut memory = self.memory();
+                for n in &names {
+                    memory.failed.insert(
+                        n.clone(),
+                        (add(now, FAILED_COMMAND_BACKOFF), reason.clone()),
+                    );
+                }
+                outcome.rejected = Some(reason);
+            }
+        }
+    }
+
+    /// Follows every command in progress, and removes disrupted taints nothing accounts for.
+    async fn progress(&self, read: &Read, now: Timestamp) -> Vec<Progress> {
+        let mut commands: BTreeMap<String, (Record, Vec<&NodeClaim>)> = BTreeMap::new();
+        for claim in read.claims.values() {
+            if let Some(record) = Record::of(claim) {
+                commands
+                    .entry(record.id.clone())
+                    .or_insert_with(|| (record, Vec::new()))
+                    .1
+                    .push(claim);
+            }
+        }
+        let mut out = Vec::new();
+        for (id, (record, members)) in commands.into_iter() {
+            out.extend(self.follow(read, id, &record, &members, now).await);
+        }
+        self.sweep_stale_taints(read).await;
+        out
+    }
+
+    async fn follow(
+        &self,
+        read: &Read,
+        id: String,
+        record: &Record,
+        members: &[&NodeClaim],
+        now: Timestamp,
+    ) -> Option<Progress> {
+        let queue = Queue { ctx: &self.ctx };
+        let live: Vec<&NodeClaim> = members
+            .iter()
+            .copied()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .collect();
+        if live.is_empty() {
+            // Every claim is terminating: termination carries it from here.
+            return None;
+        }
+        if live.len() < members.len() || record.replacements == 0 {
+            // Terminating already (or a delete): finish it.
+            queue.terminate(&live).await;
+            let claims = live.iter().map(|c| c.name_any()).collect();
+            return Some(Progress::Terminated { id, claims });
+        }
+        let names: Vec<String> = members.iter().map(|c| c.name_any()).collect();
+        let replacements: Vec<&Arc<NodeClaim>> = read
+            .claims
+            .values()
+            .filter(|c| !names.contains(&c.name_any()))
+            .filter(|c| names.iter().any(|n| replacement::replaces_claim(c, n)))
+            .collect();
+        let alive = replacements
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .count();
+        let abandon = if alive < record.replacements {
+            Some("a replacement is gone or was never created".to_string())
+        } else if timed_out(record, now) && !replacements.iter().all(|c| initialized(c)) {
+            Some(format!(
+                "replacements did not initialize within {}s",
+                super::queue::COMMAND_TIMEOUT.as_secs()
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = abandon {
+            queue.undo(&live, &read.nodes, &reason).await;
+            self.delete_uninitialized(&replacements).await;
+            let mut memory = self.memory();
+            for claim in &live {
+                if let Some(node) = claim.status.as_ref().and_then(|s| s.node_name.clone()) {
+                    memory
+                        .failed
+                        .insert(node, (add(now, FAILED_COMMAND_BACKOFF), reason.clone()));
+                }
+            }
+            return Some(Progress::Abandoned { id, reason });
+        }
+        if replacements.iter().filter(|c| initialized(c)).count() >= record.replacements {
+            queue.terminate(&live).await;
+            let claims = live.iter().map(|c| c.name_any()).collect();
+            return Some(Progress::Terminated { id, claims });
+        }
+        Some(Progress::Waiting { id })
+    }
+
+    async fn delete_uninitialized(&self, replacements: &[&Arc<NodeClaim>]) {
+        for claim in replacements.iter().filter(|c| !initialized(c)) {
+            let _ = self
+                .ctx
+                .kube
+                .delete(
+                    &ResourceKind::NODE_CLAIM,
+                    &ObjectKey::cluster(claim.name_any()),
+                    &Default::default(),
+                )
+                .await;
+        }
+    }
+
+    /// Removes `karpenter.sh/disrupted` from nodes that are not going away: no command names their
+    /// claim and neither node nor claim is being deleted (a crash between untainting steps).
+    async fn sweep_stale_taints(&self, read: &Read) {
+        for node in read.nodes.values() {
+            let tainted = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == DISRUPTED_TAINT_KEY);
+            if !tainted || node.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let name = node.name_any();
+            let claim = read.claims.values().find(|c| {
+                c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
+            });
+            let Some(claim) = claim else { continue };
+            if claim.metadata.deletion_timestamp.is_some() || is_commanded(claim) {
+                continue;
+            }
+            if let Err(err) = set_taint(&self.ctx, node, false).await {
+                tracing::warn!(node = %name, %err, "removing a stale disrupted taint failed");
+            }
+        }
+    }
+
+    /// Publishes each blocked node's reason when it changed: a `DisruptionBlocked` event on the
+    /// node and the claim's `DisruptionBlocked` condition. Returns how many changed.
+    async fn explain(
+        &self,
+        read: &Read,
+        blocked: &BTreeMap<String, String>,
+        now: Timestamp,
+    ) -> usize {
+        let changed: Vec<(String, String)> = {
+            let mut memory = self.memory();
+            memory
+                .explained
+                .retain(|node, _| blocked.contains_key(node));
+            blocked
+                .iter()
+                .filter(|(node, reason)| memory.explained.get(*node) != Some(reason))
+                .map(|(n, r)| (n.clone(), r.clone()))
+                .collect()
+        };
+        for (node, reason) in &changed {
+            let Some(facts) = read.view.facts.get(node) else {
+                continue;
+            };
+            self.ctx
+                .recorder
+                .publish(
+                    Reference::node_named(node.clone()),
+                    EventType::Normal,
+                    "DisruptionBlocked",
+                    format!("Cannot disrupt Node: {reason}"),
+                )
+                .await;
+            if let Some(claim) = facts.claim.as_ref().and_then(|c| read.claims.get(c)) {
+                let mut list = claim.status.clone().unwrap_or_default().conditions;
+                let text = format!("{node} {reason}");
+                if conditions::set(
+                    &mut list,
+                    cond::DISRUPTION_BLOCKED,
+                    ConditionStatus::True,
+                    "Blocked",
+                    &text,
+                    None,
+                    now,
+                ) && let Err(err) = self
+                    .ctx
+                    .kube
+                    .patch_status(
+                        &ResourceKind::NODE_CLAIM,
+                        &ObjectKey::cluster(claim.name_any()),
+                        &Patch::Merge(json!({"status": {"conditions": list}})),
+                    )
+                    .await
+                {
+                    tracing::debug!(%err, "recording why a node is not disrupted failed");
+                    continue;
+                }
+            }
+            self.memory().explained.insert(node.clone(), reason.clone());
+        }
+        changed.len()
+    }
+}
+
+fn initialized(claim: &NodeClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, cond::INITIALIZED))
+}

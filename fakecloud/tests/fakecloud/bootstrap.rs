@@ -1,0 +1,130 @@
+//! fakecloud's strict bootstrap parsers on hand-written user data: what each real bootstrap
+//! accepts joins, and each reason a real node would not join is an error.
+
+use fakecloud::bootstrap::{BootFamily, ClusterIdentity, JoinError, join};
+
+// base64 of "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n"
+const CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClgKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=";
+
+fn cluster() -> ClusterIdentity {
+    ClusterIdentity {
+        name: "demo".into(),
+        endpoint: "https://api.demo".into(),
+        ca_bundle: CA.into(),
+        cidr: "10.100.0.0/16".into(),
+    }
+}
+
+fn nodeconfig(extra_cluster: &str) -> String {
+    format!(
+        "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: demo\n{extra_cluster}  kubelet:\n    config:\n      maxPods: 29\n      registerWithTaints:\n      - key: a\n        value: b\n        effect: NoSchedule\n    flags:\n    - --node-labels=\"team=x\"\n"
+    )
+}
+
+const FULL: &str = "    apiServerEndpoint: https://api.demo\n    certificateAuthority: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClgKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=\n    cidr: 10.100.0.0/16\n";
+
+#[test]
+fn nodeadm_accepts_a_complete_nodeconfig_and_reports_the_kubelets_labels_taints_and_max_pods() {
+    let view = join(BootFamily::Al2023, &nodeconfig(FULL), &cluster()).unwrap();
+    assert_eq!(view.labels["team"], "x");
+    assert_eq!(view.max_pods, Some(29));
+    assert_eq!(view.taints.len(), 1);
+    assert_eq!(view.taints[0].effect, "NoSchedule");
+}
+
+#[test]
+fn nodeadm_rejects_a_nodeconfig_missing_any_required_cluster_field() {
+    for drop in ["apiServerEndpoint", "certificateAuthority", "cidr"] {
+        let partial: String = FULL
+            .lines()
+            .filter(|l| !l.contains(drop))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let err = join(BootFamily::Al2023, &nodeconfig(&partial), &cluster()).unwrap_err();
+        assert!(matches!(err, JoinError::Rejected(_)), "{drop}: {err}");
+    }
+}
+
+#[test]
+fn a_wrong_ca_or_cidr_never_joins() {
+    let wrong_ca = FULL.replace(CA, "d3Jvbmc=");
+    assert!(matches!(
+        join(BootFamily::Al2023, &nodeconfig(&wrong_ca), &cluster()),
+        Err(JoinError::WrongCluster(_))
+    ));
+    let wrong_cidr = FULL.replace("10.100.0.0/16", "172.20.0.0/16");
+    assert!(matches!(
+        join(BootFamily::Al2023, &nodeconfig(&wrong_cidr), &cluster()),
+        Err(JoinError::WrongCluster(_))
+    ));
+}
+
+#[test]
+fn bootstrap_sh_needs_the_endpoint_and_ca_flags() {
+    let good = format!(
+        "#!/bin/bash\n/etc/eks/bootstrap.sh 'demo' --apiserver-endpoint 'https://api.demo' --b64-cluster-ca '{CA}' \\\n--kubelet-extra-args '--node-labels=team=x --register-with-taints=a=b:NoExecute --max-pods=17'\n"
+    );
+    let view = join(BootFamily::Al2, &good, &cluster()).unwrap();
+    assert_eq!(
+        (view.labels["team"].as_str(), view.max_pods),
+        ("x", Some(17))
+    );
+    let bare = "#!/bin/bash\n/etc/eks/bootstrap.sh demo\n";
+    assert!(matches!(
+        join(BootFamily::Al2, bare, &cluster()),
+        Err(JoinError::Rejected(_))
+    ));
+    assert!(join(BootFamily::Al2, "echo hi", &cluster()).is_err());
+}
+
+#[test]
+fn bottlerocket_needs_api_server_and_cluster_certificate() {
+    let good = format!(
+        "[settings.kubernetes]\ncluster-name = 'demo'\napi-server = 'https://api.demo'\ncluster-certificate = '{CA}'\n[settings.kubernetes.node-taints]\n'a' = ['b:NoSchedule']\n"
+    );
+    assert_eq!(
+        join(BootFamily::Bottlerocket, &good, &cluster())
+            .unwrap()
+            .taints[0]
+            .key,
+        "a"
+    );
+    let partial = "[settings.kubernetes]\ncluster-name = 'demo'\n";
+    assert!(matches!(
+        join(BootFamily::Bottlerocket, partial, &cluster()),
+        Err(JoinError::Rejected(_))
+    ));
+}
+
+#[test]
+fn windows_needs_start_eksbootstrap_with_the_cluster_values() {
+    let good = format!(
+        "<powershell>\n& 'C:\\Program Files\\Amazon\\EKS\\Start-EKSBootstrap.ps1' -EKSClusterName 'demo' -APIServerEndpoint 'https://api.demo' -Base64ClusterCA '{CA}' -KubeletExtraArgs '--node-labels=\"team=x\"'\n</powershell>\n"
+    );
+    assert_eq!(
+        join(BootFamily::Windows, &good, &cluster()).unwrap().labels["team"],
+        "x"
+    );
+    let no_ca = good.replace(&format!("-Base64ClusterCA '{CA}'"), "");
+    assert!(join(BootFamily::Windows, &no_ca, &cluster()).is_err());
+}
+
+#[test]
+fn the_kubelet_refuses_node_role_and_node_restriction_labels_but_allows_its_own() {
+    let with = |label: &str| nodeconfig(FULL).replace("team=x", label);
+    for refused in [
+        "node-role.kubernetes.io/worker=",
+        "node-restriction.kubernetes.io/a=b",
+        "example.k8s.io/x=y",
+    ] {
+        let err = join(BootFamily::Al2023, &with(refused), &cluster()).unwrap_err();
+        assert!(matches!(err, JoinError::Kubelet(_)), "{refused}: {err}");
+    }
+    for allowed in [
+        "kubernetes.io/arch=amd64",
+        "node.kubernetes.io/instance-type=m5.large",
+        "topology.kubernetes.io/zone=z",
+    ] {
+        join(BootFamily::Al2023, &with(allowed), &cluster()).unwrap();
+    }
+}

@@ -1,0 +1,227 @@
+//! The Eviction subresource and PodDisruptionBudgets (`policy/v1`).
+//!
+//! There is no disruption controller in the simulation, so a budget is evaluated live, under the
+//! server's lock, from the pods that exist at the eviction:
+//! - *expected* pods: pods matching the budget's selector in its namespace that have not finished
+//!   (phase neither `Succeeded` nor `Failed`), including pods being deleted. Kubernetes takes the
+//!   count from the owning controller's scale; counting a pod that is being replaced until it is
+//!   gone is the same number while no replacement exists and errs on the safe side while one does.
+//! - *healthy* pods: expected pods in phase `Running`, not being deleted, and whose `Ready`
+//!   condition, if they have one, is `True`.
+//! - `minAvailable` / `maxUnavailable`: an integer or a percentage of the expected pods, rounded
+//!   up in both cases as Kubernetes does; with neither set nothing is protected.
+//! - A healthy pod may go when `healthy - 1 >= desiredHealthy`; an unhealthy one when the budget
+//!   is met (`healthy >= desiredHealthy`, the default `IfHealthyBudget` policy) or always with
+//!   `unhealthyPodEvictionPolicy: AlwaysAllow`.
+//! - Pods that are `Pending`, finished or already being deleted are evicted without a budget check
+//!   (Kubernetes' `canIgnorePDB`).
+//! - A pod matched by more than one budget cannot be evicted: 429 here. Kubernetes answered 429
+//!   until 1.26 and 500 since; 429 keeps it a retryable "not now" for the caller, which is how the
+//!   controller must treat it either way (the answer changes only when the budgets do).
+
+use karpenter_core::seams::KubeError;
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use serde_json::{Value, json};
+
+use crate::selectors::LabelSelector;
+use crate::store::{State, is_marked, is_terminal_pod, resource};
+
+/// A budget's numbers at one moment (what the disruption controller would write to its status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Budget {
+    pub expected: u64,
+    pub healthy: u64,
+    pub desired_healthy: u64,
+}
+
+impl Budget {
+    pub(crate) fn disruptions_allowed(&self) -> u64 {
+        self.healthy.saturating_sub(self.desired_healthy)
+    }
+}
+
+impl State {
+    pub(crate) fn evict(
+        &mut self,
+        key: &ObjectKey,
+        options: &DeleteOptions,
+    ) -> Result<(), KubeError> {
+        let kind = ResourceKind::POD;
+        let Some(pod) = self.get(&kind, key)? else {
+            return Ok(());
+        };
+        if let Some(wanted) = &options.precondition_uid
+            && pod["metadata"]["uid"].as_str() != Some(wanted.as_str())
+        {
+            return Err(KubeError::Conflict(format!(
+                "pods {}: precondition failed: UID in precondition: {wanted}",
+                key.name
+            )));
+        }
+        if !can_ignore_budgets(&pod) {
+            self.check_budgets(&pod)?;
+        }
+        self.delete(&kind, key, options).map(|_| ())
+    }
+
+    fn check_budgets(&self, pod: &Value) -> Result<(), KubeError> {
+        let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let budgets: Vec<(&Value, LabelSelector)> = self
+            .budgets_in(namespace)
+            .filter(|(_, selector)| selector.matches(pod))
+            .collect();
+        let (pdb, selector) = match budgets.as_slice() {
+            [] => return Ok(()),
+            [one] => one,
+            many => {
+                let names: Vec<&str> = many
+                    .iter()
+                    .filter_map(|(pdb, _)| pdb["metadata"]["name"].as_str())
+                    .collect();
+                return Err(KubeError::TooManyRequests(format!(
+                    "pods {namespace}/{name}: this pod has more than one PodDisruptionBudget \
+                     ({}), which the eviction subresource does not support",
+                    names.join(",")
+                )));
+            }
+        };
+        let pdb_name = pdb["metadata"]["name"].as_str().unwrap_or_default();
+        let budget = self.budget(pdb, selector, namespace).map_err(|why| {
+            KubeError::TooManyRequests(format!(
+                "pods {namespace}/{name}: PodDisruptionBudget {pdb_name} cannot be evaluated: \
+                 {why}"
+            ))
+        })?;
+        let allowed = if is_healthy(pod) {
+            budget.disruptions_allowed() >= 1
+        } else {
+            pdb["spec"]["unhealthyPodEvictionPolicy"].as_str() == Some("AlwaysAllow")
+                || budget.healthy >= budget.desired_healthy
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(KubeError::TooManyRequests(format!(
+                "pods {namespace}/{name}: cannot evict pod as it would violate the pod's \
+                 disruption budget {pdb_name} (healthy {}, desired {}, expected {})",
+                budget.healthy, budget.desired_healthy, budget.expected
+            )))
+        }
+    }
+
+    /// The budgets of `namespace` with a usable selector. A null selector selects nothing in
+    /// `policy/v1` and an invalid one is skipped, as the eviction handler skips it.
+    fn budgets_in<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = (&'a Value, LabelSelector)> + 'a {
+        self.scan(&ResourceKind::POD_DISRUPTION_BUDGET, Some(namespace))
+            .filter_map(|pdb| {
+                LabelSelector::from_label_selector(&pdb["spec"]["selector"])
+                    .ok()
+                    .flatten()
+                    .map(|selector| (pdb, selector))
+            })
+    }
+
+    pub(crate) fn budget(
+        &self,
+        pdb: &Value,
+        selector: &LabelSelector,
+        namespace: &str,
+    ) -> Result<Budget, String> {
+        let pods: Vec<&Value> = self
+            .scan(&ResourceKind::POD, Some(namespace))
+            .filter(|pod| selector.matches(pod) && !is_terminal_pod(pod))
+            .collect();
+        let expected = pods.len() as u64;
+        let healthy = pods.iter().filter(|pod| is_healthy(pod)).count() as u64;
+        let spec = &pdb["spec"];
+        // Kubernetes reads maxUnavailable first; with neither set nothing is protected.
+        let desired_healthy = match scaled(&spec["maxUnavailable"], expected, "maxUnavailable")? {
+            Some(max_unavailable) => expected.saturating_sub(max_unavailable),
+            None => scaled(&spec["minAvailable"], expected, "minAvailable")?.unwrap_or(0),
+        };
+        Ok(Budget {
+            expected,
+            healthy,
+            desired_healthy,
+        })
+    }
+
+    /// Writes every budget's numbers to its status, as Kubernetes' disruption controller does
+    /// (only budgets whose status changes get a new resourceVersion); returns how many changed.
+    /// Budgets without a usable selector (null or invalid) are left alone.
+    pub(crate) fn sync_budget_status(&mut self) -> usize {
+        let kind = ResourceKind::POD_DISRUPTION_BUDGET;
+        let updates: Vec<(ObjectKey, Value, Value)> = self
+            .all(&kind)
+            .filter_map(|pdb| {
+                let namespace = pdb["metadata"]["namespace"].as_str()?;
+                let name = pdb["metadata"]["name"].as_str()?;
+                let selector = LabelSelector::from_label_selector(&pdb["spec"]["selector"])
+                    .ok()
+                    .flatten()?;
+                let budget = self.budget(pdb, &selector, namespace).ok()?;
+                let mut next = pdb.clone();
+                let status = &mut next["status"];
+                if !status.is_object() {
+                    *status = json!({});
+                }
+                status["observedGeneration"] = pdb["metadata"]["generation"].clone();
+                status["expectedPods"] = json!(budget.expected);
+                status["currentHealthy"] = json!(budget.healthy);
+                status["desiredHealthy"] = json!(budget.desired_healthy);
+                status["disruptionsAllowed"] = json!(budget.disruptions_allowed());
+                (next != *pdb).then(|| (ObjectKey::namespaced(namespace, name), pdb.clone(), next))
+            })
+            .collect();
+        let changed = updates.len();
+        for (key, current, next) in updates {
+            self.replace(resource(&kind), &key, &current, next);
+        }
+        changed
+    }
+}
+
+/// Pods whose eviction needs no budget check (Kubernetes' `canIgnorePDB`).
+fn can_ignore_budgets(pod: &Value) -> bool {
+    is_marked(pod)
+        || matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Pending" | "Succeeded" | "Failed")
+        )
+}
+
+/// Running, not being deleted, and `Ready` unless the pod reports no `Ready` condition at all.
+pub(crate) fn is_healthy(pod: &Value) -> bool {
+    let ready = pod["status"]["conditions"]
+        .as_array()
+        .and_then(|conditions| {
+            conditions
+                .iter()
+                .find(|c| c["type"].as_str() == Some("Ready"))
+                .map(|c| c["status"].as_str() == Some("True"))
+        });
+    pod["status"]["phase"].as_str() == Some("Running") && !is_marked(pod) && ready != Some(false)
+}
+
+/// An IntOrString of a budget: an integer, or a percentage of `total` rounded up.
+fn scaled(value: &Value, total: u64, field: &str) -> Result<Option<u64>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Number(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("{field} {n} is not a non-negative integer")),
+        Value::String(s) => {
+            let percent: u64 = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| format!("{field} {s:?} is neither an integer nor a percentage"))?;
+            Ok(Some((percent * total).div_ceil(100)))
+        }
+        other => Err(format!("{field} {other} is not an IntOrString")),
+    }
+}

@@ -1,0 +1,171 @@
+//! `budgets-respected`: a disruption command never starts with more of a NodePool's nodes
+//! disrupting than the pool's budgets allow for the command's reason at that moment.
+//!
+//! Read from the API server alone: a NodeClaim in a command carries the controller's
+//! `karpenter.sh/disruption-command` annotation (`<reason> <replacements> <id>`). When a claim
+//! first shows it, every claim of its pool in a command counts as disrupting, and that number
+//! must not exceed the smallest `nodes` of the budgets active now that apply to the reason
+//! (no `reasons`, or the reason listed). A budget with a `schedule` is active from each cron
+//! firing (UTC) for its `duration`; `nodes` is a count or a percentage of the pool's nodes
+//! (initialized, or already going away), rounded up; a budget that does not parse allows none.
+//! Expiration is outside budgets and never carries the annotation.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde_json::Value;
+
+use super::{Check, Invariant, StepView, Violation};
+
+/// The annotation a claim in a disruption command carries.
+pub const COMMAND_ANNOTATION: &str = "karpenter.sh/disruption-command";
+
+/// The `budgets-respected` checker: the claims already seen in a command.
+#[derive(Debug, Default)]
+pub struct BudgetsRespected {
+    seen: BTreeSet<String>,
+}
+
+/// The reason a claim's command records, if it is in one.
+pub(crate) fn command_reason(claim: &Value) -> Option<&str> {
+    claim["metadata"]["annotations"][COMMAND_ANNOTATION]
+        .as_str()?
+        .split_whitespace()
+        .next()
+}
+
+fn pool_of(claim: &Value) -> &str {
+    claim["metadata"]["labels"]["karpenter.sh/nodepool"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn initialized(claim: &Value) -> bool {
+    claim["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Initialized" && c["status"] == "True")
+    })
+}
+
+/// Parses `1h30m`-style durations (what the CRD admits for budget durations).
+fn duration(text: &str) -> Option<Duration> {
+    humantime::parse_duration(text).ok()
+}
+
+/// Whether `budget` is active at `now` (`None`: it does not parse).
+fn active(budget: &Value, now: Timestamp) -> Option<bool> {
+    let (Some(schedule), Some(length)) = (budget["schedule"].as_str(), budget["duration"].as_str())
+    else {
+        return Some(true);
+    };
+    let schedule = if schedule == "@midnight" {
+        "@daily"
+    } else {
+        schedule
+    };
+    let cron = croner::parser::CronParser::new().parse(schedule).ok()?;
+    let length = duration(length)?;
+    let zoned = now.to_zoned(TimeZone::UTC);
+    let Ok(fired) = cron.find_previous_occurrence(&zoned, true) else {
+        return Some(false);
+    };
+    let since = now.duration_since(fired.timestamp());
+    Some(!since.is_negative() && since.unsigned_abs() < length)
+}
+
+/// The nodes `budget` allows out of `total` (`None`: it does not parse).
+fn allowed(budget: &Value, total: u64) -> Option<u64> {
+    let nodes = budget["nodes"].as_str().unwrap_or("10%");
+    match nodes.strip_suffix('%') {
+        Some(p) => Some((total * p.parse::<u64>().ok()?.min(100)).div_ceil(100)),
+        None => nodes.parse().ok(),
+    }
+}
+
+/// The most nodes of `pool` that may be disrupting for `reason` at `now`.
+fn limit(pool: &Value, reason: &str, total: u64, now: Timestamp) -> u64 {
+    let default = serde_json::json!([{"nodes": "10%"}]);
+    let budgets = pool["spec"]["disruption"]["budgets"]
+        .as_array()
+        .unwrap_or_else(|| default.as_array().expect("a list"));
+    let mut out = u64::MAX;
+    for budget in budgets {
+        let applies = budget["reasons"]
+            .as_array()
+            .is_none_or(|r| r.is_empty() || r.iter().any(|r| r == reason));
+        if !applies {
+            continue;
+        }
+        match active(budget, now).zip(allowed(budget, total)) {
+            None => return 0,
+            Some((false, _)) => {}
+            Some((true, n)) => out = out.min(n),
+        }
+    }
+    out
+}
+
+impl Check for BudgetsRespected {
+    fn invariant(&self) -> Invariant {
+        Invariant::BudgetsRespected
+    }
+
+    fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
+        let claims = step.claims();
+        let fresh: Vec<&Value> = claims
+            .iter()
+            .filter(|c| command_reason(c).is_some())
+            .filter(|c| {
+                !self
+                    .seen
+                    .contains(c["metadata"]["name"].as_str().unwrap_or_default())
+            })
+            .collect();
+        let mut out = Vec::new();
+        for claim in &fresh {
+            let pool_name = pool_of(claim);
+            let Some(pool) = step
+                .pools()
+                .iter()
+                .find(|p| p["metadata"]["name"] == pool_name)
+            else {
+                continue;
+            };
+            let members: Vec<&Value> = claims.iter().filter(|c| pool_of(c) == pool_name).collect();
+            let disrupting = members
+                .iter()
+                .filter(|c| command_reason(c).is_some())
+                .count() as u64;
+            let total = members
+                .iter()
+                .filter(|c| {
+                    initialized(c)
+                        || c["metadata"]["deletionTimestamp"].is_string()
+                        || command_reason(c).is_some()
+                })
+                .count() as u64;
+            let reason = command_reason(claim).unwrap_or_default();
+            let most = limit(pool, reason, total, step.now);
+            if disrupting > most {
+                out.push(Violation::at(
+                    step.now,
+                    format!(
+                        "NodePool {pool_name}: {disrupting} of {total} nodes disrupting when a {reason} command started on {}, its budgets allow {most}",
+                        claim["metadata"]["name"].as_str().unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        for claim in fresh {
+            self.seen.insert(
+                claim["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,78 @@
+//! The seams a world hands its controller and its kube-scheduler stand-in: each a stack of seam
+//! layers over the API server or fakecloud, composed here and nowhere else.
+//!
+//! ```text
+//! controller kube: Fuse (per process) → Broken → Audited → View → ApiServer
+//! controller EC2:  Fuse (per process) → Broken → FakeCloud
+//! controller SQS:  Fuse (per process) → Broken → FakeCloud
+//! scheduler kube:  View (Bug::SchedulerOvercommit only) → ApiServer
+//! ```
+//!
+//! The controller's Kubernetes seam is always audited (also with [`Bug::None`], when [`Broken`]
+//! and [`View`] pass every call on): invariants need the [`Audit`] of what the controller removed
+//! and created. The fuse is added per process ([`crate::process`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fakecloud::FakeCloud;
+use fakekube::ApiServer;
+use karpenter_core::seams::layered::Layered;
+use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
+
+use crate::audit::{Audit, Audited};
+use crate::bugs::{Broken, Bug, View};
+
+/// The seams a world hands its controller and its kube-scheduler stand-in.
+pub struct Seams {
+    pub audit: Arc<Audit>,
+    pub controller_kube: Arc<dyn KubeApi>,
+    pub controller_ec2: Arc<dyn Ec2>,
+    pub controller_sqs: Arc<dyn Sqs>,
+    pub scheduler_kube: Arc<dyn KubeApi>,
+}
+
+/// Worlds built with [`Bug::Nondeterministic`] so far in this process.
+static NONDETERMINISTIC_WORLDS: AtomicU64 = AtomicU64::new(0);
+
+impl Seams {
+    pub fn new(
+        bug: Bug,
+        api: Arc<ApiServer>,
+        cloud: Arc<FakeCloud>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let audit = Arc::new(Audit::default());
+        let fail_first_claim = bug == Bug::Nondeterministic
+            && NONDETERMINISTIC_WORLDS.fetch_add(1, Ordering::Relaxed) % 2 == 1;
+        let broken = Arc::new(Broken::new(
+            bug,
+            api.clone(),
+            cloud.clone(),
+            fail_first_claim,
+        ));
+        let server: Arc<dyn KubeApi> = api.clone();
+        let viewed: Arc<dyn KubeApi> = Arc::new(Layered::new(View(bug), server.clone()));
+        let audited: Arc<dyn KubeApi> = Arc::new(Layered::new(
+            Audited {
+                audit: audit.clone(),
+                api,
+                clock,
+            },
+            viewed,
+        ));
+        let ec2: Arc<dyn Ec2> = cloud.clone();
+        let sqs: Arc<dyn Sqs> = cloud;
+        let scheduler_kube: Arc<dyn KubeApi> = match bug {
+            Bug::SchedulerOvercommit => Arc::new(Layered::new(View(bug), server)),
+            _ => server,
+        };
+        Self {
+            audit,
+            controller_kube: Arc::new(Layered::new(broken.clone(), audited)),
+            controller_ec2: Arc::new(Layered::new(broken.clone(), ec2)),
+            controller_sqs: Arc::new(Layered::new(broken, sqs)),
+            scheduler_kube,
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The ReplicaSet stand-in: a Deployment as the pods its ReplicaSet keeps running. The simulation
+//! runs no workload controllers, and its scenarios need one: a pod whose node goes away (a drain,
+//! an interruption, an instance that died) must come back as a new pending pod for the autoscaler
+//! to place, as it would in a cluster.
+//!
+//! Pods are named `<deployment>-<n>` with `n` counting up (never reused, so a pod's name is its
+//! history), carry the template's labels and annotations plus `pod-template-hash`, and a
+//! controller reference to the ReplicaSet `<deployment>-<hash>`, as the real controllers write
+//! them. Extras go unscheduled first, then newest first (Kubernetes' deletion ranking, shortened).
+
+use std::borrow::Borrow;
+use std::collections::BTreeSet;
+use std::hash::Hasher;
+
+use fnv::FnvHasher;
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::{KubeApi, KubeError};
+use serde_json::{Value, json};
+
+/// A Deployment the scenario created, with the state its ReplicaSet stand-in needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deployment {
+    pub name: String,
+    pub namespace: String,
+    pub replicas: usize,
+    /// The pod template: `{"metadata": {"labels": ..., "annotations": ...}, "spec": ...}`.
+    pub template: Value,
+    /// The next pod's number.
+    next: usize,
+    /// ReplicaSets of earlier templates (a changed template starts a new one; their pods still
+    /// count until they go, as during a rollout).
+    earlier: BTreeSet<String>,
+}
+
+impl Deployment {
+    /// A Deployment from its manifest (`apps/v1`), as `kubectl apply` would create it.
+    pub fn from_manifest(document: &Value) -> Result<Self, String> {
+        let name = document["metadata"]["name"]
+            .as_str()
+            .ok_or("a Deployment needs metadata.name")?
+            .to_string();
+        let template = &document["spec"]["template"];
+        if !template["spec"]["containers"].is_array() {
+            return Err(format!(
+                "Deployment {name}: spec.template.spec.containers is required"
+            ));
+        }
+        let replicas = match &document["spec"]["replicas"] {
+            Value::Null => 1,
+            v => v
+                .as_u64()
+                .ok_or_else(|| format!("Deployment {name}: spec.replicas must be a count"))?
+                as usize,
+        };
+        Ok(Self {
+            namespace: document["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string(),
+            name,
+            replicas,
+            template: template.clone(),
+            next: 0,
+            earlier: BTreeSet::new(),
+        })
+    }
+
+    /// A Deployment of `replicas` pods labelled `app: <name>`, each with one container requesting
+    /// `cpu` (and `memory` when given): the shape most scenarios need, said in one line.
+    pub fn with_requests(name: &str, replicas: usize, cpu: &str, memory: Option<&str>) -> Self {
+        let mut requests = json!({"cpu": cpu});
+        if let Some(memory) = memory {
+            requests["memory"] = json!(memory);
+        }
+        Self {
+            name: name.to_string(),
+            namespace: "default".to_string(),
+            replicas,
+            template: json!({
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1", "resources": {"requests": requests}}]}
+            }),
+            next: 0,
+            earlier: BTreeSet::new(),
+        }
+    }
+
+    /// A new pod template from now on (its pods get a new ReplicaSet; the old one's still count).
+    pub fn set_template(&mut self, template: Value) {
+        if template != self.template {
+            self.earlier.insert(self.replica_set());
+            self.template = template;
+        }
+    }
+
+    /// Merges `fields` into the pod spec (RFC 7386 merge: maps merge, anything else replaces,
+    /// `null` removes), e.g. a `nodeSelector`, `affinity`, `tolerations` or
+    /// `topologySpreadConstraints` a scenario adds to a Deployment.
+    pub fn merge_pod_spec(&mut self, fields: &Value) {
+        json_patch::merge(&mut self.template["spec"], fields);
+    }
+
+    /// The value of `pod-template-hash` (stable for a template, like the real one).
+    pub fn template_hash(&self) -> String {
+        // FNV-1a over the template's JSON: deterministic across runs and platforms.
+        let mut hasher = FnvHasher::default();
+        hasher.write(self.template.to_string().as_bytes());
+        format!("{:010x}", hasher.finish() & 0xff_ffff_ffff)
+    }
+
+    fn replica_set(&self) -> String {
+        format!("{}-{}", self.name, self.template_hash())
+    }
+
+    /// Whether `pod` is one of this Deployment's.
+    pub fn owns(&self, pod: &Value) -> bool {
+        pod["metadata"]["namespace"] == json!(self.namespace)
+            && pod["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|refs| {
+                    refs.iter().any(|r| {
+                        let name = r["name"].as_str().unwrap_or_default();
+                        r["kind"] == "ReplicaSet"
+                            && r["controller"] == true
+                            && (name == self.replica_set() || self.earlier.contains(name))
+                    })
+                })
+    }
+
+    fn pod(&mut self) -> Value {
+        let name = format!("{}-{}", self.name, self.next);
+        self.next += 1;
+        let mut labels = self.template["metadata"]["labels"].clone();
+        if !labels.is_object() {
+            labels = json!({});
+        }
+        labels["pod-template-hash"] = json!(self.template_hash());
+        let mut metadata = json!({
+            "name": name,
+            "namespace": self.namespace,
+            "labels": labels,
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": self.replica_set(),
+                "uid": format!("uid-{}", self.replica_set()), "controller": true,
+                "blockOwnerDeletion": true
+            }]
+        });
+        if let Some(annotations) = self.template["metadata"]["annotations"].as_object()
+            && !annotations.is_empty()
+        {
+            metadata["annotations"] = json!(annotations);
+        }
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": self.template["spec"],
+            "status": {"phase": "Pending"}
+        })
+    }
+
+    /// One pass of the ReplicaSet controller: creates pods up to `replicas` (for missing ones and
+    /// ones that finished or went with their node) and deletes extras, unscheduled ones first,
+    /// then the newest. Returns how many pods it created and deleted.
+    pub async fn reconcile(
+        &mut self,
+        kube: &dyn KubeApi,
+        pods: &[impl Borrow<Value>],
+    ) -> Result<(usize, usize), KubeError> {
+        let mut live: Vec<&Value> = pods
+            .iter()
+            .map(Borrow::borrow)
+            .filter(|p| self.owns(p))
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+            .collect();
+        let (mut created, mut deleted) = (0, 0);
+        while live.len() + created < self.replicas {
+            kube.create(&ResourceKind::POD, self.pod()).await?;
+            created += 1;
+        }
+        if live.len() > self.replicas {
+            // Keep scheduled pods, and older ones among equals.
+            live.sort_by_key(|p| {
+                (
+                    p["spec"]["nodeName"].is_string(),
+                    std::cmp::Reverse(ordinal(p)),
+                )
+            });
+            for pod in &live[..live.len() - self.replicas] {
+                let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+                kube.delete(
+                    &ResourceKind::POD,
+                    &ObjectKey::namespaced(self.namespace.clone(), name),
+                    &DeleteOptions::default(),
+                )
+                .await?;
+                deleted += 1;
+            }
+        }
+        Ok((created, deleted))
+    }
+}
+
+/// The `n` of a pod named `<deployment>-<n>`.
+fn ordinal(pod: &Value) -> u64 {
+    pod["metadata"]["name"]
+        .as_str()
+        .and_then(|n| n.rsplit('-').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

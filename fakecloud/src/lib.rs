@@ -14,19 +14,26 @@
 //!   simulation); nothing else awaits.
 //!
 //! The knobs and inspection methods live in `knobs.rs`; the model in one module per concern.
+//! IAM (`iam.rs`) and EKS (`eks.rs`) serve the narrow AWS seams beside EC2 and SQS,
+//! `catalog_api.rs` answers the catalog calls from the catalog, and `account.rs` sets up an
+//! account ready for a cluster (what `fakecloud serve` starts with).
 
+mod account;
 mod amis;
 mod boot;
 pub mod bootstrap;
 mod calls;
 mod capacity;
+mod catalog_api;
 mod config;
 mod cost;
 mod ec2;
+mod eks;
 mod events;
 mod faults;
 mod filters;
 mod fleet;
+mod iam;
 mod instances;
 mod knobs;
 mod latency;
@@ -45,15 +52,18 @@ use jiff::Timestamp;
 use karpenter_core::catalog::Catalog;
 use karpenter_core::seams::Clock;
 
+pub use account::{Account, node_role_name};
 pub use amis::{AMAZON_OWNER_ID, AmiFamily};
 pub use boot::{Boot, BootModel};
 pub use calls::CallRecord;
 pub use capacity::Pool;
 pub use config::Config;
 pub use cost::{CostLine, CostReport, InstanceCost, PricePoint};
+pub use eks::FakeEks;
 pub use events::MALFORMED_BODIES;
 pub use fakekit::Fake;
 pub use faults::{Fault, FaultRates, FaultWindow, Injected, Operation};
+pub use iam::FakeIam;
 pub use instances::SPOT_INTERRUPTION_NOTICE;
 pub use knobs::QueueFaults;
 pub use latency::{LatencyProfile, REALISTIC_MS};

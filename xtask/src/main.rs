@@ -6,6 +6,7 @@
 //! - `cargo xtask crds`: regenerate `crds/` and `charts/karpenter/crds/` from the API types.
 //! - `cargo xtask sim [ARGS]`: `karpenter-sim` built with `--cfg madsim` (`run`, `swarm`, ...).
 //! - `cargo xtask chart`: the Helm chart, IAM policy and Dockerfile checks with real Helm.
+//! - `cargo xtask aws-clients`: the AWS CLI v1, v2 and boto3 against `fakecloud serve`.
 //! - `cargo xtask image`: the controller image, where a Docker daemon runs.
 
 use std::io::{BufRead, BufReader};
@@ -38,6 +39,9 @@ enum Task {
     /// The chart check: `helm lint`/`helm template` with real Helm, offline validation, exact
     /// RBAC, security context, IAM template and Dockerfile lint, and negative cases of each.
     Chart,
+    /// The AWS CLI v1 and v2 and boto3 against `fakecloud serve` (EC2 Query, SQS JSON and Query,
+    /// SSM, IAM, EKS, Pricing on the wire).
+    AwsClients,
     /// Builds the controller image from the Dockerfile (skipped, saying so, without a daemon).
     Image {
         /// Image reference to tag the build with.
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         Task::Bench { json, sizes } => bench(&root, json.as_deref(), &sizes),
         Task::Sim { args } => sim(&root, &args),
         Task::Chart => chart(&root),
+        Task::AwsClients => aws_clients(&root),
         Task::Image { tag } => image(&root, &tag),
     };
     match result {
@@ -136,6 +141,7 @@ fn test(root: &Path) -> Result<(), String> {
     sim_determinism(root)?;
     sim_swarm(root)?;
     chart(root)?;
+    aws_clients(root)?;
     // Last, so that its summary is the run's closing line.
     run_tests(root)
 }
@@ -488,6 +494,41 @@ fn chart(root: &Path) -> Result<(), String> {
         "chart check",
         "bash",
         &["scripts/chart-check.sh", "target/tools", "target/chart"],
+    )
+}
+
+/// Builds the `fakecloud` binary, installs the pinned AWS clients once under
+/// `target/tools/aws-clients` (`scripts/install-aws-clients.sh`), and runs
+/// `scripts/aws_clients_check.py` against a `fakecloud serve` it starts on a free port.
+fn aws_clients(root: &Path) -> Result<(), String> {
+    run(
+        root,
+        "fakecloud build",
+        "cargo",
+        &[
+            "build",
+            "--quiet",
+            "--package",
+            "fakecloud-serve",
+            "--bin",
+            "fakecloud",
+        ],
+    )?;
+    run(
+        root,
+        "AWS clients install",
+        "bash",
+        &["scripts/install-aws-clients.sh", "target/tools/aws-clients"],
+    )?;
+    run(
+        root,
+        "AWS clients check",
+        "python3",
+        &[
+            "scripts/aws_clients_check.py",
+            "target/debug/fakecloud",
+            "target/tools/aws-clients",
+        ],
     )
 }
 

@@ -2,13 +2,14 @@
 //! on each (`deploy/iam/controller-policy.json`, `deploy/iam/controller-iam-policy.json`, embedded
 //! in `deploy/cloudformation.yaml`).
 //!
-//! One row per `Ec2`/`Sqs` seam method (`karpenter_core::seams`), plus what the adapter needs
-//! around them, as upstream Karpenter's policy grants: the instance-type catalog and prices
-//! (DescribeInstanceTypes/Offerings, DescribeSpotPriceHistory, pricing), the cluster endpoint (EKS
-//! DescribeCluster), the queue URL (GetQueueUrl) and instance profiles for an EC2NodeClass `role`.
+//! One row per method of the AWS seams (`karpenter_core::seams`: `Ec2`, `Sqs`, `InstanceProfiles`,
+//! `Eks`, `CatalogSource`), plus what the adapter needs around them: the queue URL (GetQueueUrl)
+//! and passing the node role to EC2.
 //!
 //! `tests/iam_policy.rs` fails when the policy allows an action not listed here, misses one listed
-//! here, scopes one more loosely than its row says, or when a seam method has no row.
+//! here, scopes one more loosely than its row says, or when a seam method has no row;
+//! `tests/against_fakecloud.rs` fails when the adapter calls an action not listed here, or when a
+//! listed one is never called through the seams.
 
 /// How the policy limits an action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,11 +113,11 @@ pub const ACTIONS: &[Action] = &[
     regional("ec2:DescribeImages", "Ec2::describe_images"),
     regional(
         "ec2:DescribeInstanceTypeOfferings",
-        "instance-type catalog: types offered per zone",
+        "CatalogSource::zone_offerings: types offered per zone",
     ),
     regional(
         "ec2:DescribeInstanceTypes",
-        "instance-type catalog: capacity, ENI limits, architecture",
+        "CatalogSource::instance_types: capacity, ENI limits, architecture",
     ),
     regional("ec2:DescribeInstances", "Ec2::describe_instances"),
     regional(
@@ -127,14 +128,11 @@ pub const ACTIONS: &[Action] = &[
         "ec2:DescribeSecurityGroups",
         "Ec2::describe_security_groups",
     ),
-    regional(
-        "ec2:DescribeSpotPriceHistory",
-        "instance-type catalog: spot prices",
-    ),
+    regional("ec2:DescribeSpotPriceHistory", "CatalogSource::spot_prices"),
     regional("ec2:DescribeSubnets", "Ec2::describe_subnets"),
     Action {
         action: "ec2:RunInstances",
-        called_by: "Ec2::create_fleet (EC2 authorizes an instant fleet's launches as RunInstances)",
+        called_by: "Ec2::create_fleet (EC2 authorizes an instant fleet's launches as RunInstances); AwsEc2::dry_run_run_instances",
         scoping: Scoping::ClusterOwned {
             owner_tag: NODEPOOL_TAG,
             inputs: LAUNCH_INPUTS,
@@ -143,29 +141,34 @@ pub const ACTIONS: &[Action] = &[
     owned_ec2("ec2:TerminateInstances", "Ec2::terminate_instances"),
     only(
         "eks:DescribeCluster",
-        "cluster endpoint and CA discovery when settings leave them empty",
+        "Eks::describe_cluster: endpoint and CA discovery when settings leave them empty",
         &["arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"],
     ),
     owned_profile(
         "iam:AddRoleToInstanceProfile",
-        "instance profile of an EC2NodeClass `role`",
+        "InstanceProfiles::add_role_to_instance_profile",
     ),
     owned_profile(
         "iam:CreateInstanceProfile",
-        "instance profile of an EC2NodeClass `role`",
+        "InstanceProfiles::create_instance_profile for an EC2NodeClass `role`",
     ),
     owned_profile(
         "iam:DeleteInstanceProfile",
-        "instance profile of a deleted EC2NodeClass",
+        "InstanceProfiles::delete_instance_profile of a deleted EC2NodeClass",
     ),
     only(
         "iam:GetInstanceProfile",
-        "instance profile of an EC2NodeClass",
+        "InstanceProfiles::get_instance_profile",
         INSTANCE_PROFILES,
+    ),
+    only(
+        "iam:GetRole",
+        "InstanceProfiles::get_role: the EC2NodeClass `role` exists before a profile is made for it",
+        &["${KarpenterNodeRole.Arn}"],
     ),
     Action {
         action: "iam:ListInstanceProfiles",
-        called_by: "garbage collection of unused instance profiles",
+        called_by: "InstanceProfiles::list_instance_profiles: garbage collection of unused profiles",
         scoping: Scoping::Global,
     },
     only(
@@ -175,15 +178,15 @@ pub const ACTIONS: &[Action] = &[
     ),
     owned_profile(
         "iam:RemoveRoleFromInstanceProfile",
-        "instance profile whose EC2NodeClass `role` changed",
+        "InstanceProfiles::remove_role_from_instance_profile when the `role` changed",
     ),
     owned_profile(
         "iam:TagInstanceProfile",
-        "instance profile of an EC2NodeClass `role`",
+        "InstanceProfiles::tag_instance_profile",
     ),
     Action {
         action: "pricing:GetProducts",
-        called_by: "on-demand prices (not called with settings.isolatedVPC)",
+        called_by: "CatalogSource::on_demand_prices (not called with settings.isolatedVPC)",
         scoping: Scoping::Global,
     },
     only("sqs:DeleteMessage", "Sqs::delete_message", QUEUE),

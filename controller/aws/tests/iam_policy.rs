@@ -204,7 +204,13 @@ fn the_table_has_one_row_per_action_and_every_seam_method_has_a_row() {
     let names: BTreeSet<&str> = ACTIONS.iter().map(|a| a.action).collect();
     assert_eq!(names.len(), ACTIONS.len(), "an action is listed twice");
     let seams = root().join("controller/core/src/seams");
-    for (file, trait_name) in [("ec2.rs", "Ec2"), ("sqs.rs", "Sqs")] {
+    for (file, trait_name) in [
+        ("ec2.rs", "Ec2"),
+        ("sqs.rs", "Sqs"),
+        ("iam.rs", "InstanceProfiles"),
+        ("eks.rs", "Eks"),
+        ("catalog.rs", "CatalogSource"),
+    ] {
         let text = std::fs::read_to_string(seams.join(file)).expect("seam source");
         let body = text
             .split(&format!("pub trait {trait_name}"))

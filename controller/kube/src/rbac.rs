@@ -133,6 +133,13 @@ pub const GRANTS: &[Grant] = &[
         "termination: volumes of pods that stay on the node",
     ),
     grant(
+        "PodDisruptionBudget",
+        "policy",
+        "poddisruptionbudgets",
+        &["list", "watch"],
+        "state reflectors; disruption leaves a node whose pods a PDB lets none be evicted",
+    ),
+    grant(
         "DaemonSet",
         "apps",
         "daemonsets",

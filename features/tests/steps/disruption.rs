@@ -1,6 +1,6 @@
 //! Disruption steps: NodePools with a consolidation policy, `consolidateAfter`, budgets and
-//! `expireAfter`; what a user does to a running cluster (annotate a node, add a startup taint,
-//! restart the controller); and what disruption must have done — or left alone, and said why.
+//! `expireAfter`; what a user does to a running cluster (annotate a node, restart the
+//! controller); and what disruption must have done — or left alone, and said why.
 //!
 //! "Disrupted as X" is read from the `DisruptionLaunching` events the controller records on the
 //! NodeClaims of each command it starts; "kept because" from the `DisruptionBlocked` events it
@@ -91,21 +91,6 @@ async fn annotate_node(w: &mut SimWorld, name: String, annotation: String) {
         .await
     {
         w.fail(format!("annotating node {}: {err}", subject.node));
-    }
-}
-
-/// The NodePool's template gains a startup taint nothing ever removes: nodes launched from now
-/// on register but never initialize.
-#[when(expr = "the NodePool {string} gets the startup taint {string}")]
-async fn startup_taint(w: &mut SimWorld, pool: String, key: String) {
-    let patch = Patch::Merge(json!({"spec": {"template": {"spec": {
-        "startupTaints": [{"key": key, "effect": "NoSchedule"}]
-    }}}}));
-    if let Err(err) = w
-        .patch_object(&ResourceKind::NODE_POOL, &ObjectKey::cluster(&pool), &patch)
-        .await
-    {
-        w.fail(format!("patching NodePool {pool}: {err}"));
     }
 }
 

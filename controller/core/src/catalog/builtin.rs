@@ -18,6 +18,7 @@ use super::overhead::{
 use super::{CapacityType, Catalog, InstanceType, NVIDIA_GPU, Offering};
 use crate::api::labels;
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
+use crate::seams::catalog::{Gpu, InstanceTypeInfo};
 
 /// The region the built-in prices are for.
 pub const REGION: &str = "us-west-2";
@@ -663,4 +664,65 @@ fn instance_type(spec: Spec) -> InstanceType {
 
 fn build() -> Catalog {
     Catalog::new(specs().into_iter().map(instance_type).collect())
+}
+
+/// The built-in types as `DescribeInstanceTypes` describes them: what `fakecloud` answers that
+/// call with, and what [`super::live::build`] turns back into this catalog.
+pub fn instance_type_infos() -> Vec<InstanceTypeInfo> {
+    let mut infos: Vec<InstanceTypeInfo> = specs().into_iter().map(info).collect();
+    infos.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
+    infos
+}
+
+fn info(spec: Spec) -> InstanceTypeInfo {
+    let architecture = match spec.processor {
+        Processor::Graviton => "arm64",
+        Processor::Intel | Processor::Amd => "x86_64",
+    };
+    let manufacturer = match spec.processor {
+        Processor::Intel => "Intel",
+        Processor::Amd => "AMD",
+        Processor::Graviton => "AWS",
+    };
+    InstanceTypeInfo {
+        instance_type: spec.name,
+        architectures: vec![architecture.to_string()],
+        cpu_manufacturer: Some(manufacturer.to_string()),
+        vcpus: spec.vcpus,
+        memory_mib: spec.memory_mib,
+        max_network_interfaces: spec.max_enis,
+        ipv4_addresses_per_interface: spec.ipv4_per_eni,
+        network_baseline_mbps: Some(spec.network_mbps),
+        encryption_in_transit: spec.encryption_in_transit,
+        ebs_max_bandwidth_mbps: Some(spec.ebs_mbps),
+        hypervisor: Some(spec.hypervisor.to_string()),
+        bare_metal: false,
+        local_nvme_gb: spec.nvme_gb,
+        gpus: spec
+            .gpu
+            .map(|(name, count, memory_mib)| Gpu {
+                name: name.to_uppercase(),
+                manufacturer: "NVIDIA".to_string(),
+                count,
+                memory_mib,
+            })
+            .into_iter()
+            .collect(),
+        usage_classes: vec!["on-demand".to_string(), "spot".to_string()],
+    }
+}
+
+/// The built-in on-demand Linux prices by type: the fallback price table when the Pricing API
+/// cannot be reached.
+pub fn on_demand_prices() -> BTreeMap<String, f64> {
+    catalog()
+        .instance_types
+        .iter()
+        .filter_map(|it| {
+            it.offerings
+                .iter()
+                .find(|o| o.capacity_type == CapacityType::OnDemand)
+                .map(|o| (it.name.clone(), o.price))
+        })
+        .collect()
 }

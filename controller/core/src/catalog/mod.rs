@@ -6,6 +6,7 @@
 
 pub mod builtin;
 pub mod file;
+pub mod live;
 pub mod overhead;
 pub mod unavailable;
 

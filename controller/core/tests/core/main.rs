@@ -12,6 +12,7 @@ mod interruption;
 mod interruption_handler;
 mod launchtemplate;
 mod leader;
+mod live_catalog;
 mod nodeclaim;
 mod operator_loops;
 mod plan;

@@ -11,6 +11,7 @@ use karpenter_core::seams::ec2::{SecurityGroup, Subnet};
 
 use crate::boot::BootModel;
 use crate::faults::{FaultRates, Operation};
+use crate::latency::LatencyProfile;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -71,6 +72,9 @@ pub struct Config {
     pub reorder_rate: f64,
     /// API fault rates by operation (absent: none).
     pub faults: BTreeMap<Operation, FaultRates>,
+    /// How long each action takes when nothing is wrong (default: instant; the simulation
+    /// draws a realistic profile per seed).
+    pub latency: LatencyProfile,
     /// Calls kept in the call log, and messages in the sent-message log (oldest dropped first).
     pub call_log_len_max: usize,
 }
@@ -106,6 +110,7 @@ impl Default for Config {
             duplicate_delivery_rate: 0.0,
             reorder_rate: 0.0,
             faults: BTreeMap::new(),
+            latency: LatencyProfile::none(),
             call_log_len_max: 100_000,
         }
     }

@@ -36,6 +36,7 @@ mod fleet;
 mod iam;
 mod instances;
 mod knobs;
+mod latency;
 mod network;
 mod registration;
 mod rng;
@@ -65,6 +66,7 @@ pub use faults::{Fault, FaultRates, FaultWindow, Injected, Operation};
 pub use iam::FakeIam;
 pub use instances::SPOT_INTERRUPTION_NOTICE;
 pub use knobs::QueueFaults;
+pub use latency::{LatencyProfile, REALISTIC_MS};
 pub use registration::{Registration, Taint, decode_user_data, parse_user_data};
 pub use sqs::SentMessage;
 pub use state::CloudKit;
@@ -79,6 +81,9 @@ pub struct FakeCloud {
     /// What [`FakeCloud::reset`] returns to.
     initial: Config,
     state: Mutex<State>,
+    /// Long polls waiting for a message: woken whenever the state is taken (whoever takes it may
+    /// queue one; the waiter reads the queue only after the taker let go).
+    touched: tokio::sync::Notify,
 }
 
 impl FakeCloud {
@@ -93,6 +98,7 @@ impl FakeCloud {
             catalog,
             initial: config,
             state: Mutex::new(state),
+            touched: tokio::sync::Notify::new(),
         }
     }
 
@@ -125,11 +131,25 @@ impl FakeCloud {
         let now = self.clock.now();
         let mut state = self.lock();
         state.advance_to(now);
+        self.touched.notify_waiters();
+        state
+    }
+
+    /// [`FakeCloud::current`] without waking the long polls: what a long poll itself reads with,
+    /// so two waiting polls never wake each other in turn.
+    fn current_quietly(&self) -> MutexGuard<'_, State> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.advance_to(now);
         state
     }
 }
 
 impl fakekit::Fake for FakeCloud {
+    fn normal_latency(state: &mut State, operation: Operation) -> std::time::Duration {
+        state.latencies.draw(&state.config.latency, operation)
+    }
+
     type Kit = CloudKit;
     type State = State;
 

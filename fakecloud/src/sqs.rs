@@ -242,9 +242,13 @@ impl Sqs for FakeCloud {
             let mut state = self.current();
             let now = state.now;
             let state = &mut *state;
-            let decision = state
-                .kit
-                .decide(Operation::ReceiveMessage, now, &state.config.faults);
+            let mut decision =
+                state
+                    .kit
+                    .decide(Operation::ReceiveMessage, now, &state.config.faults);
+            decision.latency += state
+                .latencies
+                .draw(&state.config.latency, Operation::ReceiveMessage);
             (decision, after(now, wait))
         };
         if !decision.latency.is_zero() {
@@ -267,10 +271,11 @@ impl Sqs for FakeCloud {
                 .record(state.now, Operation::ReceiveMessage, input, outcome);
             return Err(error);
         }
-        let mut slept = Duration::ZERO;
+        let started = tokio::time::Instant::now();
         loop {
+            let slept = started.elapsed();
             let step = {
-                let mut state = self.current();
+                let mut state = self.current_quietly();
                 let state = &mut *state;
                 let now = state.now;
                 let result = if state.queue.exists {
@@ -307,8 +312,13 @@ impl Sqs for FakeCloud {
                 let ms = (next.as_millisecond() - now.as_millisecond()).max(1);
                 Duration::from_millis(ms.unsigned_abs()).min(wait.saturating_sub(slept))
             };
-            tokio::time::sleep(step).await;
-            slept += step;
+            // Anything that takes the state from now on may have queued a message.
+            let touched = self.touched.notified();
+            tokio::select! {
+                biased;
+                () = touched => {}
+                () = tokio::time::sleep(step) => {}
+            }
         }
     }
 

@@ -46,6 +46,8 @@ pub struct State {
     pub(crate) queue: Queue,
     /// The fault plan, the call log and the latency tally.
     pub(crate) kit: Kit<CloudKit>,
+    /// Each call's normal latency (`Config::latency`).
+    pub(crate) latencies: crate::latency::Latencies,
 }
 
 /// The types of fakecloud's kit: AWS's operations, EC2-style faults, [`CallRecord`]s.
@@ -91,6 +93,7 @@ impl State {
             capacity: Capacity::new(&catalog, config.pool_capacity_default),
             prices: Prices::new(&catalog, now),
             kit: Kit::new(streams, config.call_log_len_max),
+            latencies: crate::latency::Latencies::new(config.seed),
             queue: Queue::new(config.call_log_len_max),
             now,
             rng,

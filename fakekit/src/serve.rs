@@ -105,6 +105,15 @@ pub trait Fake: Sync {
     /// After a call ran (or was failed), before it is logged: what the call set off at once.
     fn settle(_state: &mut Self::State) {}
 
+    /// How long `operation` takes when nothing is wrong (a fake with realistic latency draws it
+    /// here); injected fault latency comes on top. Instant by default.
+    fn normal_latency(
+        _state: &mut Self::State,
+        _operation: <Self::Kit as KitSpec>::Operation,
+    ) -> Duration {
+        Duration::ZERO
+    }
+
     /// Standing fault rates of one operation.
     fn set_fault_rates(
         &self,
@@ -204,7 +213,9 @@ where
     let decision = {
         let mut state = fake.state();
         let view = F::kit(&mut state);
-        view.kit.decide(operation, view.now, view.rates)
+        let mut decision = view.kit.decide(operation, view.now, view.rates);
+        decision.latency += F::normal_latency(&mut state, operation);
+        decision
     };
     if !decision.latency.is_zero() {
         tokio::time::sleep(decision.latency).await;

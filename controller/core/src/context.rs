@@ -27,6 +27,8 @@ pub struct Options {
     pub lifecycle: nodeclaim::Options,
     /// How often garbage collection runs (upstream: every 2 minutes once settled).
     pub gc_interval: Option<Duration>,
+    /// Bounds on the loops' parallel work ([`crate::operator::Operator::spawn`]).
+    pub limits: crate::runtime::Limits,
     /// The disruption decision engine (feature gates, drift).
     pub disruption: crate::disruption::Options,
 }
@@ -101,6 +103,21 @@ impl Context {
     /// Polls `url` (through `sqs`) for interruption events.
     pub fn with_interruption_queue(mut self, sqs: Arc<dyn Sqs>, url: String) -> Self {
         self.queue = Some(InterruptionQueue { sqs, url });
+        self
+    }
+
+    /// Spends EC2 calls as upstream does: the slowly-changing answers a launch needs (subnets,
+    /// security groups, images, SSM parameters, launch templates) through a cache with upstream's
+    /// TTLs ([`crate::nodeclass::CachedEc2`]), and concurrent TerminateInstances batched
+    /// ([`crate::seams::batch::BatchedEc2`]). Worlds with EC2 latency want it; unit tests that
+    /// change subnets between two launches do not.
+    pub fn with_ec2_economy(mut self) -> Self {
+        let batched: Arc<dyn Ec2> =
+            Arc::new(crate::seams::batch::BatchedEc2::new(self.ec2.clone()));
+        self.ec2 = Arc::new(crate::nodeclass::CachedEc2::new(
+            batched,
+            self.clock.clone(),
+        ));
         self
     }
 

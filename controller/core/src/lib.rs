@@ -16,6 +16,7 @@
 //! - [`context`]: the one `Arc<Context>` every controller holds (seams, caches, metrics,
 //!   recorder, options).
 //! - [`state`]: watch-fed caches of the kinds the controllers read.
+//! - [`runtime`]: work queues, informers and the runners every controller loop is built from.
 //! - [`events`]: the event [`events::Recorder`]; [`metrics`]: the Prometheus metrics.
 //! - [`catalog`]: instance types and their priced offerings, and the unavailable-offerings cache
 //!   ([`catalog::UnavailableOfferings`]).
@@ -83,6 +84,7 @@ pub mod plan;
 pub mod provisioning;
 pub mod replacement;
 pub mod resources;
+pub mod runtime;
 pub mod scheduling;
 pub mod seams;
 pub mod state;

@@ -1,12 +1,23 @@
 //! The one place the controllers are wired together over the seams. Production, the simulation
-//! and e2e build an [`Operator`] from their own seam implementations and call [`Operator::step`]
-//! in a loop; nothing else differs between the worlds.
+//! and e2e build an [`Operator`] from their own seam implementations and start it with
+//! [`Operator::spawn`]: every controller then runs as its own loop (`loops`), on the current
+//! runtime, fed by informers, with bounded parallel reconciles where upstream has them
+//! ([`crate::runtime::Limits`]). Nothing else differs between the worlds.
 //!
 //! Every controller holds the same `Arc<Context>` (`crate::context`): the seams, the caches, the
-//! metrics, the event recorder and the options exist once. The step runs them one after another,
-//! in a fixed order; each could as well run as its own task over a clone of the context.
+//! metrics, the event recorder and the options exist once.
+//!
+//! [`Operator::step`] runs one pass of every controller, one after another, in a fixed order: it
+//! is for unit tests that want to see exactly one pass, never for a running controller (one slow
+//! call there holds up every controller).
+
+pub mod loops;
 
 use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use crate::catalog::Catalog;
 use crate::context::Context;
@@ -16,6 +27,8 @@ use crate::metrics::Metrics;
 use crate::nodeclaim::{self, GarbageCollector, Lifecycle, LifecycleError};
 use crate::nodepool;
 use crate::provisioning::{Outcome, ProvisionError, Provisioner};
+use crate::runtime::{Informers, WorkQueue, run_keyed, run_singleton};
+use crate::seams::kube::ResourceKind;
 use crate::seams::{Clock, Ec2, KubeApi, KubeError, Sqs, SqsError};
 use crate::termination::{self, Termination, TerminationError};
 
@@ -88,6 +101,76 @@ impl StepError {
     }
 }
 
+/// What one loop did, as it happened (the running operator's counterpart of [`StepReport`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoopReport {
+    Interruption(Result<PollReport, SqsError>),
+    Provisioned(Outcome),
+    Lifecycle(String, Result<nodeclaim::Step, LifecycleError>),
+    Termination(termination::Reconciled),
+    Collected((usize, usize)),
+    /// NodeClaims deleted because they expired.
+    Expired(Vec<String>),
+    /// What a disruption pass did.
+    Disrupted(PassOutcome),
+    /// A pass that failed as a whole (retried by its loop).
+    Failed(StepError),
+}
+
+/// The running controllers of an [`Operator`]. Dropping it stops them (every task aborted);
+/// [`OperatorHandle::shutdown`] also waits until they have stopped.
+pub struct OperatorHandle {
+    tasks: Vec<JoinHandle<()>>,
+    reports: mpsc::Receiver<LoopReport>,
+    ctx: Arc<Context>,
+}
+
+impl std::fmt::Debug for OperatorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OperatorHandle")
+            .field("tasks", &self.tasks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OperatorHandle {
+    /// What the loops reported since the last call, in the order they reported it.
+    pub fn reports(&mut self) -> Vec<LoopReport> {
+        let mut out = Vec::new();
+        while let Ok(report) = self.reports.try_recv() {
+            out.push(report);
+        }
+        out
+    }
+
+    /// Whether any loop has ended (none should while the runtime runs: a loop that ended
+    /// panicked).
+    pub fn is_degraded(&self) -> bool {
+        self.tasks.iter().any(JoinHandle::is_finished)
+    }
+
+    /// Stops every loop and waits until each has stopped.
+    pub async fn shutdown(mut self) {
+        let tasks = std::mem::take(&mut self.tasks);
+        for task in &tasks {
+            task.abort();
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.ctx.recorder.stop_writer();
+    }
+}
+
+impl Drop for OperatorHandle {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.ctx.recorder.stop_writer();
+    }
+}
+
 /// The controllers over one context.
 pub struct Operator {
     ctx: Arc<Context>,
@@ -149,9 +232,118 @@ impl Operator {
         &self.ctx
     }
 
+    /// Starts every controller as its own loop on the current runtime (tokio, or madsim's
+    /// seeded scheduler): the informers, then, once every cache has listed, interruption,
+    /// provisioning, the NodeClaim lifecycle (keyed, up to `lifecycle_reconciles_max` at once),
+    /// termination, garbage collection and the NodePool counters, plus the event writer. The
+    /// loops build their own controllers over this operator's context; [`Operator::step`] must
+    /// not be used on the same operator afterwards (the informers own the caches).
+    pub fn spawn(&self) -> OperatorHandle {
+        use loops::*;
+        let ctx = self.ctx.clone();
+        let limits = ctx.options.limits;
+        let (reports, receiver) = Reporter::channel();
+        let informers = Informers::start(&ctx);
+        let mut tasks = Vec::new();
+        // Every loop starts once every cache has listed.
+        let after_sync = |future: BoxFuture<'static, ()>| {
+            let synced = informers.synced_owned();
+            tokio::spawn(async move {
+                synced.await;
+                future.await;
+            })
+        };
+        tasks.push(tokio::spawn(ctx.recorder.start_writer()));
+        if let Some(handler) = InterruptionHandler::new(ctx.clone()) {
+            let reports = reports.clone();
+            tasks.push(after_sync(Box::pin(run_singleton(
+                InterruptionLoop { handler, reports },
+                crate::runtime::Trigger::never(),
+            ))));
+        }
+        let kinds = [
+            ResourceKind::POD,
+            ResourceKind::NODE,
+            ResourceKind::NODE_CLAIM,
+            ResourceKind::NODE_POOL,
+        ];
+        tasks.push(after_sync(Box::pin(run_singleton(
+            ProvisioningLoop {
+                provisioner: Provisioner::new(ctx.clone()),
+                reports: reports.clone(),
+            },
+            informers.trigger(&kinds),
+        ))));
+        let queue = Arc::new(WorkQueue::new());
+        let events = LifecycleEvents::new(
+            ctx.clone(),
+            queue.clone(),
+            informers.trigger(&[ResourceKind::NODE_CLAIM, ResourceKind::NODE]),
+        );
+        tasks.push(after_sync(Box::pin(events.run())));
+        let reconciler = Arc::new(LifecycleReconciler {
+            ctx: ctx.clone(),
+            lifecycle: Lifecycle::new(ctx.clone()),
+            reports: reports.clone(),
+        });
+        tasks.push(after_sync(Box::pin(run_keyed(
+            reconciler,
+            queue,
+            limits.lifecycle_reconciles_max,
+        ))));
+        tasks.push(after_sync(Box::pin(run_singleton(
+            TerminationLoop {
+                termination: Termination::new(ctx.clone()),
+                reports: reports.clone(),
+            },
+            informers.trigger(&[
+                ResourceKind::NODE_CLAIM,
+                ResourceKind::NODE,
+                ResourceKind::POD,
+            ]),
+        ))));
+        tasks.push(after_sync(Box::pin(run_singleton(
+            GarbageCollectionLoop {
+                collector: GarbageCollector::new(ctx.clone()),
+                interval: ctx.options.gc_interval.unwrap_or(nodeclaim::GC_INTERVAL),
+                reports: reports.clone(),
+            },
+            crate::runtime::Trigger::never(),
+        ))));
+        tasks.push(after_sync(Box::pin(run_singleton(
+            CounterLoop {
+                counter: nodepool::Counter::new(ctx.clone()),
+                reports: reports.clone(),
+            },
+            informers.trigger(&[ResourceKind::NODE_POOL, ResourceKind::NODE_CLAIM]),
+        ))));
+        tasks.push(after_sync(Box::pin(run_singleton(
+            DisruptionLoop {
+                pod_events: PodEvents::new(ctx.clone()),
+                expiration: Expiration::new(ctx.clone()),
+                disruption: Disruption::new(ctx.clone()),
+                reports: reports.clone(),
+            },
+            informers.trigger(&[
+                ResourceKind::NODE_POOL,
+                ResourceKind::NODE_CLAIM,
+                ResourceKind::NODE,
+                ResourceKind::POD,
+            ]),
+        ))));
+        tasks.extend(informers.into_tasks());
+        OperatorHandle {
+            tasks,
+            reports: receiver,
+            ctx,
+        }
+    }
+
     /// One pass of every controller, in a fixed order: interruption (when a queue is
     /// configured), provisioning (when its batch closes), NodeClaim lifecycle, termination,
-    /// pod events, expiration, disruption, garbage collection (on its interval), NodePool counters. Interruption runs first so that
+    /// pod events, expiration, disruption, garbage collection (on its interval), NodePool
+    /// counters. For unit tests only: a running controller uses [`Operator::spawn`]. Interruption
+    /// runs first so that
     /// the claims it deletes are provisioned for (replacement first) and start terminating in the
     /// same step. A pass that fails as a whole is reported in [`StepReport::errors`] (and logged)
     /// and the others still run; every pass is retried on the next step.

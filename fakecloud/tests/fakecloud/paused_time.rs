@@ -100,3 +100,55 @@ async fn injected_latency_delays_the_call_and_the_call_happens_after_it() {
     let log = cloud.calls();
     assert_eq!(log[0].time, start() + SignedDuration::from_millis(1_500));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_long_poll_returns_when_a_message_is_sent_while_it_waits() {
+    let (clock, cloud) = tokio_cloud(config());
+    let cloud = Arc::new(cloud);
+    let sender = {
+        let cloud = cloud.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            cloud.inject_message("late");
+        })
+    };
+    let received = cloud
+        .receive_messages(10, Duration::from_secs(20))
+        .await
+        .expect("receive");
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        clock.now().duration_since(start()),
+        SignedDuration::from_secs(3),
+        "returned when the message arrived, not at the end of the wait"
+    );
+    sender.await.expect("joined");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_call_takes_its_actions_latency_from_the_profile_and_a_seed_draws_its_own_ranges() {
+    let profile = fakecloud::LatencyProfile::drawn(7);
+    assert_eq!(
+        profile,
+        fakecloud::LatencyProfile::drawn(7),
+        "same seed, same ranges"
+    );
+    assert_ne!(profile, fakecloud::LatencyProfile::drawn(8));
+    for (op, low, high) in fakecloud::REALISTIC_MS {
+        let (a, b) = profile.ranges_ms[&op];
+        assert!(
+            low <= a && a <= b && b <= high,
+            "{op}: {a}..{b} within {low}..{high}"
+        );
+    }
+    let (clock, cloud) = tokio_cloud(Config {
+        latency: fakecloud::LatencyProfile::realistic(),
+        ..config()
+    });
+    cloud.describe_subnets(&[]).await.expect("subnets");
+    let took = clock.now().duration_since(start());
+    assert!(
+        took >= SignedDuration::from_millis(100) && took <= SignedDuration::from_millis(500),
+        "DescribeSubnets took {took}"
+    );
+}

@@ -143,12 +143,19 @@ impl InterruptionHandler {
     /// [`RECEIVE_COUNT_MAX`], without waiting (the operator's step is the polling loop). A
     /// receive error ends the poll: `Err` if nothing was received before it.
     pub async fn poll(&self) -> Result<PollReport, SqsError> {
+        self.poll_waiting(Duration::ZERO).await
+    }
+
+    /// [`InterruptionHandler::poll`], with the first receive long-polling up to `wait` for a
+    /// message (the interruption loop's receive: it returns as soon as a message arrives).
+    pub async fn poll_waiting(&self, wait: Duration) -> Result<PollReport, SqsError> {
         let mut report = PollReport::default();
         for batch in 0..RECEIVE_BATCHES_PER_STEP_MAX {
+            let wait = if batch == 0 { wait } else { Duration::ZERO };
             let messages = match self
                 .queue
                 .sqs
-                .receive_messages(RECEIVE_COUNT_MAX, Duration::ZERO)
+                .receive_messages(RECEIVE_COUNT_MAX, wait)
                 .await
             {
                 Ok(messages) => messages,

@@ -29,7 +29,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 use serde_json::{Value, json};
 
-pub use garbagecollection::{EKS_CLUSTER_NAME_TAG, GarbageCollector, is_ours, ours_filters};
+pub use garbagecollection::{
+    EKS_CLUSTER_NAME_TAG, GC_INTERVAL, GarbageCollector, is_ours, ours_filters,
+};
 pub use launch::{LaunchError, Launched};
 
 use crate::api::conditions::{self, nodeclaim as cond};

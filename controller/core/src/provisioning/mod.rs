@@ -18,6 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
 pub use batcher::{BatchWindow, Batcher};
 pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
@@ -77,6 +81,10 @@ fn pod_reference(pod: &str) -> Option<Reference> {
     let (namespace, name) = pod.split_once('/')?;
     Some(Reference::pod(ObjectKey::namespaced(namespace, name), None))
 }
+
+/// What one create returned: the claims the new one replaces, and the stored object (or why
+/// there is none).
+type Created = (BTreeSet<String>, Result<Value, String>);
 
 /// One pass's bookkeeping of the replacement-first protocol.
 struct Replacements<'s> {
@@ -199,8 +207,19 @@ impl Provisioner {
             snapshot: &snapshot,
             unplanned: BTreeSet::new(),
         };
+        // A pass's NodeClaims are created side by side (upstream parallelizes these creates);
+        // `buffered` keeps the results in plan order, so what follows is deterministic.
+        let parallel = self.ctx.options.limits.claim_create_parallel_max.max(1);
+        let mut creates: Vec<BoxFuture<'_, Created>> = Vec::new();
         for planned in &results.new_claims {
-            self.create_claim(planned, &mut replacements, &mut outcome)
+            creates.push(Box::pin(self.create_claim(planned, &replacements)));
+        }
+        let created: Vec<Created> = futures::stream::iter(creates)
+            .buffered(parallel)
+            .collect()
+            .await;
+        for (planned, (replaces, created)) in results.new_claims.iter().zip(created) {
+            self.record_created(planned, replaces, created, &mut replacements, &mut outcome)
                 .await;
         }
         self.nominate_existing(&results, &mut replacements, &mut outcome)
@@ -220,14 +239,13 @@ impl Provisioner {
         Ok(outcome)
     }
 
-    /// Creates the NodeClaim of one planned node (linked to the claims it replaces) and
-    /// nominates its pods.
+    /// Creates the NodeClaim of one planned node, linked to the claims it replaces. Returns
+    /// those claims and the stored object (or why there is none).
     async fn create_claim(
         &self,
         planned: &PlannedClaim,
-        replacements: &mut Replacements<'_>,
-        outcome: &mut Outcome,
-    ) {
+        replacements: &Replacements<'_>,
+    ) -> Created {
         let replaces = replacements.replaced_by(&planned.pods);
         let Some(pool) = replacements
             .snapshot
@@ -235,8 +253,7 @@ impl Provisioner {
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(planned.node_pool.as_str()))
         else {
-            replacements.unplanned.extend(replaces);
-            return;
+            return (replaces, Err("NodePool gone".into()));
         };
         let mut claim = nodeclaim_for(pool, planned);
         replacement::set_replaces(&mut claim, &replaces);
@@ -249,6 +266,19 @@ impl Provisioner {
                 .map_err(|err| err.to_string()),
             Err(err) => Err(err.to_string()),
         };
+        (replaces, created)
+    }
+
+    /// Records one create's result: the claim counted as in-flight capacity and its pods
+    /// nominated, or the failure (its displaced pods stay unplanned).
+    async fn record_created(
+        &self,
+        planned: &PlannedClaim,
+        replaces: BTreeSet<String>,
+        created: Result<Value, String>,
+        replacements: &mut Replacements<'_>,
+        outcome: &mut Outcome,
+    ) {
         let created = match created {
             Ok(created) => created,
             Err(err) => {

@@ -57,3 +57,38 @@ impl Clock for ManualClock {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
+
+/// The clock of a world that runs on tokio's time: `now = epoch + (tokio's now − origin)`.
+/// Under madsim that is the seeded virtual time; in a current-thread runtime started paused
+/// (`start_paused(true)`) it is tokio's paused clock, which jumps ahead whenever every task
+/// waits. Either way time passes exactly as the tasks' sleeps and latencies say, so a call that
+/// takes 2 s holds up only the task that waits for it.
+#[derive(Debug, Clone, Copy)]
+pub struct VirtualClock {
+    epoch: Timestamp,
+    origin: tokio::time::Instant,
+}
+
+impl VirtualClock {
+    /// A clock reading `epoch` now. Build it inside the runtime whose time it follows.
+    pub fn new(epoch: Timestamp) -> Self {
+        Self {
+            epoch,
+            origin: tokio::time::Instant::now(),
+        }
+    }
+
+    /// How long the clock has run.
+    pub fn elapsed(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.origin)
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Timestamp {
+        // Saturates at the end of time, like `ManualClock::advance`.
+        self.epoch
+            .saturating_add(self.elapsed())
+            .unwrap_or(self.epoch)
+    }
+}

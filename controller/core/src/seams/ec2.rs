@@ -134,7 +134,7 @@ pub struct Image {
 }
 
 /// `DescribeImages` query: by ids, or by filters and owners.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ImageQuery {
     pub image_ids: Vec<String>,
     pub owners: Vec<String>,

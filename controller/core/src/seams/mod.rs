@@ -2,7 +2,7 @@
 //!
 //! | seam | production | simulation | e2e |
 //! |---|---|---|---|
-//! | [`Clock`] | system clock | [`ManualClock`], advanced by the world | system clock |
+//! | [`Clock`] | system clock | [`ManualClock`], advanced by the world ([`VirtualClock`], tokio/madsim time, for worlds on virtual time) | system clock |
 //! | [`KubeApi`] | kube-rs client | in-memory API server (`fakekube`) | kube-rs against kind |
 //! | [`Ec2`] / [`Sqs`] | aws-sdk-ec2 / aws-sdk-sqs | `fakecloud` in-process | `fakecloud` over HTTP |
 //!
@@ -18,6 +18,7 @@
 //! [`layered`] gives each seam its calls as data and one generic wrapper, so a concern that cuts
 //! across every call (a fuse, an audit, a fault) is one layer, not one decorator per method.
 
+pub mod batch;
 pub mod catalog;
 pub mod clock;
 pub mod ec2;
@@ -28,7 +29,7 @@ pub mod layered;
 pub mod sqs;
 
 pub use catalog::{CatalogError, CatalogSource};
-pub use clock::{Clock, ManualClock};
+pub use clock::{Clock, ManualClock, VirtualClock};
 pub use ec2::{Ec2, Ec2Error};
 pub use eks::{Eks, EksError};
 pub use iam::{IamError, InstanceProfiles};

@@ -14,7 +14,9 @@ use futures::{FutureExt, StreamExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::seams::kube::{ListOptions, ObjectKey, ResourceKind, WatchEvent, WatchStream};
+use crate::seams::kube::{
+    ListOptions, ObjectKey, ObjectList, ResourceKind, WatchEvent, WatchStream,
+};
 use crate::seams::{KubeApi, KubeError};
 
 /// How many times one [`Reflector::sync`] re-opens a watch that ended (a dropped connection)
@@ -33,6 +35,9 @@ pub struct Reflector<T> {
     /// The resourceVersion to resume a dropped watch from; `None` until the first list.
     resource_version: Option<String>,
     stream: Option<WatchStream>,
+    /// An informer task (`crate::runtime::informer`) feeds this cache: [`Reflector::sync`] leaves
+    /// it alone, so two consumers never apply one kind's events out of order.
+    driven: bool,
 }
 
 impl<T> std::fmt::Debug for Reflector<T> {
@@ -68,6 +73,7 @@ impl<T: DeserializeOwned> Reflector<T> {
             objects: BTreeMap::new(),
             resource_version: None,
             stream: None,
+            driven: false,
         }
     }
 
@@ -76,6 +82,9 @@ impl<T: DeserializeOwned> Reflector<T> {
     /// events. Returns whether anything changed. On error the cache keeps what it had and the
     /// next sync carries on from there.
     pub async fn sync(&mut self, kube: &dyn KubeApi) -> Result<bool, KubeError> {
+        if self.driven {
+            return Ok(false);
+        }
         let mut changed = false;
         if self.resource_version.is_none() {
             self.relist(kube).await?;
@@ -130,13 +139,19 @@ impl<T: DeserializeOwned> Reflector<T> {
 
     async fn relist(&mut self, kube: &dyn KubeApi) -> Result<(), KubeError> {
         let list = kube.list(&self.kind, &self.options).await?;
+        self.replace(list);
+        Ok(())
+    }
+
+    /// Replaces the whole cache with a list's result (an informer's list, made without holding
+    /// the cache) and resumes watching from its version.
+    pub fn replace(&mut self, list: ObjectList) {
         self.objects.clear();
         for item in list.items {
             self.insert(item);
         }
         self.resource_version = Some(list.resource_version);
         self.stream = None;
-        Ok(())
     }
 
     /// Records the result of this process's own write (a create) before the watch delivers it,
@@ -146,8 +161,8 @@ impl<T: DeserializeOwned> Reflector<T> {
         self.insert(object);
     }
 
-    /// Applies one event; returns whether the cache changed.
-    fn apply(&mut self, event: WatchEvent) -> bool {
+    /// Applies one watch event; returns whether the cache changed.
+    pub fn apply(&mut self, event: WatchEvent) -> bool {
         match event {
             WatchEvent::Bookmark { resource_version } => {
                 self.resource_version = Some(resource_version);
@@ -194,6 +209,37 @@ impl<T: DeserializeOwned> Reflector<T> {
 }
 
 impl<T> Reflector<T> {
+    /// Hands this cache to an informer task: from now on [`Reflector::sync`] does nothing.
+    pub fn drive(&mut self) {
+        self.driven = true;
+        self.stream = None;
+    }
+
+    /// Whether an informer task feeds this cache.
+    pub fn is_driven(&self) -> bool {
+        self.driven
+    }
+
+    pub fn kind(&self) -> ResourceKind {
+        self.kind
+    }
+
+    pub fn options(&self) -> &ListOptions {
+        &self.options
+    }
+
+    /// The version a watch resumes from; `None` until listed (or after the server said `Gone`).
+    pub fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+
+    /// The server said the version is gone: the next read lists afresh (the objects stay until
+    /// that list replaces them, so readers never see an empty cluster in between).
+    pub fn forget_version(&mut self) {
+        self.resource_version = None;
+        self.stream = None;
+    }
+
     /// The cached objects, ordered by namespace then name.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<T>> {
         self.objects.values()

@@ -56,7 +56,7 @@ impl Termination {
 
     /// One drain step of a claim's node.
     pub(super) async fn drain(
-        &mut self,
+        &self,
         claim: &NodeClaim,
         node: &Node,
         pods: &[&Pod],
@@ -72,7 +72,7 @@ impl Termination {
     /// Deletes the pods whose deadline came, evicts the current tier, and returns the plan with
     /// the counts after this step's evictions.
     pub(super) async fn drain_pods(
-        &mut self,
+        &self,
         node: &Node,
         pods: &[&Pod],
         deadline: Option<Timestamp>,
@@ -80,7 +80,7 @@ impl Termination {
         reason: &str,
         tally: &mut Tally,
     ) -> Result<DrainPlan, KubeError> {
-        let mut plan = drain::plan(pods, now, deadline, &self.backoff);
+        let mut plan = drain::plan(pods, now, deadline, &self.backoff());
         let reason = if reason.is_empty() {
             "Forceful Termination"
         } else {
@@ -89,9 +89,20 @@ impl Termination {
         for action in &plan.force_delete {
             self.force_delete(action, deadline, reason).await?;
         }
+        // Evictions go out side by side (bounded), their results taken in plan order.
+        let actions = std::mem::take(&mut plan.evict);
+        let mut evictions: Vec<BoxFuture<'_, Evicted>> = Vec::new();
+        for action in &actions {
+            evictions.push(Box::pin(self.evict(node, action, now, reason)));
+        }
+        let parallel = self.ctx.options.limits.evictions_parallel_max.max(1);
+        let results: Vec<Evicted> = futures::stream::iter(evictions)
+            .buffered(parallel)
+            .collect()
+            .await;
         let mut refused = Vec::new();
-        for action in std::mem::take(&mut plan.evict) {
-            match self.evict(node, &action, now, reason).await {
+        for (action, evicted) in actions.into_iter().zip(results) {
+            match evicted {
                 Evicted::Yes => plan.terminating += 1,
                 Evicted::Gone => {}
                 Evicted::Refused => refused.push(action),
@@ -105,11 +116,9 @@ impl Termination {
                 drain::is_drainable(p, now)
                     && !drain::is_terminating(p)
                     && !drain::is_do_not_disrupt(p)
-                    && p.metadata
-                        .uid
-                        .as_ref()
-                        .and_then(|uid| self.backoff.get(uid))
-                        .is_some_and(|b| b.refused_by_budget)
+                    && p.metadata.uid.as_ref().is_some_and(|uid| {
+                        self.backoff().get(uid).is_some_and(|b| b.refused_by_budget)
+                    })
             })
             .count();
         tally.do_not_disrupt += plan.do_not_disrupt as i64;
@@ -121,7 +130,7 @@ impl Termination {
     /// Deletes a pod directly at `deadline − its grace period`: past the PDBs and
     /// do-not-disrupt, as upstream does at the terminationGracePeriod.
     async fn force_delete(
-        &mut self,
+        &self,
         action: &PodAction,
         deadline: Option<Timestamp>,
         reason: &str,
@@ -162,14 +171,14 @@ impl Termination {
             .pods_drained
             .get_or_create(&Metrics::reason(reason))
             .inc();
-        self.backoff.remove(&action.uid);
+        self.backoff().remove(&action.uid);
         Ok(())
     }
 
     /// One eviction through the Eviction API. A refusal backs the pod off (a PodDisruptionBudget
     /// refusal is announced on the node the first time).
     async fn evict(
-        &mut self,
+        &self,
         node: &Node,
         action: &PodAction,
         now: Timestamp,
@@ -193,7 +202,7 @@ impl Termination {
             .inc();
         let err = match result {
             Ok(()) => {
-                self.backoff.remove(&action.uid);
+                self.backoff().remove(&action.uid);
                 let regarding = Reference::pod(key, Some(action.uid.clone()));
                 self.ctx
                     .recorder
@@ -210,13 +219,13 @@ impl Termination {
             }
             // 404: already gone; 409: a different pod now has that name.
             Err(KubeError::NotFound(_)) | Err(KubeError::Conflict(_)) => {
-                self.backoff.remove(&action.uid);
+                self.backoff().remove(&action.uid);
                 return Evicted::Gone;
             }
             Err(err) => err,
         };
         let budget = matches!(err, KubeError::TooManyRequests(_));
-        let next = EvictionBackoff::after_failure(self.backoff.get(&action.uid), now, budget);
+        let next = EvictionBackoff::after_failure(self.backoff().get(&action.uid), now, budget);
         if next.failures == 1 && budget {
             let message = format!(
                 "Failed to drain node, evicting pod {} violates a PDB",
@@ -232,7 +241,7 @@ impl Termination {
                 )
                 .await;
         }
-        self.backoff.insert(action.uid.clone(), next);
+        self.backoff().insert(action.uid.clone(), next);
         if !budget && !err.is_retryable() {
             tracing::warn!(pod = %action.key, %err, "eviction failed");
         }

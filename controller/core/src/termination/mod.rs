@@ -43,6 +43,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube_core::ResourceExt;
@@ -137,8 +139,8 @@ const WAITING_STAGES: [&str; 5] = [
 pub struct Termination {
     ctx: Arc<Context>,
     /// Eviction retry state by pod UID; pruned every step to pods still on terminating nodes,
-    /// so it never holds more entries than there are such pods.
-    backoff: BTreeMap<String, EvictionBackoff>,
+    /// so it never holds more entries than there are such pods. Locked only between awaits.
+    backoff: std::sync::Mutex<BTreeMap<String, EvictionBackoff>>,
 }
 
 /// What one step read, shared by every terminating claim of the step.
@@ -170,6 +172,17 @@ struct Tally {
 }
 
 impl Tally {
+    /// Adds another claim's tally to this one.
+    fn merge(&mut self, other: Tally) {
+        for (stage, count) in other.stages {
+            *self.stages.entry(stage).or_default() += count;
+        }
+        self.do_not_disrupt += other.do_not_disrupt;
+        self.refused_by_budget += other.refused_by_budget;
+        self.eviction_queue += other.eviction_queue;
+        self.live_pods.extend(other.live_pods);
+    }
+
     /// The pods on a node being drained: their eviction backoff is kept.
     fn live(&mut self, pods: &[&Pod]) {
         for pod in pods {
@@ -221,13 +234,13 @@ impl Termination {
     pub fn new(ctx: Arc<Context>) -> Self {
         Self {
             ctx,
-            backoff: BTreeMap::new(),
+            backoff: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
     /// One pass over every terminating NodeClaim (in name order) and every deleting Node Karpenter
     /// finalizes. One claim's error does not stop the others.
-    pub async fn reconcile_all(&mut self) -> Result<Reconciled, KubeError> {
+    pub async fn reconcile_all(&self) -> Result<Reconciled, KubeError> {
         let (mut claims, nodes) = {
             let mut state = self.ctx.state.lock().await;
             state.claims.sync(self.ctx.kube.as_ref()).await?;
@@ -248,31 +261,48 @@ impl Termination {
             .collect();
         let mut tally = Tally::default();
         if terminating.is_empty() && orphans.is_empty() {
-            self.backoff.clear();
+            self.backoff().clear();
             self.publish(&tally);
             return Ok(out);
         }
         let view = self.read(&claims, &terminating, &orphans).await?;
-        for index in terminating {
+        // Claims terminate side by side (bounded, upstream's parallel termination reconciles);
+        // each keeps its own tally, merged in claim order, so the outcome is deterministic.
+        let mut reconciles: Vec<BoxFuture<'_, (Result<Stage, TerminationError>, Tally)>> =
+            Vec::new();
+        for &index in &terminating {
             let claim = &claims[index];
             let node = claim_provider_id(claim)
                 .and_then(|p| nodes.iter().find(|n| node_provider_id(n) == Some(p)));
-            let result = self
-                .reconcile_claim(claim, node.map(|n| &**n), &view, &mut tally)
-                .await;
+            let view = &view;
+            reconciles.push(Box::pin(async move {
+                let mut own = Tally::default();
+                let result = self
+                    .reconcile_claim(claim, node.map(|n| &**n), view, &mut own)
+                    .await;
+                (result, own)
+            }));
+        }
+        let parallel = self.ctx.options.limits.termination_reconciles_max.max(1);
+        let results: Vec<_> = futures::stream::iter(reconciles)
+            .buffered(parallel)
+            .collect()
+            .await;
+        for (index, (result, own)) in terminating.into_iter().zip(results) {
+            tally.merge(own);
             if let Ok(stage) = &result
                 && let Some(label) = stage.metric_label()
             {
                 *tally.stages.entry(label).or_default() += 1;
             }
-            out.push((claim.name_any(), result));
+            out.push((claims[index].name_any(), result));
         }
         for node in orphans {
             let result = self.reconcile_orphan(node, &view, &mut tally).await;
             out.push((format!("node/{}", node.name_any()), result));
         }
         let live = std::mem::take(&mut tally.live_pods);
-        self.backoff.retain(|uid, _| live.contains(uid));
+        self.backoff().retain(|uid, _| live.contains(uid));
         self.publish(&tally);
         Ok(out)
     }
@@ -383,6 +413,13 @@ impl Termination {
         })
     }
 
+    /// The eviction backoff (never held across an await).
+    fn backoff(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, EvictionBackoff>> {
+        self.backoff
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn publish(&self, tally: &Tally) {
         let metrics = &self.ctx.metrics;
         for stage in WAITING_STAGES {
@@ -408,7 +445,7 @@ impl Termination {
     /// it, then (while the node is there) the replacement hold, the drain and the volume wait,
     /// then the instance, then the finalizers.
     async fn reconcile_claim(
-        &mut self,
+        &self,
         claim: &NodeClaim,
         node: Option<&Node>,
         view: &View,
@@ -490,7 +527,7 @@ impl Termination {
     /// while one of them waits; `None` once the node is drained and its volumes detached (or the
     /// deadline passed).
     async fn drain_node(
-        &mut self,
+        &self,
         claim: &NodeClaim,
         node: &Node,
         conds: &mut Vec<Condition>,
@@ -627,7 +664,7 @@ impl Termination {
     /// finalizer): drained and its instance terminated like a claim's, without conditions or a
     /// terminationGracePeriod (that lives on the claim).
     async fn reconcile_orphan(
-        &mut self,
+        &self,
         node: &Node,
         view: &View,
         tally: &mut Tally,

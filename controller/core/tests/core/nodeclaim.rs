@@ -73,7 +73,7 @@ impl World {
     }
 
     fn terminate(&self) -> Vec<(String, Result<Stage, TerminationError>)> {
-        let mut termination = self.termination.lock().unwrap();
+        let termination = self.termination.lock().unwrap();
         futures::executor::block_on(termination.reconcile_all()).expect("terminate")
     }
 

@@ -609,7 +609,7 @@ fn the_instance_is_terminated_and_finalizers_removed_only_after_ec2_reports_it_t
 
 #[test]
 fn deleting_the_node_deletes_its_nodeclaim() {
-    let mut w = world();
+    let w = world();
     let node = w.node("default-a", None);
     w.delete(&ResourceKind::NODE, &node);
     assert!(

@@ -1,0 +1,254 @@
+//! The operator as concurrent loops (`Operator::spawn`) on tokio's paused clock, over the fake
+//! API server (with watches) and fakecloud: what one slow cloud call must not hold up.
+//!
+//! The headline case is issue 13's: a spot warning arrives while a launch is waiting 30 s for
+//! CreateFleet. The running operator acts on it (claim deleted, replacement claim created, the
+//! node tainted for drain) within 5 s; the same world driven by the sequential `Operator::step`
+//! loop cannot, because its step is stuck in the launch (the second test pins that contrast).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fakecloud::{Config, Fake, FakeCloud, Fault, Operation};
+use fakekube::ApiServer;
+use karpenter_core::api::labels::DISRUPTED_TAINT_KEY;
+use karpenter_core::api::{NodeClaim, ProviderId, conditions};
+use karpenter_core::catalog::Catalog;
+use karpenter_core::operator::Operator;
+use karpenter_core::seams::kube::ResourceKind;
+use karpenter_core::seams::{Clock, KubeApi, VirtualClock};
+use serde_json::json;
+
+use super::api_server::{self as api, Fixtures};
+use super::support::{self, objects};
+
+const QUEUE: &str = "https://sqs.us-west-2.amazonaws.com/123456789012/sim";
+
+struct World {
+    kube: Arc<ApiServer>,
+    cloud: Arc<FakeCloud>,
+    operator: Operator,
+}
+
+fn world() -> World {
+    let clock: Arc<dyn Clock> = Arc::new(VirtualClock::new(support::start()));
+    let cloud = Arc::new(FakeCloud::new(
+        clock.clone(),
+        Catalog::builtin(),
+        Config::default(),
+    ));
+    let kube = api::api_server(clock.clone());
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
+    kube.apply(
+        &ResourceKind::NODE_POOL,
+        json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "pool-uid"},
+            "spec": {"template": {"spec": {
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m6i.large"]}
+                ],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+            }}}
+        }),
+    );
+    let operator = Operator::new(
+        kube.clone(),
+        cloud.clone(),
+        clock,
+        Arc::new(Catalog::builtin()),
+        support::options(),
+    )
+    .with_interruption_queue(cloud.clone(), QUEUE.into());
+    World {
+        kube,
+        cloud,
+        operator,
+    }
+}
+
+impl World {
+    fn claims(&self) -> Vec<NodeClaim> {
+        futures::FutureExt::now_or_never(
+            self.kube
+                .list(&ResourceKind::NODE_CLAIM, &Default::default()),
+        )
+        .expect("an in-memory list answers at once")
+        .expect("listed")
+        .items
+        .into_iter()
+        .map(|c| serde_json::from_value(c).expect("decodes"))
+        .collect()
+    }
+
+    fn claim(&self, name: &str) -> Option<NodeClaim> {
+        self.kube
+            .object_named(&ResourceKind::NODE_CLAIM, name)
+            .map(|c| serde_json::from_value(c).expect("decodes"))
+    }
+
+    fn has(&self, claim: &str, condition: &str) -> bool {
+        self.claim(claim)
+            .and_then(|c| c.status)
+            .is_some_and(|s| conditions::is_true(&s.conditions, condition))
+    }
+
+    /// What the kubelet and kube-scheduler would do: a Node for `claim`'s instance, and `pod`
+    /// bound to it and running.
+    fn join(&self, claim: &str, pod: &str) {
+        let provider_id = self
+            .claim(claim)
+            .and_then(|c| c.status)
+            .and_then(|s| s.provider_id)
+            .expect("launched");
+        let node = format!("node-{claim}");
+        self.kube.apply(
+            &ResourceKind::NODE,
+            objects::ready_node(&node, &provider_id),
+        );
+        let mut object = self
+            .kube
+            .object_named(&ResourceKind::POD, &format!("default/{pod}"))
+            .expect("pod");
+        object["spec"]["nodeName"] = json!(node);
+        object["status"] = json!({"phase": "Running"});
+        self.kube.apply(&ResourceKind::POD, object);
+    }
+
+    fn instance_of(&self, claim: &str) -> String {
+        self.claim(claim)
+            .and_then(|c| c.status)
+            .and_then(|s| s.provider_id)
+            .and_then(|p| ProviderId::instance_id_of(&p))
+            .expect("instance")
+    }
+
+    fn tainted_for_drain(&self, node: &str) -> bool {
+        self.kube
+            .object_named(&ResourceKind::NODE, node)
+            .and_then(|n| n["spec"]["taints"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t["key"] == DISRUPTED_TAINT_KEY)
+    }
+
+    fn replacements_of(&self, old: &str) -> Vec<String> {
+        self.claims()
+            .into_iter()
+            .filter(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("karpenter.sh/replaces"))
+                    .is_some_and(|list| list.split(',').any(|n| n == old))
+            })
+            .filter_map(|c| c.metadata.name)
+            .collect()
+    }
+}
+
+/// Polls `done` every 100 ms of simulated time for at most `within`.
+async fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One claim launched and initialized with pod `web` running on it, then a second claim (for
+/// pod `batch`) whose CreateFleet takes 30 s; 3 s into that launch EC2 warns that the first
+/// claim's spot instance will be reclaimed. Returns (the first claim, whether within 5 s of the
+/// warning its claim was deleted, a replacement was created and its node was tainted for drain).
+async fn warning_during_a_slow_launch(w: &World) -> (String, bool) {
+    w.kube
+        .apply(&ResourceKind::POD, objects::pending_pod("web", "1500m"));
+    assert!(
+        eventually(Duration::from_secs(30), || w.claims().len() == 1
+            && w.has(
+                &w.claims()[0].metadata.name.clone().unwrap_or_default(),
+                "Launched"
+            ))
+        .await,
+        "the first claim launches"
+    );
+    let old = w.claims()[0].metadata.name.clone().expect("named");
+    w.join(&old, "web");
+    assert!(
+        eventually(Duration::from_secs(30), || w.has(&old, "Initialized")).await,
+        "the first claim initializes"
+    );
+    w.cloud
+        .script_faults(Operation::CreateFleet, [Fault::LatencyMs(30_000)]);
+    w.kube
+        .apply(&ResourceKind::POD, objects::pending_pod("batch", "1500m"));
+    assert!(
+        eventually(Duration::from_secs(15), || w.claims().len() == 2).await,
+        "the second claim is created"
+    );
+    let slow = w
+        .claims()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .find(|n| *n != old)
+        .expect("second claim");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!w.has(&slow, "Launched"), "its launch is in flight");
+    assert!(w.cloud.interrupt_spot(&w.instance_of(&old)));
+    let node = format!("node-{old}");
+    let acted = eventually(Duration::from_secs(5), || {
+        w.claim(&old)
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+            && !w.replacements_of(&old).is_empty()
+            && w.tainted_for_drain(&node)
+    })
+    .await;
+    assert!(
+        !w.has(&slow, "Launched"),
+        "the slow launch was still in flight when the warning was acted on"
+    );
+    (old, acted)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spot_warning_is_acted_on_within_five_seconds_while_a_thirty_second_launch_is_in_flight()
+{
+    let w = world();
+    let handle = w.operator.spawn();
+    let (old, acted) = warning_during_a_slow_launch(&w).await;
+    assert!(
+        acted,
+        "claim {old} deleted, its replacement created and its node tainted within 5 s"
+    );
+    handle.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_sequential_step_loop_cannot_act_on_that_warning_in_time() {
+    let w = world();
+    let mut operator = Operator::new(
+        w.kube.clone(),
+        w.cloud.clone(),
+        Arc::new(VirtualClock::new(support::start())),
+        Arc::new(Catalog::builtin()),
+        support::options(),
+    )
+    .with_interruption_queue(w.cloud.clone(), QUEUE.into());
+    let stepping = tokio::spawn(async move {
+        loop {
+            operator.step().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let (_, acted) = warning_during_a_slow_launch(&w).await;
+    assert!(
+        !acted,
+        "one step waits for the 30 s launch before it polls the queue again"
+    );
+    stepping.abort();
+}

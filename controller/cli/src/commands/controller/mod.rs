@@ -201,7 +201,7 @@ fn options(settings: &Settings, cluster: &discovery::Discovered) -> Options {
     options.provisioning.window.max = settings.batch_max_duration;
     options.provisioning.scheduling.preference_policy = settings.preference_policy();
     options.provisioning.scheduling.min_values_policy = settings.min_values_policy();
-    options.disruption.scheduling = options.provisioning.scheduling.clone();
+    options.disruption.scheduling = options.provisioning.scheduling;
     options.disruption.spot_to_spot = settings.feature_gates.spot_to_spot_consolidation;
     options.lifecycle.cluster_name = settings.cluster_name.clone();
     options.lifecycle.kubernetes_version = cluster.kubernetes_version.clone();

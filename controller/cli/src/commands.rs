@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod controller;
 mod disrupt;
 mod plan;
 mod validate;
@@ -20,6 +21,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the controller (the container's entrypoint). Settings come from upstream's
+    /// environment variables (CLUSTER_NAME, ...) or the matching flags.
+    Controller(Box<controller::Settings>),
     /// One size of the scheduling benchmark, as a JSON line (used by `cargo xtask bench`).
     #[command(hide = true)]
     BenchScheduling {
@@ -81,6 +85,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Controller(settings) => controller::run(*settings),
         Command::Crds { out, check } => crds(out, check),
         Command::Validate { files } => validate::run(&files),
         Command::Plan {

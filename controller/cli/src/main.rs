@@ -1,5 +1,5 @@
 //! The `karpenter` binary: the composition root of the controller and the user-facing
-//! subcommands (`crds`, `validate`).
+//! subcommands (`controller`, `crds`, `validate`, `plan`).
 
 mod commands;
 

@@ -123,6 +123,8 @@ pub struct OperatorHandle {
     tasks: Vec<JoinHandle<()>>,
     reports: mpsc::Receiver<LoopReport>,
     ctx: Arc<Context>,
+    /// Resolves once every informer has listed (the binary's `/readyz`).
+    synced: Option<BoxFuture<'static, ()>>,
 }
 
 impl std::fmt::Debug for OperatorHandle {
@@ -141,6 +143,12 @@ impl OperatorHandle {
             out.push(report);
         }
         out
+    }
+
+    /// A future resolving once every cache has listed (the controllers start then); `None` after
+    /// the first call.
+    pub fn take_synced(&mut self) -> Option<BoxFuture<'static, ()>> {
+        self.synced.take()
     }
 
     /// Whether any loop has ended (none should while the runtime runs: a loop that ended
@@ -244,6 +252,7 @@ impl Operator {
         let limits = ctx.options.limits;
         let (reports, receiver) = Reporter::channel();
         let informers = Informers::start(&ctx);
+        let synced: BoxFuture<'static, ()> = Box::pin(informers.synced_owned());
         let mut tasks = Vec::new();
         // Every loop starts once every cache has listed.
         let after_sync = |future: BoxFuture<'static, ()>| {
@@ -336,6 +345,7 @@ impl Operator {
             tasks,
             reports: receiver,
             ctx,
+            synced: Some(synced),
         }
     }
 

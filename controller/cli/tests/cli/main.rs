@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 mod bench;
+mod controller;
 mod plan;
 mod plan_disrupt;
 mod validate_and_crds;

@@ -10,6 +10,7 @@
 //! simulation uses, so what kubectl sees is what the simulation's invariants look at.
 
 pub mod deployments;
+pub mod gc;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -100,6 +101,9 @@ impl Running {
         let now = self.clock.now();
         if let Err(e) = self.deployments.reconcile(self.api.as_ref(), now).await {
             eprintln!("deployment controller: {e}");
+        }
+        if let Err(e) = gc::collect_node_claims(self.api.as_ref()).await {
+            eprintln!("garbage collector: {e}");
         }
     }
 

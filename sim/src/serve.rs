@@ -139,7 +139,10 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
             ..Default::default()
         },
     };
-    if scenario.as_ref().is_none_or(|s| s.cloud.discovery_tag.is_none()) {
+    if scenario
+        .as_ref()
+        .is_none_or(|s| s.cloud.discovery_tag.is_none())
+    {
         cloud_config.cluster_name = options.cluster.clone();
     }
     let account = Account::new(clock.clone(), Catalog::builtin(), cloud_config);
@@ -210,7 +213,9 @@ async fn apply_scenario(api: &ApiServer, scenario: &Scenario) -> Result<(), Serv
         let api_version = document["apiVersion"].as_str().unwrap_or_default();
         let kind = document["kind"].as_str().unwrap_or_default();
         let served = fakekube_serve::kinds::by_kind(api_version, kind).ok_or_else(|| {
-            ServeError::Manifests(format!("document {index}: {api_version} {kind} is not served"))
+            ServeError::Manifests(format!(
+                "document {index}: {api_version} {kind} is not served"
+            ))
         })?;
         api.create(&served.kind, document)
             .await

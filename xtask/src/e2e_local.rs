@@ -5,6 +5,10 @@
 //! NodeClaim, scale to zero, delete the NodePool and check the cloud has no instance left.
 //! Bounded in time; stops what it started; prints every log on failure.
 
+// The harness waits on real processes, so its deadlines are wall-clock ones (nothing here feeds
+// a seeded decision).
+#![allow(clippy::disallowed_methods)]
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -53,7 +57,9 @@ pub fn run(root: &Path) -> Result<(), String> {
         return Err("e2e-local build".into());
     }
     let Some(kubectl) = find_kubectl() else {
-        eprintln!("xtask: e2e-local skipped: no kubectl found (set KUBECTL, or run scripts/install-helm.sh)");
+        eprintln!(
+            "xtask: e2e-local skipped: no kubectl found (set KUBECTL, or run scripts/install-helm.sh)"
+        );
         return Ok(());
     };
     let dir = root.join("target/e2e-local");
@@ -153,8 +159,7 @@ impl Harness {
             .map_err(|e| format!("e2e-local (could not start karpenter-sim serve: {e})"))?;
         self.serve = Some(child);
         let ready_by = Instant::now() + Duration::from_secs(READY_SECONDS_MAX);
-        while http(&format!("127.0.0.1:{port}"), "GET", "/readyz", "").is_none_or(|b| b != "ok")
-        {
+        while http(&format!("127.0.0.1:{port}"), "GET", "/readyz", "").is_none_or(|b| b != "ok") {
             if Instant::now() > ready_by {
                 return Err("e2e-local: serve did not get ready".into());
             }
@@ -166,7 +171,10 @@ impl Harness {
             .find_map(|l| l.strip_prefix("AWS_ENDPOINT_URL=http://"))
             .ok_or("e2e-local: serve printed no AWS_ENDPOINT_URL")?
             .to_string();
-        self.note(format!("serve ready on 127.0.0.1:{port}, AWS endpoint {}", self.aws));
+        self.note(format!(
+            "serve ready on 127.0.0.1:{port}, AWS endpoint {}",
+            self.aws
+        ));
         Ok(())
     }
 
@@ -239,7 +247,8 @@ impl Harness {
     fn live_instances(&mut self) -> Result<usize, String> {
         let body = "Action=DescribeInstances&Version=2016-11-15";
         let xml = http(&self.aws, "POST", "/", body).ok_or("e2e-local: DescribeInstances")?;
-        Ok(xml.matches("<name>running</name>").count() + xml.matches("<name>pending</name>").count())
+        Ok(xml.matches("<name>running</name>").count()
+            + xml.matches("<name>pending</name>").count())
     }
 
     /// Polls `done` until it holds, within the run's deadline.
@@ -251,7 +260,10 @@ impl Harness {
         let start = Instant::now();
         loop {
             if done(self)? {
-                self.note(format!("{what} after {:.0} s", start.elapsed().as_secs_f64()));
+                self.note(format!(
+                    "{what} after {:.0} s",
+                    start.elapsed().as_secs_f64()
+                ));
                 return Ok(());
             }
             if Instant::now() > self.deadline {
@@ -289,7 +301,9 @@ impl Harness {
 /// A one-shot HTTP/1.0 request; the body of a 2xx answer.
 fn http(addr: &str, method: &str, path: &str, body: &str) -> Option<String> {
     let mut stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
     let request = format!(
         "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()

@@ -417,7 +417,15 @@ fn sim_serve(root: &Path, args: &[String]) -> Result<(), String> {
         root,
         "serve build",
         "cargo",
-        &["build", "-p", "karpenter-sim", "--features", "serve", "--bin", "karpenter-sim"],
+        &[
+            "build",
+            "-p",
+            "karpenter-sim",
+            "--features",
+            "serve",
+            "--bin",
+            "karpenter-sim",
+        ],
     )?;
     let status = Command::new(root.join("target/debug/karpenter-sim"))
         .args(args)

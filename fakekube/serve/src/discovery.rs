@@ -66,8 +66,10 @@ fn aggregated_resource(served: &Served) -> Value {
     let gvk = |k: &str| json!({"group": kind.group, "version": kind.version, "kind": k});
     let mut subresources = Vec::new();
     if served.status {
-        subresources.push(json!({"subresource": "status", "responseKind": gvk(kind.kind),
-            "verbs": ["get", "patch", "update"]}));
+        subresources.push(
+            json!({"subresource": "status", "responseKind": gvk(kind.kind),
+            "verbs": ["get", "patch", "update"]}),
+        );
     }
     if served.scale {
         subresources.push(json!({"subresource": "scale",
@@ -117,8 +119,10 @@ pub fn api_group(group: &str) -> Option<Value> {
         .into_iter()
         .find(|(g, _)| *g == group && !g.is_empty())?;
     let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-    Some(json!({"kind": "APIGroup", "apiVersion": "v1", "name": group,
-        "versions": [gv.clone()], "preferredVersion": gv}))
+    Some(
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": group,
+        "versions": [gv.clone()], "preferredVersion": gv}),
+    )
 }
 
 /// `/api/v1` or `/apis/G/V` as an `APIResourceList`, if served.
@@ -134,8 +138,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
             "kind": kind.kind, "verbs": kinds::verbs(), "shortNames": served.short_names,
         }));
         let mut sub = |name: &str, kind_name: &str, verbs: &[&str]| {
-            resources.push(json!({"name": format!("{}/{name}", kind.plural), "singularName": "",
-                "namespaced": kind.namespaced, "kind": kind_name, "verbs": verbs}));
+            resources.push(
+                json!({"name": format!("{}/{name}", kind.plural), "singularName": "",
+                "namespaced": kind.namespaced, "kind": kind_name, "verbs": verbs}),
+            );
         };
         if served.status {
             sub("status", kind.kind, &["get", "patch", "update"]);
@@ -194,7 +200,11 @@ pub fn openapi_document(path: &str) -> Option<Value> {
     {
         let kind = &served.kind;
         let path = if kind.namespaced {
-            format!("/{}/namespaces/{{namespace}}/{}/{{name}}", openapi_path(group, version), kind.plural)
+            format!(
+                "/{}/namespaces/{{namespace}}/{}/{{name}}",
+                openapi_path(group, version),
+                kind.plural
+            )
         } else {
             format!("/{}/{}/{{name}}", openapi_path(group, version), kind.plural)
         };

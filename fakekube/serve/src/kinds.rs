@@ -85,9 +85,9 @@ pub fn all() -> &'static [Served] {
 
 /// The served kind of `group`/`version` with REST plural `plural`.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Served> {
-    all().iter().find(|s| {
-        s.kind.group == group && s.kind.version == version && s.kind.plural == plural
-    })
+    all()
+        .iter()
+        .find(|s| s.kind.group == group && s.kind.version == version && s.kind.plural == plural)
 }
 
 /// The served kind of `apiVersion` and `kind` (as written in a manifest).
@@ -182,7 +182,11 @@ fn build() -> Vec<Served> {
         },
         Served {
             status: true,
-            ..plain(ResourceKind::POD_DISRUPTION_BUDGET, "poddisruptionbudget", &["pdb"])
+            ..plain(
+                ResourceKind::POD_DISRUPTION_BUDGET,
+                "poddisruptionbudget",
+                &["pdb"],
+            )
         },
         plain(ResourceKind::STORAGE_CLASS, "storageclass", &["sc"]),
         plain(ResourceKind::VOLUME_ATTACHMENT, "volumeattachment", &[]),

@@ -190,5 +190,7 @@ fn into_response(reply: Reply) -> Response<Body> {
         .header("content-type", content_type)
         .header("cache-control", "no-cache, private")
         .body(body)
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"bad response")).boxed_unsync()))
+        .unwrap_or_else(|_| {
+            Response::new(Full::new(Bytes::from_static(b"bad response")).boxed_unsync())
+        })
 }

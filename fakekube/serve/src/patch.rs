@@ -15,8 +15,14 @@ use serde_json::{Map, Value};
 /// The merge key of a list field in built-in kinds' strategic merge patches.
 fn merge_key(field: &str) -> Option<&'static str> {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes"
-        | "imagePullSecrets" | "volumeMounts" | "conditions" => Some(match field {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "volumeMounts"
+        | "conditions" => Some(match field {
             "conditions" => "type",
             _ => "name",
         }),

@@ -162,9 +162,8 @@ async fn resource(
     if group.is_empty() && plural == "events" {
         return events(api, call, namespace.as_deref());
     }
-    let served = kinds::find(group, version, plural).ok_or_else(|| {
-        ApiError::not_found("resource", &format!("{group}/{version}/{plural}"))
-    })?;
+    let served = kinds::find(group, version, plural)
+        .ok_or_else(|| ApiError::not_found("resource", &format!("{group}/{version}/{plural}")))?;
     let target = Target {
         served,
         namespace,
@@ -337,7 +336,10 @@ fn fit(target: &Target, mut object: Value) -> Result<Value, ApiError> {
     if !object.is_object() {
         return Err(ApiError::bad_request("the body must be an object"));
     }
-    for (field, wanted) in [("apiVersion", kind.api_version()), ("kind", kind.kind.into())] {
+    for (field, wanted) in [
+        ("apiVersion", kind.api_version()),
+        ("kind", kind.kind.into()),
+    ] {
         match object[field].as_str() {
             None => object[field] = json!(wanted),
             Some(found) if found == wanted => {}
@@ -435,7 +437,12 @@ async fn patch(
 ) -> Result<Reply, ApiError> {
     let kind = &target.served.kind;
     let key = target.key()?;
-    let content_type = call.content_type.split(';').next().unwrap_or_default().trim();
+    let content_type = call
+        .content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
     if content_type == "application/json-patch+json" {
         let patch = Patch::Json(body(call)?);
         let written = if status_only {

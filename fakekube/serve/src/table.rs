@@ -100,29 +100,28 @@ pub fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// Splits at unescaped dots outside filters, unescaping `\.`.
 fn split_path(path: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
+    let mut out = Vec::new();
+    let mut current = String::new();
     let mut chars = path.chars().peekable();
     let mut depth = 0usize;
     while let Some(c) = chars.next() {
         match c {
             '\\' if chars.peek() == Some(&'.') => {
                 chars.next();
-                out.last_mut().map(|s| s.push('.'));
+                current.push('.');
             }
-            '[' => {
-                depth += 1;
-                out.last_mut().map(|s| s.push(c));
-            }
-            ']' => {
-                depth = depth.saturating_sub(1);
-                out.last_mut().map(|s| s.push(c));
-            }
-            '.' if depth == 0 => out.push(String::new()),
+            '.' if depth == 0 => out.push(std::mem::take(&mut current)),
             _ => {
-                out.last_mut().map(|s| s.push(c));
+                match c {
+                    '[' => depth += 1,
+                    ']' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                current.push(c);
             }
         }
     }
+    out.push(current);
     out.retain(|s| !s.is_empty());
     out
 }

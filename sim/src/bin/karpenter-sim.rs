@@ -482,7 +482,10 @@ fn serve(options: karpenter_sim::serve::ServeOptions) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        println!("karpenter-sim serve: cluster {} (seed {})", options.cluster, options.seed);
+        println!(
+            "karpenter-sim serve: cluster {} (seed {})",
+            options.cluster, options.seed
+        );
         println!("KUBERNETES_API={}", running.kube_url());
         println!("AWS_ENDPOINT_URL={}", running.aws_url());
         if let Some(path) = &options.kubeconfig {
@@ -490,7 +493,11 @@ fn serve(options: karpenter_sim::serve::ServeOptions) -> ExitCode {
         }
         println!(
             "controller: {}",
-            if options.controller { "in process" } else { "off (--no-controller)" }
+            if options.controller {
+                "in process"
+            } else {
+                "off (--no-controller)"
+            }
         );
         println!("ready");
         running.run_until(stop_signal()).await;

@@ -80,9 +80,10 @@ impl Deployments {
 
 fn is_ready(pod: &Value) -> bool {
     pod["status"]["phase"] == "Running"
-        && pod["status"]["conditions"]
-            .as_array()
-            .is_none_or(|c| !c.iter().any(|c| c["type"] == "Ready" && c["status"] != "True"))
+        && pod["status"]["conditions"].as_array().is_none_or(|c| {
+            !c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] != "True")
+        })
 }
 
 /// Writes the Deployment's status when its counts or conditions changed.

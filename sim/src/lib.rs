@@ -28,6 +28,8 @@ pub mod report;
 pub mod scenario;
 pub mod scheduler;
 pub mod seams;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod swarm;
 pub mod workloads;
 pub mod world;

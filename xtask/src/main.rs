@@ -2,12 +2,17 @@
 //! exactly the same steps.
 //!
 //! - `cargo xtask test`: format check, clippy (`-D warnings`), CRD staleness check, a replayed
-//!   simulation, a 100-seed swarm, the chart check, every test.
+//!   simulation, a 100-seed swarm, the chart check, the AWS clients, every test.
 //! - `cargo xtask crds`: regenerate `crds/` and `charts/karpenter/crds/` from the API types.
 //! - `cargo xtask sim [ARGS]`: `karpenter-sim` built with `--cfg madsim` (`run`, `swarm`, ...).
 //! - `cargo xtask chart`: the Helm chart, IAM policy and Dockerfile checks with real Helm.
 //! - `cargo xtask aws-clients`: the AWS CLI v1, v2 and boto3 against `fakecloud serve`.
 //! - `cargo xtask image`: the controller image, where a Docker daemon runs.
+//! - `cargo xtask e2e-local`: `karpenter-sim serve` driven by kubectl end to end ([`e2e_local`]).
+//! - `cargo xtask sim serve [ARGS]`: `karpenter-sim serve` (a normal build with the `serve`
+//!   feature: it runs on the system clock, never under madsim).
+
+mod e2e_local;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -42,6 +47,9 @@ enum Task {
     /// The AWS CLI v1 and v2 and boto3 against `fakecloud serve` (EC2 Query, SQS JSON and Query,
     /// SSM, IAM, EKS, Pricing on the wire).
     AwsClients,
+    /// `karpenter-sim serve` driven by kubectl: apply seed-000, pods Running on a Karpenter node,
+    /// NodeClaim read, scale to zero, NodePool deleted, no instance left.
+    E2eLocal,
     /// Builds the controller image from the Dockerfile (skipped, saying so, without a daemon).
     Image {
         /// Image reference to tag the build with.
@@ -73,6 +81,7 @@ fn main() -> ExitCode {
         Task::Chart => chart(&root),
         Task::AwsClients => aws_clients(&root),
         Task::Image { tag } => image(&root, &tag),
+        Task::E2eLocal => e2e_local::run(&root),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -114,6 +123,23 @@ fn test(root: &Path) -> Result<(), String> {
         &[
             "clippy",
             "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    // The `serve` feature is off in the workspace build (it must stay out of madsim's graph).
+    run(
+        root,
+        "clippy (karpenter-sim serve)",
+        "cargo",
+        &[
+            "clippy",
+            "--package",
+            "karpenter-sim",
+            "--features",
+            "serve",
             "--all-targets",
             "--",
             "-D",
@@ -353,6 +379,9 @@ fn sim(root: &Path, args: &[String]) -> Result<(), String> {
     } else {
         args.to_vec()
     };
+    if args.first().is_some_and(|a| a == "serve") {
+        return sim_serve(root, &args);
+    }
     let commit = Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .current_dir(root)
@@ -396,6 +425,34 @@ fn sim(root: &Path, args: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err("simulation".to_string())
+    }
+}
+
+/// `karpenter-sim serve ARGS`: a normal (tokio, system clock) build with the `serve` feature.
+fn sim_serve(root: &Path, args: &[String]) -> Result<(), String> {
+    run(
+        root,
+        "serve build",
+        "cargo",
+        &[
+            "build",
+            "-p",
+            "karpenter-sim",
+            "--features",
+            "serve",
+            "--bin",
+            "karpenter-sim",
+        ],
+    )?;
+    let status = Command::new(root.join("target/debug/karpenter-sim"))
+        .args(args)
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("serve (could not start karpenter-sim: {e})"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err("serve".to_string())
     }
 }
 

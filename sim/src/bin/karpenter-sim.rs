@@ -5,6 +5,8 @@
 //! `karpenter-sim swarm --seeds 1..1000 [--jobs N] [--scenario NAME] [--safety 30m]
 //!   [--liveness 20m] [--faults drawn|none|a,b] [--bug NAME] [--json FILE] [--logs DIR]`
 //! `karpenter-sim scenarios`
+//! `karpenter-sim serve --listen ADDR [--cluster NAME] [--scenario NAME] [--seed N]
+//!   [--no-controller] [--kubeconfig FILE]` (with the `serve` feature; see `docs/serve.md`)
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -83,6 +85,34 @@ enum Command {
     },
     /// List the built-in scenarios.
     Scenarios,
+    /// The world on the system clock behind the Kubernetes REST API and the AWS endpoint, for
+    /// kubectl and the real controller binary (`docs/serve.md`).
+    #[cfg(feature = "serve")]
+    Serve {
+        /// The Kubernetes API's address (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:8001")]
+        listen: std::net::SocketAddr,
+        /// The AWS endpoint's address (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        aws_listen: std::net::SocketAddr,
+        /// The cluster's name (discovery tags, node role `KarpenterNodeRole-NAME`, queue).
+        #[arg(long, default_value = "demo")]
+        cluster: String,
+        /// A built-in scenario or a scenario file (default: an empty cluster).
+        #[arg(long)]
+        scenario: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Leave the in-process controller off (run `karpenter controller` against it).
+        #[arg(long)]
+        no_controller: bool,
+        /// Where to write a kubeconfig for the served API.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Wall time between two ticks of the kubelet, scheduler and Deployment stand-ins.
+        #[arg(long, default_value_t = 500)]
+        tick_ms: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -102,6 +132,26 @@ fn main() -> ExitCode {
             duration,
             json,
         } => run(seed, &scenario, duration, json),
+        #[cfg(feature = "serve")]
+        Command::Serve {
+            listen,
+            aws_listen,
+            cluster,
+            scenario,
+            seed,
+            no_controller,
+            kubeconfig,
+            tick_ms,
+        } => serve(karpenter_sim::serve::ServeOptions {
+            listen,
+            aws_listen,
+            cluster,
+            scenario,
+            seed,
+            controller: !no_controller,
+            kubeconfig,
+            tick_ms,
+        }),
         Command::Swarm {
             seeds,
             jobs,
@@ -409,4 +459,62 @@ fn print_report(report: &Report) {
         "event log sha256: {} ({} lines)",
         report.event_log_sha256, report.event_log_lines
     );
+}
+
+/// `karpenter-sim serve`: serves until Ctrl-C or SIGTERM.
+#[cfg(feature = "serve")]
+fn serve(options: karpenter_sim::serve::ServeOptions) -> ExitCode {
+    let runtime = match real_tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async {
+        let running = match karpenter_sim::serve::start(&options).await {
+            Ok(running) => running,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        println!(
+            "karpenter-sim serve: cluster {} (seed {})",
+            options.cluster, options.seed
+        );
+        println!("KUBERNETES_API={}", running.kube_url());
+        println!("AWS_ENDPOINT_URL={}", running.aws_url());
+        if let Some(path) = &options.kubeconfig {
+            println!("KUBECONFIG={}", path.display());
+        }
+        println!(
+            "controller: {}",
+            if options.controller {
+                "in process"
+            } else {
+                "off (--no-controller)"
+            }
+        );
+        println!("ready");
+        running.run_until(stop_signal()).await;
+        println!("karpenter-sim serve: stopped");
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(feature = "serve")]
+async fn stop_signal() {
+    use real_tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = real_tokio::signal::ctrl_c().await;
+        return;
+    };
+    real_tokio::select! {
+        _ = real_tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }

@@ -83,6 +83,10 @@ pub enum StepError {
     Expiration(KubeError),
     #[error("disruption: {0}")]
     Disruption(DisruptionError),
+    #[error("ec2nodeclass status: {0}")]
+    NodeClassStatus(KubeError),
+    #[error("drift detection: {0}")]
+    Drift(KubeError),
 }
 
 impl StepError {
@@ -97,6 +101,8 @@ impl StepError {
             StepError::PodEvents(_) => "pod_events",
             StepError::Expiration(_) => "expiration",
             StepError::Disruption(_) => "disruption",
+            StepError::NodeClassStatus(_) => "ec2nodeclass_status",
+            StepError::Drift(_) => "drift_detection",
         }
     }
 }
@@ -179,6 +185,29 @@ impl Drop for OperatorHandle {
     }
 }
 
+/// The loops that write status from what they read: the NodePool counters, and the
+/// EC2NodeClass status controller followed by drift detection.
+fn status_loops(
+    ctx: &Arc<Context>,
+    informers: &Informers,
+    reports: &loops::Reporter,
+) -> [BoxFuture<'static, ()>; 2] {
+    let counter = loops::CounterLoop {
+        counter: nodepool::Counter::new(ctx.clone()),
+        reports: reports.clone(),
+    };
+    [
+        Box::pin(run_singleton(
+            counter,
+            informers.trigger(&[ResourceKind::NODE_POOL, ResourceKind::NODE_CLAIM]),
+        )),
+        Box::pin(run_singleton(
+            loops::DriftLoop::new(ctx, reports.clone()),
+            informers.trigger(&loops::DriftLoop::TRIGGERS),
+        )),
+    ]
+}
+
 /// The controllers over one context.
 pub struct Operator {
     ctx: Arc<Context>,
@@ -191,6 +220,8 @@ pub struct Operator {
     pod_events: PodEvents,
     expiration: Expiration,
     disruption: Disruption,
+    node_class_status: crate::nodeclass::NodeClassStatus,
+    drift: crate::nodeclaim::drift::DriftDetection,
 }
 
 impl Operator {
@@ -217,6 +248,8 @@ impl Operator {
             pod_events: PodEvents::new(ctx.clone()),
             expiration: Expiration::new(ctx.clone()),
             disruption: Disruption::new(ctx.clone()),
+            node_class_status: crate::nodeclass::NodeClassStatus::new(ctx.clone()),
+            drift: crate::nodeclaim::drift::DriftDetection::new(ctx.clone()),
             ctx,
         }
     }
@@ -319,13 +352,9 @@ impl Operator {
             },
             crate::runtime::Trigger::never(),
         ))));
-        tasks.push(after_sync(Box::pin(run_singleton(
-            CounterLoop {
-                counter: nodepool::Counter::new(ctx.clone()),
-                reports: reports.clone(),
-            },
-            informers.trigger(&[ResourceKind::NODE_POOL, ResourceKind::NODE_CLAIM]),
-        ))));
+        for future in status_loops(&ctx, &informers, &reports) {
+            tasks.push(after_sync(future));
+        }
         tasks.push(after_sync(Box::pin(run_singleton(
             DisruptionLoop {
                 pod_events: PodEvents::new(ctx.clone()),
@@ -366,6 +395,9 @@ impl Operator {
             }
             report.interruption = Some(polled);
         }
+        if let Err(err) = self.node_class_status.reconcile_all().await {
+            report.errors.push(StepError::NodeClassStatus(err));
+        }
         match self.provisioner.tick().await {
             Ok(outcome) => report.provisioned = outcome,
             Err(err) => {
@@ -393,6 +425,9 @@ impl Operator {
         match self.expiration.pass().await {
             Ok(expired) => report.expired = expired,
             Err(err) => report.errors.push(StepError::Expiration(err)),
+        }
+        if let Err(err) = self.drift.pass().await {
+            report.errors.push(StepError::Drift(err));
         }
         match self.disruption.pass().await {
             Ok(outcome) => report.disruption = Some(outcome),

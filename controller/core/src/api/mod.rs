@@ -7,6 +7,7 @@ pub mod common;
 pub mod conditions;
 pub mod crd;
 pub mod ec2nodeclass;
+pub mod hash;
 pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;

@@ -20,7 +20,7 @@ pub enum ResolveError {
 }
 
 /// The filters of one selector term: its id (as `id_filter`) and its tags.
-fn term_filters(
+pub(crate) fn term_filters(
     tags: Option<&BTreeMap<String, String>>,
     id: Option<&String>,
     id_filter: &str,
@@ -183,7 +183,7 @@ fn alias_parameter(alias: &str, arch: &str, k8s: &str) -> Result<String, Resolve
 }
 
 /// The DescribeImages query of one name/owner/tags term.
-fn image_query(term: &AmiSelectorTerm) -> ImageQuery {
+pub(crate) fn image_query(term: &AmiSelectorTerm) -> ImageQuery {
     let mut query = ImageQuery::default();
     if let Some(name) = &term.name {
         query.filters.push(Filter::new("name", &[name.as_str()]));

@@ -199,6 +199,53 @@ impl Singleton for CounterLoop {
     }
 }
 
+/// How often the EC2NodeClass status is re-resolved without a trigger (upstream refreshes AMIs
+/// every minute, `AMI_REFRESH_INTERVAL`), so a new AMI release is seen within a minute.
+pub const NODECLASS_REFRESH: Duration = Duration::from_secs(60);
+
+/// The EC2NodeClass status controller, then drift detection (which reads that status).
+pub struct DriftLoop {
+    pub status: crate::nodeclass::NodeClassStatus,
+    pub drift: crate::nodeclaim::drift::DriftDetection,
+    pub reports: Reporter,
+}
+
+impl DriftLoop {
+    /// The kinds whose changes start a pass (a class, pool or claim change may drift a claim).
+    pub const TRIGGERS: [ResourceKind; 3] = [
+        ResourceKind::EC2_NODE_CLASS,
+        ResourceKind::NODE_POOL,
+        ResourceKind::NODE_CLAIM,
+    ];
+
+    pub fn new(ctx: &Arc<Context>, reports: Reporter) -> Self {
+        Self {
+            status: crate::nodeclass::NodeClassStatus::new(ctx.clone()),
+            drift: crate::nodeclaim::drift::DriftDetection::new(ctx.clone()),
+            reports,
+        }
+    }
+}
+
+#[async_trait]
+impl Singleton for DriftLoop {
+    fn name(&self) -> &'static str {
+        "drift"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        if let Err(err) = self.status.reconcile_all().await {
+            self.reports.failed(StepError::NodeClassStatus(err));
+            return TERMINATION_REQUEUE;
+        }
+        if let Err(err) = self.drift.pass().await {
+            self.reports.failed(StepError::Drift(err));
+            return TERMINATION_REQUEUE;
+        }
+        NODECLASS_REFRESH
+    }
+}
+
 /// How often disruption looks at the cluster without a trigger (upstream's disruption
 /// controller polls every 10 s).
 pub const DISRUPTION_POLL: Duration = Duration::from_secs(10);

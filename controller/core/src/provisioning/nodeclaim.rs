@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube_core::ResourceExt;
 
-use crate::api::labels::NODEPOOL_LABEL;
+use crate::api::labels::{
+    NODEPOOL_HASH_ANNOTATION, NODEPOOL_HASH_VERSION_ANNOTATION, NODEPOOL_LABEL,
+};
 use crate::api::nodeclaim::ResourceRequirements;
 use crate::api::{NodeClaim, NodeClaimSpec, NodePool, Operator};
 use crate::scheduling::PlannedClaim;
@@ -29,11 +31,20 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
         }
     }
     labels.insert(NODEPOOL_LABEL.to_string(), pool_name.clone());
-    let annotations = template
+    let mut annotations = template
         .metadata
         .as_ref()
         .map(|m| m.annotations.clone())
         .unwrap_or_default();
+    // The pool's static hash as of creation: drift compares it with the pool's current one.
+    annotations.insert(
+        NODEPOOL_HASH_ANNOTATION.to_string(),
+        crate::api::hash::nodepool_hash(pool),
+    );
+    annotations.insert(
+        NODEPOOL_HASH_VERSION_ANNOTATION.to_string(),
+        crate::api::hash::NODEPOOL_HASH_VERSION.to_string(),
+    );
     let owner = OwnerReference {
         api_version: "karpenter.sh/v1".into(),
         kind: "NodePool".into(),

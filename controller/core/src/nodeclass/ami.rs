@@ -1,0 +1,271 @@
+//! Every AMI an EC2NodeClass's `amiSelectorTerms` select, as the class's `status.amis`: what
+//! drift compares a NodeClaim's image with.
+//!
+//! - an `alias` (`al2023@latest`, `al2023@v20240807`, `bottlerocket@latest`, `al2@…`) reads the
+//!   public SSM parameter of each architecture and variant of the family: `@latest` follows each
+//!   new release, a pinned version never moves;
+//! - an `id` term is looked up to learn its architecture;
+//! - an `ssmParameter` term reads that parameter (an image id) and looks the image up;
+//! - `name`/`tags` terms go through DescribeImages; per architecture the newest non-deprecated
+//!   image wins (upstream: the newest AMI per requirement set).
+//!
+//! Each entry carries the requirements that map instance types to it (`kubernetes.io/arch`,
+//! and for accelerated variants the GPU or accelerator count).
+
+use std::collections::BTreeMap;
+
+use crate::api::EC2NodeClass;
+use crate::api::ec2nodeclass::{AmiFamily, AmiRequirement, AmiStatus};
+use crate::seams::Ec2;
+use crate::seams::ec2::{Image, ImageQuery};
+
+use super::ResolveError;
+
+const ARCH_LABEL: &str = "kubernetes.io/arch";
+const GPU_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-gpu-count";
+const ACCELERATOR_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-accelerator-count";
+
+/// The accelerated variant of a published image, which decides its requirements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Standard,
+    Nvidia,
+    Neuron,
+}
+
+/// One SSM parameter an alias reads, and what the image it names serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AliasParameter {
+    pub name: String,
+    arch: &'static str,
+    variant: Variant,
+}
+
+/// The AMIs `class` selects, sorted by id (a stable status). Errors when none is found.
+pub async fn resolve(
+    ec2: &dyn Ec2,
+    class: &EC2NodeClass,
+    kubernetes_version: &str,
+) -> Result<Vec<AmiStatus>, ResolveError> {
+    let mut amis: BTreeMap<String, AmiStatus> = BTreeMap::new();
+    let mut newest: BTreeMap<&'static str, Image> = BTreeMap::new();
+    for term in &class.spec.ami_selector_terms {
+        if let Some(alias) = &term.alias {
+            for parameter in alias_parameters(alias, kubernetes_version)? {
+                if let Some(id) = ec2.get_parameter(&parameter.name).await? {
+                    let status = AmiStatus {
+                        id: id.clone(),
+                        name: None,
+                        deprecated: None,
+                        requirements: requirements(parameter.arch, parameter.variant),
+                    };
+                    amis.entry(id).or_insert(status);
+                }
+            }
+            continue;
+        }
+        let (query, keep_all) = if let Some(id) = &term.id {
+            (by_ids(vec![id.clone()]), true)
+        } else if let Some(parameter) = &term.ssm_parameter {
+            match ec2.get_parameter(parameter).await? {
+                Some(id) => (by_ids(vec![id]), true),
+                None => {
+                    return Err(ResolveError::Unresolvable(format!(
+                        "ssmParameter {parameter} does not exist"
+                    )));
+                }
+            }
+        } else {
+            (super::resolve::image_query(term), false)
+        };
+        for image in ec2.describe_images(&query).await? {
+            let arch = arch_label(&image.architecture);
+            if keep_all {
+                amis.entry(image.image_id.clone())
+                    .or_insert_with(|| status_of(&image, arch));
+            } else if !image.deprecated
+                && newest
+                    .get(arch)
+                    .is_none_or(|n| image.creation_date > n.creation_date)
+            {
+                newest.insert(arch, image);
+            }
+        }
+    }
+    for (arch, image) in newest {
+        amis.entry(image.image_id.clone())
+            .or_insert_with(|| status_of(&image, arch));
+    }
+    if amis.is_empty() {
+        return Err(ResolveError::Unresolvable(
+            "no AMI matches amiSelectorTerms".into(),
+        ));
+    }
+    Ok(amis.into_values().collect())
+}
+
+fn by_ids(image_ids: Vec<String>) -> ImageQuery {
+    ImageQuery {
+        image_ids,
+        ..ImageQuery::default()
+    }
+}
+
+fn arch_label(ec2_arch: &str) -> &'static str {
+    if ec2_arch == "arm64" {
+        "arm64"
+    } else {
+        "amd64"
+    }
+}
+
+fn status_of(image: &Image, arch: &'static str) -> AmiStatus {
+    AmiStatus {
+        id: image.image_id.clone(),
+        name: Some(image.name.clone()).filter(|n| !n.is_empty()),
+        deprecated: image.deprecated.then_some(true),
+        requirements: requirements(arch, Variant::Standard),
+    }
+}
+
+fn requirements(arch: &str, variant: Variant) -> Vec<AmiRequirement> {
+    let requirement = |key: &str, operator: &str, values: &[&str]| AmiRequirement {
+        key: key.to_string(),
+        operator: operator.to_string(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+    };
+    let mut out = vec![requirement(ARCH_LABEL, "In", &[arch])];
+    match variant {
+        Variant::Standard => {}
+        Variant::Nvidia => out.push(requirement(GPU_COUNT_LABEL, "Exists", &[])),
+        Variant::Neuron => out.push(requirement(ACCELERATOR_COUNT_LABEL, "Exists", &[])),
+    }
+    out
+}
+
+/// Every SSM parameter `alias` reads for Kubernetes `k8s`: one per architecture and variant of
+/// its family, `recommended`/`latest` for `@latest`, the release's own parameter otherwise.
+pub(crate) fn alias_parameters(
+    alias: &str,
+    k8s: &str,
+) -> Result<Vec<AliasParameter>, ResolveError> {
+    let (family, version) = alias.split_once('@').unwrap_or((alias, "latest"));
+    let latest = version == "latest";
+    let param = |name: String, arch, variant| AliasParameter {
+        name,
+        arch,
+        variant,
+    };
+    let ec2 = |arch: &str| if arch == "arm64" { "arm64" } else { "x86_64" };
+    match AmiFamily::from_alias_family(family) {
+        Some(AmiFamily::AL2023) => Ok([
+            ("amd64", "standard", Variant::Standard),
+            ("amd64", "nvidia", Variant::Nvidia),
+            ("amd64", "neuron", Variant::Neuron),
+            ("arm64", "standard", Variant::Standard),
+            ("arm64", "nvidia", Variant::Nvidia),
+        ]
+        .into_iter()
+        .map(|(arch, variant_name, variant)| {
+            let a = ec2(arch);
+            let leaf = if latest {
+                "recommended".to_string()
+            } else {
+                format!("amazon-eks-node-al2023-{a}-{variant_name}-{k8s}-{version}")
+            };
+            param(
+                format!(
+                    "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{a}/{variant_name}/{leaf}/image_id"
+                ),
+                arch,
+                variant,
+            )
+        })
+        .collect()),
+        Some(AmiFamily::AL2) => Ok([
+            ("amd64", "amazon-linux-2", "amazon-eks-node", Variant::Standard),
+            ("arm64", "amazon-linux-2-arm64", "amazon-eks-arm64-node", Variant::Standard),
+            ("amd64", "amazon-linux-2-gpu", "amazon-eks-gpu-node", Variant::Nvidia),
+        ]
+        .into_iter()
+        .map(|(arch, path, prefix, variant)| {
+            let leaf = if latest {
+                "recommended".to_string()
+            } else {
+                format!("{prefix}-{k8s}-{version}")
+            };
+            param(
+                format!("/aws/service/eks/optimized-ami/{k8s}/{path}/{leaf}/image_id"),
+                arch,
+                variant,
+            )
+        })
+        .collect()),
+        Some(AmiFamily::Bottlerocket) => {
+            let version = if latest {
+                "latest"
+            } else {
+                version.trim_start_matches('v')
+            };
+            Ok([
+                ("", "amd64", Variant::Standard),
+                ("", "arm64", Variant::Standard),
+                ("-nvidia", "amd64", Variant::Nvidia),
+                ("-nvidia", "arm64", Variant::Nvidia),
+            ]
+            .into_iter()
+            .map(|(suffix, arch, variant)| {
+                param(
+                    format!(
+                        "/aws/service/bottlerocket/aws-k8s-{k8s}{suffix}/{}/{version}/image_id",
+                        ec2(arch)
+                    ),
+                    arch,
+                    variant,
+                )
+            })
+            .collect())
+        }
+        _ => Err(ResolveError::Unresolvable(format!(
+            "alias {alias} is not supported"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latest_al2023_alias_reads_the_recommended_parameter_of_every_arch_and_variant() {
+        let params = alias_parameters("al2023@latest", "1.33").expect("supported");
+        assert_eq!(params.len(), 5);
+        assert!(params.iter().all(|p| p.name.contains("/recommended/")));
+        assert_eq!(
+            params[0].name,
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id"
+        );
+    }
+
+    #[test]
+    fn a_pinned_alias_reads_the_parameter_of_its_release() {
+        let params = alias_parameters("al2023@v20240807", "1.33").expect("supported");
+        assert_eq!(
+            params[3].name,
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.33-v20240807/image_id"
+        );
+        let bottlerocket = alias_parameters("bottlerocket@v1.40.0", "1.33").expect("supported");
+        assert_eq!(
+            bottlerocket[0].name,
+            "/aws/service/bottlerocket/aws-k8s-1.33/x86_64/1.40.0/image_id"
+        );
+    }
+
+    #[test]
+    fn an_unsupported_alias_family_is_an_unresolvable_error() {
+        assert!(matches!(
+            alias_parameters("windows2022@latest", "1.33"),
+            Err(ResolveError::Unresolvable(_))
+        ));
+    }
+}

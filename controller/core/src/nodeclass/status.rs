@@ -1,0 +1,302 @@
+//! The EC2NodeClass status controller: resolves each class's selector terms once per pass and
+//! writes what they select to `status.subnets`, `status.securityGroups` and `status.amis`, with
+//! the conditions `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady` and `Ready` (each with the
+//! `observedGeneration` it was computed for). It also stamps the class's static hash
+//! (`karpenter.k8s.aws/ec2nodeclass-hash` + version) on the class.
+//!
+//! Drift reads the resolved status (a claim whose image is no longer among `status.amis` has
+//! drifted), so an `@latest` alias moving to a new release drifts the fleet within one pass,
+//! while a pinned alias never moves. Provisioning skips a class whose `Ready` is `False`.
+//!
+//! `Ready` is computed over the conditions this controller writes plus `InstanceProfileReady`
+//! when another step has written it (the instance-profile step of the launch path), so that
+//! step can be added without changing this file's rules.
+//!
+//! A failed EC2 call leaves the last resolved value and its condition in place (a transient
+//! error must not stop launches) and is retried on the next pass; a class whose terms match
+//! nothing gets the condition `False` with the reason.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube_core::ResourceExt;
+use serde_json::{Value, json};
+
+use crate::api::conditions::{self, ec2nodeclass as cond};
+use crate::api::ec2nodeclass::{SecurityGroupStatus, SubnetStatus};
+use crate::api::hash::{EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash};
+use crate::api::labels::{EC2NODECLASS_HASH_ANNOTATION, EC2NODECLASS_HASH_VERSION_ANNOTATION};
+use crate::api::{ConditionStatus, EC2NodeClass, EC2NodeClassStatus};
+use crate::context::Context;
+use crate::seams::KubeError;
+use crate::seams::ec2::{Ec2, Filter};
+use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
+
+use super::ResolveError;
+use super::resolve::term_filters;
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusPass {
+    /// Classes whose status or hash annotations were written.
+    pub written: usize,
+    /// Classes whose resolution hit an EC2 error (kept their last status; retried next pass).
+    pub ec2_errors: usize,
+}
+
+/// The EC2NodeClass status controller.
+pub struct NodeClassStatus {
+    ctx: Arc<Context>,
+}
+
+impl NodeClassStatus {
+    pub fn new(ctx: Arc<Context>) -> Self {
+        Self { ctx }
+    }
+
+    /// Resolves every class not being deleted and writes what changed.
+    pub async fn reconcile_all(&self) -> Result<StatusPass, KubeError> {
+        let classes = {
+            let mut state = self.ctx.state.lock().await;
+            state.node_classes.sync(self.ctx.kube.as_ref()).await?;
+            state.node_classes.to_vec()
+        };
+        let mut pass = StatusPass::default();
+        for class in classes {
+            if class.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let (written, ec2_error) = self.reconcile(&class).await?;
+            pass.written += usize::from(written);
+            pass.ec2_errors += usize::from(ec2_error);
+        }
+        Ok(pass)
+    }
+
+    /// One class: returns (anything written, an EC2 call failed).
+    async fn reconcile(&self, class: &EC2NodeClass) -> Result<(bool, bool), KubeError> {
+        let name = class.name_any();
+        let key = ObjectKey::cluster(name.clone());
+        let mut written = false;
+        let hash = ec2nodeclass_hash(class);
+        let annotations = class.annotations();
+        if annotations.get(EC2NODECLASS_HASH_ANNOTATION) != Some(&hash)
+            || annotations
+                .get(EC2NODECLASS_HASH_VERSION_ANNOTATION)
+                .map(String::as_str)
+                != Some(EC2NODECLASS_HASH_VERSION)
+        {
+            let patch = json!({"metadata": {"annotations": {
+                EC2NODECLASS_HASH_ANNOTATION: hash,
+                EC2NODECLASS_HASH_VERSION_ANNOTATION: EC2NODECLASS_HASH_VERSION,
+            }}});
+            self.ctx
+                .kube
+                .patch(&ResourceKind::EC2_NODE_CLASS, &key, &Patch::Merge(patch))
+                .await?;
+            written = true;
+        }
+        let before = class.status.clone().unwrap_or_default();
+        let (after, ec2_error) = resolve_status(
+            self.ctx.ec2.as_ref(),
+            class,
+            &before,
+            &self.ctx.options.lifecycle.kubernetes_version,
+            self.ctx.clock.now(),
+        )
+        .await;
+        if ec2_error {
+            tracing::warn!(class = %name, "resolving the EC2NodeClass failed; kept its last status, retrying next pass");
+        }
+        if after != before {
+            self.ctx
+                .kube
+                .patch_status(
+                    &ResourceKind::EC2_NODE_CLASS,
+                    &key,
+                    &Patch::Merge(status_patch(&after)),
+                )
+                .await?;
+            written = true;
+        }
+        Ok((written, ec2_error))
+    }
+}
+
+/// A merge patch that replaces the resolved lists (an emptied list is removed, not kept).
+fn status_patch(status: &EC2NodeClassStatus) -> Value {
+    let mut value = serde_json::to_value(status).unwrap_or_else(|_| json!({}));
+    if let Some(fields) = value.as_object_mut() {
+        for key in ["subnets", "securityGroups", "amis", "conditions"] {
+            fields.entry(key).or_insert(Value::Null);
+        }
+    }
+    json!({ "status": value })
+}
+
+/// How one resolution step ended.
+enum Outcome<T> {
+    Resolved(T),
+    /// Nothing matches the terms: the condition goes `False` with this message.
+    NotFound(String),
+    /// An EC2 call failed: keep the last value and condition.
+    Failed,
+}
+
+impl<T> From<Result<T, ResolveError>> for Outcome<T> {
+    fn from(result: Result<T, ResolveError>) -> Self {
+        match result {
+            Ok(value) => Outcome::Resolved(value),
+            Err(ResolveError::Unresolvable(message)) => Outcome::NotFound(message),
+            Err(ResolveError::Ec2(_)) => Outcome::Failed,
+        }
+    }
+}
+
+/// The class's new status from `before`: the three resolutions, their conditions and `Ready`.
+/// Returns the status and whether an EC2 call failed. Time and generation are inputs, so the
+/// same world gives the same status.
+pub async fn resolve_status(
+    ec2: &dyn Ec2,
+    class: &EC2NodeClass,
+    before: &EC2NodeClassStatus,
+    kubernetes_version: &str,
+    now: jiff::Timestamp,
+) -> (EC2NodeClassStatus, bool) {
+    let generation = class.metadata.generation;
+    let mut status = before.clone();
+    let mut failed = false;
+    let mut apply =
+        |conditions: &mut Vec<_>, type_: &str, reason: &str, outcome: &Outcome<()>| match outcome {
+            Outcome::Resolved(()) => {
+                conditions::set(
+                    conditions,
+                    type_,
+                    ConditionStatus::True,
+                    type_,
+                    "",
+                    generation,
+                    now,
+                );
+            }
+            Outcome::NotFound(message) => {
+                conditions::set(
+                    conditions,
+                    type_,
+                    ConditionStatus::False,
+                    reason,
+                    message,
+                    generation,
+                    now,
+                );
+            }
+            Outcome::Failed => failed = true,
+        };
+    let subnets = Outcome::from(subnets(ec2, class).await);
+    let subnets = take(subnets, &mut status.subnets);
+    apply(
+        &mut status.conditions,
+        cond::SUBNETS_READY,
+        "SubnetsNotFound",
+        &subnets,
+    );
+    let groups = Outcome::from(security_groups(ec2, class).await);
+    let groups = take(groups, &mut status.security_groups);
+    apply(
+        &mut status.conditions,
+        cond::SECURITY_GROUPS_READY,
+        "SecurityGroupsNotFound",
+        &groups,
+    );
+    let amis = Outcome::from(super::ami::resolve(ec2, class, kubernetes_version).await);
+    let amis = take(amis, &mut status.amis);
+    apply(
+        &mut status.conditions,
+        cond::AMIS_READY,
+        "AMINotFound",
+        &amis,
+    );
+    let mut dependents = vec![
+        cond::SUBNETS_READY,
+        cond::SECURITY_GROUPS_READY,
+        cond::AMIS_READY,
+    ];
+    if conditions::get(&status.conditions, cond::INSTANCE_PROFILE_READY).is_some() {
+        dependents.push(cond::INSTANCE_PROFILE_READY);
+    }
+    conditions::set_ready(&mut status.conditions, &dependents, generation, now);
+    (status, failed)
+}
+
+/// Stores a resolved value (clearing it when nothing matched) and keeps only the outcome.
+fn take<T: Default>(outcome: Outcome<T>, slot: &mut T) -> Outcome<()> {
+    match outcome {
+        Outcome::Resolved(value) => {
+            *slot = value;
+            Outcome::Resolved(())
+        }
+        Outcome::NotFound(message) => {
+            *slot = T::default();
+            Outcome::NotFound(message)
+        }
+        Outcome::Failed => Outcome::Failed,
+    }
+}
+
+/// Every subnet the terms select, most free addresses first (then by id).
+async fn subnets(ec2: &dyn Ec2, class: &EC2NodeClass) -> Result<Vec<SubnetStatus>, ResolveError> {
+    let mut found = BTreeMap::new();
+    for term in &class.spec.subnet_selector_terms {
+        let filters = term_filters(term.tags.as_ref(), term.id.as_ref(), "subnet-id");
+        for subnet in ec2.describe_subnets(&filters).await? {
+            found.insert(subnet.subnet_id.clone(), subnet);
+        }
+    }
+    if found.is_empty() {
+        return Err(ResolveError::Unresolvable(
+            "no subnet matches subnetSelectorTerms".into(),
+        ));
+    }
+    let mut subnets: Vec<_> = found.into_values().collect();
+    subnets.sort_by(|a, b| {
+        (b.available_ip_address_count, &a.subnet_id)
+            .cmp(&(a.available_ip_address_count, &b.subnet_id))
+    });
+    Ok(subnets
+        .into_iter()
+        .map(|s| SubnetStatus {
+            id: s.subnet_id,
+            zone: s.zone,
+            zone_id: Some(s.zone_id).filter(|z| !z.is_empty()),
+        })
+        .collect())
+}
+
+/// Every security group the terms select, by id.
+async fn security_groups(
+    ec2: &dyn Ec2,
+    class: &EC2NodeClass,
+) -> Result<Vec<SecurityGroupStatus>, ResolveError> {
+    let mut found = BTreeMap::new();
+    for term in &class.spec.security_group_selector_terms {
+        let mut filters = term_filters(term.tags.as_ref(), term.id.as_ref(), "group-id");
+        if let Some(name) = &term.name {
+            filters.push(Filter::new("group-name", &[name.as_str()]));
+        }
+        for group in ec2.describe_security_groups(&filters).await? {
+            found.insert(
+                group.group_id.clone(),
+                SecurityGroupStatus {
+                    id: group.group_id,
+                    name: Some(group.group_name).filter(|n| !n.is_empty()),
+                },
+            );
+        }
+    }
+    if found.is_empty() {
+        return Err(ResolveError::Unresolvable(
+            "no security group matches securityGroupSelectorTerms".into(),
+        ));
+    }
+    Ok(found.into_values().collect())
+}

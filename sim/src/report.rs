@@ -20,6 +20,13 @@ pub struct Report {
     /// counts is in that module's docs), plus `api-other` for injected API faults of no listed
     /// kind. Only faults that fired appear.
     pub faults_injected: BTreeMap<String, u64>,
+    /// EC2 (and SSM) calls the controller made, by action (`CreateFleet`, `DescribeInstances`,
+    /// ...): fakecloud's call log, tallied every step. SQS calls are not counted.
+    pub ec2_calls: BTreeMap<String, u64>,
+    /// [`Report::ec2_calls`] divided by the instances launched (`nodes.launched`), by action,
+    /// rounded to the thousandth; empty when nothing launched. Upstream's design is about one
+    /// CreateFleet per claim plus amortised Describe calls: this is the figure to hold to it.
+    pub ec2_calls_per_launch: BTreeMap<String, f64>,
     pub cost_dollars: f64,
     /// What Karpenter's nodes cost per hour at the end of the run.
     pub cost_per_hour_end: f64,
@@ -71,6 +78,20 @@ impl Report {
     pub fn passed(&self) -> bool {
         self.invariants.iter().all(|i| i.held)
     }
+}
+
+/// Calls per launched instance, by action, rounded to the thousandth (none when `launched` is 0).
+pub fn calls_per_launch(calls: &BTreeMap<String, u64>, launched: usize) -> BTreeMap<String, f64> {
+    if launched == 0 {
+        return BTreeMap::new();
+    }
+    calls
+        .iter()
+        .map(|(action, n)| {
+            let per = *n as f64 / launched as f64;
+            (action.clone(), (per * 1e3).round() / 1e3)
+        })
+        .collect()
 }
 
 /// What provisioning from scratch would cost per hour for the pods running now: the scheduling

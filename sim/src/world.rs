@@ -87,6 +87,8 @@ pub struct World {
     last_version: Option<String>,
     last_cloud: (usize, usize),
     faults: BTreeMap<String, u64>,
+    /// EC2 calls the controller made so far, by action (the report's `ec2Calls`).
+    ec2_calls: BTreeMap<String, u64>,
     injector: Injector,
     /// A fault mix to turn on at the start of the next step.
     pending_faults: Option<FaultMix>,
@@ -161,6 +163,7 @@ impl World {
             last_version: None,
             last_cloud: (0, 0),
             faults: BTreeMap::new(),
+            ec2_calls: BTreeMap::new(),
             injector: Injector::new(seed),
             pending_faults,
         };
@@ -550,10 +553,17 @@ impl World {
         &self.faults
     }
 
-    /// Tallies the injected faults in this step's call logs, then clears them (the logs are
+    /// Tallies the injected faults (and the EC2 calls by action) in this step's call logs, then
+    /// clears them (the logs are
     /// bounded; clearing every step keeps the tally exact).
     fn count_faults(&mut self) {
         for call in self.cloud.calls() {
+            if !matches!(
+                call.operation,
+                fakecloud::Operation::ReceiveMessage | fakecloud::Operation::DeleteMessage
+            ) {
+                count(&mut self.ec2_calls, &call.operation.to_string(), 1);
+            }
             let kind = if call.outcome.contains("RequestLimitExceeded") {
                 Some("ec2-throttle")
             } else if call.outcome.contains("InternalError:")
@@ -702,6 +712,11 @@ impl World {
                 terminated_by_type: terminated_by,
             },
             faults_injected: self.faults.clone(),
+            ec2_calls: self.ec2_calls.clone(),
+            ec2_calls_per_launch: crate::report::calls_per_launch(
+                &self.ec2_calls,
+                self.instances_seen.len(),
+            ),
             cost_dollars: self.cloud.cost_report().total_dollars,
             cost_per_hour_end: dollars(observation.hourly_cost(Catalog::builtin_ref())),
             fresh_cost_per_hour_end: dollars(crate::report::fresh_cost_per_hour(&self.api)),

@@ -97,6 +97,39 @@ fn a_burst_of_500_pods_runs_within_the_batch_window_plus_boot_time() {
 }
 
 #[test]
+fn the_report_counts_ec2_calls_per_launched_node_by_action_and_a_burst_needs_about_one_create_fleet_each()
+ {
+    let s = scenario(
+        "c6i.2xlarge, m6i.2xlarge",
+        "workloads:\n  - at: 0s\n    deployment: {name: burst, replicas: 200, cpu: 250m, memory: 256Mi}\n",
+    );
+    let report = run(11, s, Duration::from_secs(10 * 60));
+    assert!(report.converged, "{report:?}");
+    let launched = report.nodes.launched;
+    assert!(launched > 0);
+    let fleets = report.ec2_calls.get("CreateFleet").copied().unwrap_or(0);
+    assert!(
+        fleets >= launched as u64,
+        "one CreateFleet per claim at least: {report:?}"
+    );
+    let per_launch = report.ec2_calls_per_launch["CreateFleet"];
+    assert!((1.0..=1.5).contains(&per_launch), "{per_launch}");
+    assert_eq!(
+        per_launch,
+        ((fleets as f64 / launched as f64) * 1e3).round() / 1e3
+    );
+    assert!(
+        !report.ec2_calls.contains_key("ReceiveMessage"),
+        "SQS calls are not EC2 calls: {:?}",
+        report.ec2_calls
+    );
+    assert_eq!(
+        report.ec2_calls.keys().collect::<Vec<_>>(),
+        report.ec2_calls_per_launch.keys().collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn spot_capacity_errors_fall_back_to_on_demand_and_still_converge() {
     let s = scenario(
         "m5.large",

@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 mod bench;
 mod plan;
 mod plan_disrupt;
+mod plan_launch;
 mod validate_and_crds;
 
 pub fn root() -> PathBuf {

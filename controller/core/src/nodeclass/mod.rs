@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod cluster;
+pub mod instanceprofile;
 pub mod launchtemplate;
 pub mod resolve;
 pub mod userdata;

@@ -34,7 +34,7 @@ impl Account {
         let iam = FakeIam::new(clock.clone(), &config.account_id, config.seed);
         iam.add_role(&node_role_name(&config.cluster_name), "/");
         let eks = FakeEks::new(&config.region, &config.account_id);
-        eks.add_cluster(&config.cluster_name, &config.kubernetes_version, now);
+        eks.add_cluster(&config.cluster_identity(), &config.kubernetes_version, now);
         let cluster_name = config.cluster_name.clone();
         Self {
             cloud: Arc::new(FakeCloud::new(clock, catalog, config)),

@@ -114,6 +114,11 @@ impl Amis {
         self.images.contains_key(image_id)
     }
 
+    /// The image's name (`None` if unknown).
+    pub fn name_of(&self, image_id: &str) -> Option<&str> {
+        self.images.get(image_id).map(|r| r.image.name.as_str())
+    }
+
     pub fn parameter(&self, name: &str) -> Option<String> {
         self.parameters.get(name).cloned()
     }

@@ -21,6 +21,15 @@ pub struct Config {
     pub account_id: String,
     /// Value of the `karpenter.sh/discovery` tag on the default subnets and security group.
     pub cluster_name: String,
+    /// The cluster name a node's user data must name, when it is not `cluster_name` (a world
+    /// whose discovery tag differs from its cluster's name).
+    pub cluster_join_name: Option<String>,
+    /// The API server's endpoint a node's user data must name to join (TLS to any other fails).
+    pub cluster_endpoint: String,
+    /// Base64 of the cluster's CA bundle (PEM) a node's user data must carry to join.
+    pub cluster_ca_bundle: String,
+    /// The cluster's service CIDR (nodeadm requires it in a `NodeConfig`).
+    pub cluster_service_cidr: String,
     /// Kubernetes minor version the published AMIs and SSM parameters are for (`1.33`).
     pub kubernetes_version: String,
     /// Release published at start for `al2023@latest` (`vYYYYMMDD`).
@@ -79,6 +88,29 @@ pub struct Config {
     pub call_log_len_max: usize,
 }
 
+/// The endpoint of the world's cluster unless configured otherwise (EKS's form).
+pub const DEFAULT_CLUSTER_ENDPOINT: &str =
+    "https://0123456789ABCDEF0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com";
+
+/// Base64 of a PEM bundle: the world's cluster CA unless configured otherwise.
+pub const DEFAULT_CLUSTER_CA_BUNDLE: &str =
+    "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUZha2VjbG91ZENBCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K";
+
+impl Config {
+    /// The cluster a node's user data must name to join.
+    pub fn cluster_identity(&self) -> crate::bootstrap::ClusterIdentity {
+        crate::bootstrap::ClusterIdentity {
+            name: self
+                .cluster_join_name
+                .clone()
+                .unwrap_or_else(|| self.cluster_name.clone()),
+            endpoint: self.cluster_endpoint.clone(),
+            ca_bundle: self.cluster_ca_bundle.clone(),
+            cidr: self.cluster_service_cidr.clone(),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -86,6 +118,10 @@ impl Default for Config {
             region: "us-west-2".into(),
             account_id: "123456789012".into(),
             cluster_name: "sim".into(),
+            cluster_join_name: None,
+            cluster_endpoint: DEFAULT_CLUSTER_ENDPOINT.into(),
+            cluster_ca_bundle: DEFAULT_CLUSTER_CA_BUNDLE.into(),
+            cluster_service_cidr: "10.100.0.0/16".into(),
             kubernetes_version: "1.33".into(),
             ami_release_al2023: "v20250601".into(),
             ami_release_al2: "v20250601".into(),

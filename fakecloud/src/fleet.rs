@@ -19,6 +19,7 @@ use karpenter_core::seams::ec2::{
     Instance, InstanceState,
 };
 
+use crate::bootstrap::{self, BootFamily};
 use crate::capacity::Pool;
 use crate::events::whole_seconds;
 use crate::instances::InstanceRecord;
@@ -30,12 +31,12 @@ use crate::timeline::Due;
 
 /// An override that passed validation.
 #[derive(Clone, Debug)]
-struct Candidate {
-    pool: Pool,
-    subnet_id: String,
-    subnet_free_ips: u32,
-    price: f64,
-    free: u32,
+pub(crate) struct Candidate {
+    pub pool: Pool,
+    pub subnet_id: String,
+    pub subnet_free_ips: u32,
+    pub price: f64,
+    pub free: u32,
 }
 
 impl State {
@@ -192,7 +193,7 @@ impl State {
         candidates
     }
 
-    fn launch(
+    pub(crate) fn launch(
         &mut self,
         request: &CreateFleetRequest,
         template: &karpenter_core::seams::ec2::LaunchTemplateRequest,
@@ -214,11 +215,17 @@ impl State {
             .get(&candidate.subnet_id)
             .map(|s| s.subnet.zone_id.clone())
             .unwrap_or_default();
+        let user_data = decode_user_data(&template.user_data);
+        // The bootstrap reads the user data: one it rejects, or that names another cluster,
+        // never joins (the instance runs on; the draw is made anyway, keeping streams aligned).
+        let family = BootFamily::of_image(self.amis.name_of(&template.image_id).unwrap_or(""));
+        let join = bootstrap::join(family, &user_data, &self.config.cluster_identity());
         let ready_at = self
             .config
             .boot
             .draw(&mut self.rng.boot)
-            .map(|d| after(now, d).max(after_ms(now, self.config.pending_duration_ms)));
+            .map(|d| after(now, d).max(after_ms(now, self.config.pending_duration_ms)))
+            .filter(|_| join.is_ok());
         let pool = candidate.pool.clone();
         let record = InstanceRecord {
             instance: Instance {
@@ -239,7 +246,8 @@ impl State {
             holds_capacity: true,
             holds_ip: true,
             ready_at,
-            user_data: decode_user_data(&template.user_data),
+            user_data,
+            join,
             warned: false,
         };
         self.instances.insert(instance_id.clone(), record);

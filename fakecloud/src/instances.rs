@@ -12,10 +12,10 @@ use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::ec2::{Ec2Error, Filter, Instance, InstanceState};
 
 use crate::boot::Boot;
+use crate::bootstrap::{JoinError, KubeletView};
 use crate::capacity::Pool;
 use crate::events;
 use crate::filters;
-use crate::registration::parse_user_data;
 use crate::state::{State, after, after_ms};
 use crate::timeline::Due;
 
@@ -38,6 +38,8 @@ pub(crate) struct InstanceRecord {
     pub ready_at: Option<Timestamp>,
     /// Decoded user data of its launch template.
     pub user_data: String,
+    /// What its bootstrap made of the user data: the kubelet's view, or why it never joins.
+    pub join: Result<KubeletView, JoinError>,
     /// A spot interruption warning was sent (EC2 sends one).
     pub warned: bool,
 }
@@ -45,7 +47,7 @@ pub(crate) struct InstanceRecord {
 impl InstanceRecord {
     pub fn boot(&self, region: &str, arch_and_os: &BTreeMap<String, String>) -> Boot {
         let i = &self.instance;
-        let registration = parse_user_data(&self.user_data);
+        let view = self.join.clone().unwrap_or_default();
         let mut labels: BTreeMap<String, String> = arch_and_os.clone();
         for (key, value) in [
             ("kubernetes.io/hostname", i.private_dns_name.clone()),
@@ -56,7 +58,7 @@ impl InstanceRecord {
         ] {
             labels.insert(key.to_string(), value);
         }
-        labels.extend(registration.labels);
+        labels.extend(view.labels);
         Boot {
             instance_id: i.instance_id.clone(),
             provider_id: format!("aws:///{}/{}", i.zone, i.instance_id),
@@ -68,7 +70,7 @@ impl InstanceRecord {
             ready_at: self.ready_at,
             user_data: self.user_data.clone(),
             labels,
-            taints: registration.taints,
+            taints: view.taints,
         }
     }
 }

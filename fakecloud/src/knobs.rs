@@ -239,6 +239,17 @@ impl FakeCloud {
         Some(record.boot(&state.config.region, &kubelet_labels(&state, &record.pool)))
     }
 
+    /// Every launch template as created (decoded user data as sent), sorted by name.
+    pub fn launch_templates(&self) -> Vec<karpenter_core::seams::ec2::LaunchTemplateRequest> {
+        self.current().templates.requests()
+    }
+
+    /// Why the instance's bootstrap will never join the cluster (`None`: it joins, or unknown).
+    pub fn join_error(&self, instance_id: &str) -> Option<crate::bootstrap::JoinError> {
+        let state = self.current();
+        state.instances.get(instance_id)?.join.clone().err()
+    }
+
     /// Instances that are running and whose kubelet is ready to register now, sorted by id.
     pub fn ready_to_join(&self) -> Vec<Boot> {
         let state = self.current();

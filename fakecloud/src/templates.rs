@@ -83,6 +83,11 @@ impl Templates {
         self.by_name.remove(name).is_some()
     }
 
+    /// Every template's request, by name.
+    pub fn requests(&self) -> Vec<karpenter_core::seams::ec2::LaunchTemplateRequest> {
+        self.by_name.values().map(|r| r.request.clone()).collect()
+    }
+
     pub fn get(&self, name: &str) -> Option<&TemplateRecord> {
         self.by_name.get(name)
     }

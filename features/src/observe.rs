@@ -99,13 +99,25 @@ impl ClaimView {
 /// Everything at one instant.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
+    /// Pods outside `kube-system` (the world's system pods are the node group's business).
     pub pods: Vec<PodView>,
+    /// Nodes other than the managed node group's.
     pub nodes: Vec<NodeView>,
     pub claims: Vec<ClaimView>,
     pub nodepools: Vec<Value>,
+    /// Live instances other than the managed node group's.
     pub instances: Vec<InstanceView>,
     pub events: Vec<RecordedEvent>,
+    /// The managed node group's Nodes and instances (in any state), which Karpenter must leave
+    /// alone.
+    pub foreign_nodes: Vec<NodeView>,
+    pub foreign_instances: Vec<karpenter_core::seams::ec2::Instance>,
+    /// When it was read (the cloud's clock).
+    pub now: jiff::Timestamp,
 }
+
+/// The label EKS puts on a managed node group's Nodes.
+pub const NODE_GROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
 
 fn labels(value: &Value) -> BTreeMap<String, String> {
     value
@@ -225,6 +237,7 @@ fn instances(cloud: &FakeCloud) -> Vec<InstanceView> {
     cloud
         .instances()
         .into_iter()
+        .filter(|i| !karpenter_sim::invariants::is_foreign(i))
         .filter(|i| {
             !matches!(
                 i.state,
@@ -253,10 +266,21 @@ fn instances(cloud: &FakeCloud) -> Vec<InstanceView> {
 impl Snapshot {
     pub fn read(api: &ApiServer, cloud: &FakeCloud) -> Self {
         let objects = |kind: &ResourceKind| api.objects(kind).into_iter();
+        let (foreign_nodes, nodes): (Vec<NodeView>, Vec<NodeView>) = objects(&ResourceKind::NODE)
+            .map(|n| NodeView::of(&n))
+            .partition(|n| n.labels.contains_key(NODE_GROUP_LABEL));
         Snapshot {
-            pods: objects(&ResourceKind::POD).map(PodView::of).collect(),
-            nodes: objects(&ResourceKind::NODE)
-                .map(|n| NodeView::of(&n))
+            pods: objects(&ResourceKind::POD)
+                .filter(|p| p["metadata"]["namespace"] != "kube-system")
+                .map(PodView::of)
+                .collect(),
+            nodes,
+            foreign_nodes,
+            now: cloud.now(),
+            foreign_instances: cloud
+                .instances()
+                .into_iter()
+                .filter(karpenter_sim::invariants::is_foreign)
                 .collect(),
             claims: objects(&ResourceKind::NODE_CLAIM)
                 .map(ClaimView::of)

@@ -29,6 +29,8 @@ mod disruption;
 mod expectations;
 #[path = "steps/interruption.rs"]
 mod interruption;
+#[path = "steps/launch.rs"]
+mod launch;
 #[path = "steps/params.rs"]
 mod params;
 #[path = "steps/setup.rs"]

@@ -95,6 +95,10 @@ pub enum Bug {
     /// `karpenter.sh/replaces`, so nodes just launched as replacements are consolidated again at
     /// once. Caught by `consolidation-churn`.
     HideConsolidationSettling,
+    /// Garbage collection's DescribeInstances is scoped by `kubernetes.io/cluster/NAME=owned`
+    /// (the tag node groups carry too) and every instance it finds looks like Karpenter's, so a
+    /// node group's instances are terminated as leaks. Caught by `foreign-instances-untouched`.
+    GcOverClusterTag,
     /// Every second world built with this bug in a process fails its first NodeClaim create once:
     /// the same seed gives another event log. Caught by `determinism`.
     Nondeterministic,
@@ -404,6 +408,19 @@ impl Ec2Layer for Broken {
                 }
                 Ec2Reply::TerminateInstances(Ok(ids.to_vec()))
             }
+            Ec2Call::DescribeInstances {
+                instance_ids,
+                filters,
+            } if self.bug == Bug::GcOverClusterTag
+                && filters.iter().any(|f| {
+                    f.name == "tag-key"
+                        && f.values
+                            .iter()
+                            .any(|v| v == karpenter_core::api::labels::NODEPOOL_LABEL)
+                }) =>
+            {
+                gc_over_cluster_tag(instance_ids, next).await
+            }
             Ec2Call::DescribeInstances { .. } if self.bug == Bug::DropTerminations => {
                 let mut reply = call.send(next).await;
                 if let Ec2Reply::DescribeInstances(Ok(instances)) = &mut reply {
@@ -419,6 +436,29 @@ impl Ec2Layer for Broken {
             call => call.send(next).await,
         }
     }
+}
+
+/// [`Bug::GcOverClusterTag`]: the cluster's instances by `kubernetes.io/cluster/sim=owned`,
+/// each dressed in Karpenter's scope tags.
+async fn gc_over_cluster_tag(instance_ids: &[String], next: &dyn Ec2) -> Ec2Reply {
+    let cluster = crate::world::CLUSTER;
+    let filters = [karpenter_core::seams::ec2::Filter::new(
+        format!("tag:kubernetes.io/cluster/{cluster}"),
+        &["owned"],
+    )];
+    let mut reply = next.describe_instances(instance_ids, &filters).await;
+    if let Ok(instances) = &mut reply {
+        for instance in instances {
+            let tags = &mut instance.tags;
+            tags.entry(karpenter_core::api::labels::NODEPOOL_LABEL.into())
+                .or_insert_with(|| "default".into());
+            tags.entry(karpenter_core::api::labels::EC2NODECLASS_TAG.into())
+                .or_insert_with(|| "default".into());
+            tags.entry("eks:eks-cluster-name".into())
+                .or_insert_with(|| cluster.into());
+        }
+    }
+    Ec2Reply::DescribeInstances(reply)
 }
 
 #[async_trait]

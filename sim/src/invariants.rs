@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `nodepool-limits` | [`limits`] |
 //! | `no-leaked-instances` | [`leaks`] |
+//! | `foreign-instances-untouched` | [`foreign`] |
 //! | `pods-fit-nodes` | [`fit`] |
 //! | `drained-before-terminate` | [`drain`] |
 //! | `pdb-respected` | [`pdb`] |
@@ -14,6 +15,7 @@
 //! | `consolidation-churn` | [`churn`] |
 //! | `claim-storm` | [`claim_storm`] |
 //! | `interruption-rehomed` | [`rehome`] |
+//! | `nodes-join` | [`nodes_join`] |
 //! | `claims-progress` | [`claims_progress`] |
 //! | `termination-progress` | [`termination_progress`] |
 //! | `pods-scheduled` | [`pods_scheduled`] |
@@ -38,9 +40,11 @@ pub mod cloud_history;
 pub mod do_not_disrupt;
 pub mod drain;
 pub mod fit;
+pub mod foreign;
 pub mod leaks;
 pub mod limits;
 pub mod liveness;
+pub mod nodes_join;
 mod observation;
 pub mod pdb;
 pub mod pod_facts;
@@ -65,7 +69,7 @@ use crate::report::InvariantResult;
 
 pub use cloud_history::CloudHistory;
 pub use liveness::unsettled;
-pub use observation::{Observation, ObserverCache};
+pub use observation::{FOREIGN_OWNER_TAG, Observation, ObserverCache, is_foreign};
 
 /// One invariant. The declaration order is the report order (safety first, then progress); the
 /// kebab-case names are the stable ones reports, replays and tests use.
@@ -87,6 +91,7 @@ pub use observation::{Observation, ObserverCache};
 pub enum Invariant {
     NodepoolLimits,
     NoLeakedInstances,
+    ForeignInstancesUntouched,
     PodsFitNodes,
     DrainedBeforeTerminate,
     PdbRespected,
@@ -95,6 +100,7 @@ pub enum Invariant {
     ConsolidationChurn,
     ClaimStorm,
     InterruptionRehomed,
+    NodesJoin,
     ClaimsProgress,
     TerminationProgress,
     PodsScheduled,
@@ -227,6 +233,7 @@ pub struct Counters {
 struct Checkers {
     limits: limits::Limits,
     leaks: leaks::Leaks,
+    foreign: foreign::ForeignUntouched,
     fit: fit::Fit,
     drain: drain::Drain,
     pdb: pdb::Pdb,
@@ -235,6 +242,7 @@ struct Checkers {
     churn: churn::ConsolidationChurn,
     claim_storm: claim_storm::ClaimStorm,
     rehome: rehome::Rehome,
+    nodes_join: nodes_join::NodesJoin,
     claims_progress: claims_progress::ClaimsProgress,
     termination_progress: termination_progress::TerminationProgress,
     pods_scheduled: pods_scheduled::PodsScheduled,
@@ -243,10 +251,11 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 15] {
+    fn all(&mut self) -> [&mut dyn Check; 17] {
         [
             &mut self.limits,
             &mut self.leaks,
+            &mut self.foreign,
             &mut self.fit,
             &mut self.drain,
             &mut self.pdb,
@@ -255,6 +264,7 @@ impl Checkers {
             &mut self.churn,
             &mut self.claim_storm,
             &mut self.rehome,
+            &mut self.nodes_join,
             &mut self.claims_progress,
             &mut self.termination_progress,
             &mut self.pods_scheduled,

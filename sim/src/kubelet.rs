@@ -39,6 +39,16 @@ pub const STARTUP_TAINTS_ANNOTATION: &str = "sim.karpenter-rs.dev/startup-taints
 /// The taint the node lifecycle controller puts on a NotReady node (with both effects).
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
+/// The `Ready=False` message a kubelet posts from registration until its node is ready (the
+/// CNI not up yet); the stand-in turns exactly these nodes Ready after `ready_delay_ms`.
+pub const STARTING_MESSAGE: &str =
+    "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady";
+
+/// Annotation on a registered Node whose instance type has extended resources (GPUs, Neuron,
+/// EFA): they are reported allocatable `device_plugin_delay_ms` after the node became Ready, as
+/// a device plugin would, and the annotation removed.
+pub const DEVICE_PLUGINS_PENDING_ANNOTATION: &str = "sim.karpenter-rs.dev/device-plugins-pending";
+
 /// Timings and rules of the kubelet stand-in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KubeletConfig {
@@ -52,6 +62,11 @@ pub struct KubeletConfig {
     /// How long after a node went NotReady because its instance is shutting down, terminated or
     /// unknown to EC2 the Node is deleted (the cloud node lifecycle controller's delay).
     pub node_gone_ms: u64,
+    /// How long a registered node stays `NotReady` (with `node.kubernetes.io/not-ready:
+    /// NoSchedule`) before it is Ready: the CNI starting. The world draws it per seed.
+    pub ready_delay_ms: u64,
+    /// How long after Ready a node's extended resources become allocatable (device plugins).
+    pub device_plugin_delay_ms: u64,
     /// Taint keys always treated as startup taints when a node registers with them (the CNI's
     /// `node.cilium.io/agent-not-ready`, say). Besides these, a registered taint is a startup
     /// taint when the NodeClaim whose `status.providerID` is the node's lists it (same key and
@@ -66,6 +81,8 @@ impl Default for KubeletConfig {
             startup_taint_removal_ms: 10_000,
             pod_start_ms: 5_000,
             node_gone_ms: 40_000,
+            ready_delay_ms: 5_000,
+            device_plugin_delay_ms: 20_000,
             startup_taint_keys: BTreeSet::new(),
         }
     }
@@ -79,6 +96,10 @@ pub struct TickReport {
     /// Instances ready to join whose instance type the catalog does not know (not registered:
     /// a node without capacity would hide the problem).
     pub unknown_instance_types: Vec<String>,
+    /// Nodes that finished starting and are now Ready.
+    pub nodes_ready: Vec<String>,
+    /// Nodes whose device plugins reported their extended resources.
+    pub devices_reported: Vec<String>,
     /// Nodes whose startup taints were removed.
     pub startup_taints_removed: Vec<String>,
     /// Nodes set `Ready=False` because their instance stopped or went away.

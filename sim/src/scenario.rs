@@ -102,6 +102,11 @@ pub struct CloudKnobs {
     /// (default: the cluster name, `sim`), so EC2NodeClasses written for another cluster's
     /// discovery tag find their network as written.
     pub discovery_tag: Option<String>,
+    /// The API server endpoint the controller is configured with, when it is not the world's (a
+    /// misconfigured controller: its nodes run and never join).
+    pub controller_cluster_endpoint: Option<String>,
+    /// How long registered nodes stay NotReady (default: drawn per seed, 2-30 s).
+    pub kubelet_ready_delay_ms: Option<u64>,
 }
 
 /// Something the workload does at a point in simulated time.

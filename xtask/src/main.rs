@@ -146,24 +146,8 @@ fn test(root: &Path) -> Result<(), String> {
             "warnings",
         ],
     )?;
-    for dir in CRD_DIRS {
-        run(
-            root,
-            "CRD staleness check",
-            "cargo",
-            &[
-                "run",
-                "--quiet",
-                "--package",
-                "karpenter-cli",
-                "--",
-                "crds",
-                "--check",
-                "--out",
-                dir,
-            ],
-        )?;
-    }
+    // The CRD staleness check is a test (`crds_check_passes_on_the_committed_files_...` in
+    // controller/cli), run by `run_tests` below with the binary that build already makes.
     sim_determinism(root)?;
     sim_swarm(root)?;
     chart(root)?;
@@ -539,8 +523,8 @@ fn chart(root: &Path) -> Result<(), String> {
         &[
             "test",
             "--quiet",
-            "--package",
-            "karpenter-kube",
+            // The workspace's feature set, so `run_tests` reuses these dependency builds.
+            "--workspace",
             "--test",
             "chart_rbac",
             "--no-run",

@@ -71,6 +71,26 @@ pub enum Command {
         /// The time disruption decides at (RFC 3339), instead of the wall clock.
         #[arg(long, requires = "disrupt")]
         now: Option<String>,
+        /// Also show what launching each planned NodeClaim would send EC2 (JSON:
+        /// `launchTemplates` per NodeClaim; table: the user data), for the cluster the
+        /// `--cluster-*` flags describe.
+        #[arg(long, requires_all = ["cluster_name", "cluster_endpoint", "cluster_ca_bundle"])]
+        show_launch: bool,
+        /// The cluster's name (with --show-launch).
+        #[arg(long)]
+        cluster_name: Option<String>,
+        /// The API server endpoint nodes join (`https://...`).
+        #[arg(long)]
+        cluster_endpoint: Option<String>,
+        /// The cluster CA bundle, base64 of PEM as EKS reports it.
+        #[arg(long)]
+        cluster_ca_bundle: Option<String>,
+        /// The service CIDR (the DNS IP is its .10 unless --cluster-dns says otherwise).
+        #[arg(long)]
+        cluster_cidr: Option<String>,
+        /// The cluster DNS IP.
+        #[arg(long)]
+        cluster_dns: Option<String>,
     },
     /// Write the CRD manifests (NodePool, NodeClaim, EC2NodeClass) generated from the API types.
     Crds {
@@ -94,15 +114,31 @@ pub fn run(cli: Cli) -> ExitCode {
             output,
             disrupt,
             now,
-        } => plan::run(
-            &files,
-            catalog.as_deref(),
-            output,
-            plan::Disrupt {
-                enabled: disrupt,
-                now,
-            },
-        ),
+            show_launch,
+            cluster_name,
+            cluster_endpoint,
+            cluster_ca_bundle,
+            cluster_cidr,
+            cluster_dns,
+        } => {
+            let launch = show_launch.then(|| plan::ShowLaunch {
+                name: cluster_name.unwrap_or_default(),
+                endpoint: cluster_endpoint.unwrap_or_default(),
+                ca_bundle: cluster_ca_bundle.unwrap_or_default(),
+                cidr: cluster_cidr,
+                dns: cluster_dns,
+            });
+            plan::run(
+                &files,
+                catalog.as_deref(),
+                output,
+                plan::Disrupt {
+                    enabled: disrupt,
+                    now,
+                },
+                launch,
+            )
+        }
         Command::BenchScheduling { pods, runs } => bench::run(pods, runs),
         Command::BenchDisruption { nodes, pods, runs } => bench::disruption::run(nodes, pods, runs),
     }

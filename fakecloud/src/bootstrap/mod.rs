@@ -36,6 +36,26 @@ pub enum BootFamily {
     Custom,
 }
 
+impl BootFamily {
+    /// The bootstrap an image runs, read from its name as EKS and Bottlerocket publish them
+    /// (`amazon-eks-node-al2023-…`, `amazon-eks-…-node-1.33-…`, `bottlerocket-aws-k8s-…`,
+    /// `Windows_Server-…-EKS_Optimized-…`); any other image is the user's own (Custom).
+    pub fn of_image(name: &str) -> BootFamily {
+        let lower = name.to_ascii_lowercase();
+        if lower.starts_with("amazon-eks-node-al2023") {
+            BootFamily::Al2023
+        } else if lower.starts_with("bottlerocket-") {
+            BootFamily::Bottlerocket
+        } else if lower.starts_with("windows_server") && lower.contains("eks_optimized") {
+            BootFamily::Windows
+        } else if lower.starts_with("amazon-eks-") {
+            BootFamily::Al2
+        } else {
+            BootFamily::Custom
+        }
+    }
+}
+
 /// The cluster an instance must join, as the world knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterIdentity {

@@ -4,7 +4,7 @@ use fakecloud::{BootModel, Config, Taint, parse_user_data};
 use jiff::SignedDuration;
 use karpenter_core::catalog::CapacityType::{OnDemand, Spot};
 
-use super::support::{LAUNCH_TEMPLATE, base64, config, world};
+use super::support::{LAUNCH_TEMPLATE, base64, config, nodeconfig, world};
 
 fn fixed_boot(ms: u64) -> Config {
     Config {
@@ -117,6 +117,9 @@ kind: NodeConfig
 spec:
   cluster:
     name: sim
+    apiServerEndpoint: https://0123456789ABCDEF0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com
+    certificateAuthority: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUZha2VjbG91ZENBCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K
+    cidr: 10.100.0.0/16
   kubelet:
     config:
       registerWithTaints:
@@ -162,7 +165,11 @@ spec:
 
 #[test]
 fn base64_user_data_with_bootstrap_flags_is_decoded() {
-    let script = "#!/bin/bash\n/etc/eks/bootstrap.sh sim --kubelet-extra-args '--node-labels=\"a=1,b=2\" --register-with-taints=\"x=y:NoSchedule,z:NoExecute\"'\n";
+    // nodeadm (the AL2023 image's bootstrap) reads kubelet flags from the NodeConfig.
+    let script = nodeconfig(
+        "  kubelet:\n    flags:\n    - --node-labels=\"a=1,b=2\"\n    - --register-with-taints=\"x=y:NoSchedule,z:NoExecute\"\n",
+    );
+    let script = script.as_str();
     let w = world(config());
     w.launch_template(LAUNCH_TEMPLATE, &base64(script));
     let id = w.launch(OnDemand, "m5.large", "1");

@@ -128,3 +128,24 @@ fn the_kubelet_refuses_node_role_and_node_restriction_labels_but_allows_its_own(
         join(BootFamily::Al2023, &with(allowed), &cluster()).unwrap();
     }
 }
+
+#[test]
+fn eks_describes_the_cluster_whose_values_the_bootstrap_check_accepts() {
+    // A controller that discovers its cluster through EKS (the real binary against `serve`) must
+    // get exactly what a node's user data has to carry to join.
+    use karpenter_core::seams::Eks;
+    let config = super::support::config();
+    let identity = config.cluster_identity();
+    let clock = std::sync::Arc::new(karpenter_core::seams::ManualClock::new(
+        super::support::start(),
+    ));
+    let account = fakecloud::Account::new(clock, super::support::catalog(), config.clone());
+    let described = super::support::block_on(account.eks.describe_cluster(&identity.name))
+        .expect("the world's cluster is described");
+    assert_eq!(described.endpoint, identity.endpoint);
+    assert_eq!(described.certificate_authority, identity.ca_bundle);
+    assert_eq!(
+        described.service_ipv4_cidr.as_deref(),
+        Some(identity.cidr.as_str())
+    );
+}

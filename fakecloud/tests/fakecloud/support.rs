@@ -152,7 +152,19 @@ impl World {
         .expect("subnets");
         subnets.into_iter().map(|s| (s.zone, s.subnet_id)).collect()
     }
+}
 
+/// An AL2023 `NodeConfig` (YAML, as nodeadm reads it) that joins the default config's cluster,
+/// with `kubelet` (a `  kubelet:` block indented under `spec`, or empty) added.
+pub fn nodeconfig(kubelet: &str) -> String {
+    format!(
+        "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: sim\n    apiServerEndpoint: {}\n    certificateAuthority: {}\n    cidr: 10.100.0.0/16\n{kubelet}",
+        fakecloud::DEFAULT_CLUSTER_ENDPOINT,
+        fakecloud::DEFAULT_CLUSTER_CA_BUNDLE
+    )
+}
+
+impl World {
     /// Creates the test launch template (AL2023 x86 image, `user_data`) through the seam.
     pub fn launch_template(&self, name: &str, user_data: &str) {
         let image_id = block_on(self.ec2().get_parameter(AL2023_X86))
@@ -216,7 +228,7 @@ impl World {
             .expect("describe templates")
             .is_empty();
         if !exists {
-            self.launch_template(LAUNCH_TEMPLATE, "");
+            self.launch_template(LAUNCH_TEMPLATE, &nodeconfig(""));
         }
         let request = self.request(capacity_type, overrides, token);
         block_on(self.ec2().create_fleet(&request)).expect("create fleet")

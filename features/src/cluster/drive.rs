@@ -62,7 +62,11 @@ impl SimWorld {
         let Some(world) = self.world.as_ref() else {
             return;
         };
+        // The managed node group's instances are not launches (see `Snapshot::foreign_instances`).
         for instance in world.cloud().instances() {
+            if karpenter_sim::invariants::is_foreign(&instance) {
+                continue;
+            }
             if !self.launched.contains_key(&instance.instance_id) {
                 self.launch_order.push(instance.instance_id.clone());
                 self.launched.insert(instance.instance_id.clone(), instance);

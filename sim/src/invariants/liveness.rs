@@ -51,7 +51,7 @@ pub fn not_settled(waited: Duration, left: &[String]) -> String {
 
 /// What keeps the cluster from being settled (empty when settled): pods not running, NodeClaims
 /// not initialized or being deleted, nodes not Ready or being deleted, live instances no NodeClaim
-/// owns. The swarm's liveness phase waits for this to be empty.
+/// owns (other than the managed node group's). The swarm's liveness phase waits for this to be empty.
 pub fn unsettled(api: &ApiServer, cloud: &FakeCloud) -> Vec<String> {
     let mut out = Vec::new();
     for pod in api.objects(&ResourceKind::POD) {
@@ -85,7 +85,9 @@ pub fn unsettled(api: &ApiServer, cloud: &FakeCloud) -> Vec<String> {
             instance.state,
             InstanceState::ShuttingDown | InstanceState::Terminated
         );
-        if live && !owned.contains(instance.instance_id.as_str()) {
+        // The managed node group's instances have no NodeClaim by design.
+        let foreign = super::is_foreign(&instance);
+        if live && !foreign && !owned.contains(instance.instance_id.as_str()) {
             out.push(format!(
                 "instance {} has no NodeClaim",
                 instance.instance_id

@@ -30,6 +30,9 @@ pub struct Observation {
     pub instances: BTreeMap<String, (String, CapacityType)>,
     /// NodeClaims being deleted.
     pub deleting_claims: usize,
+    /// Instances of other owners (a managed node group's: tagged `eks:nodegroup-name`), in any
+    /// state, in fakecloud's order. Not counted in `instances`/`instances_alive`/`live`.
+    pub(super) foreign: Vec<Instance>,
     /// Live instances (not shutting down or terminated), in fakecloud's order.
     pub(super) live: Vec<Instance>,
     /// Instance ids in claims' `status.providerID`.
@@ -173,6 +176,15 @@ impl ApiSummary {
     }
 }
 
+/// Whether another owner (a managed node group) runs `instance`: EKS tags its node groups'
+/// instances `eks:nodegroup-name`.
+pub fn is_foreign(instance: &Instance) -> bool {
+    instance.tags.contains_key(FOREIGN_OWNER_TAG)
+}
+
+/// The tag EKS puts on a managed node group's instances.
+pub const FOREIGN_OWNER_TAG: &str = "eks:nodegroup-name";
+
 impl Observation {
     /// What Karpenter's live instances (tagged `karpenter.sh/nodeclaim`) cost per hour, at the
     /// catalog's price of each one's offering.
@@ -227,6 +239,10 @@ impl Observation {
             ..Default::default()
         };
         for instance in cloud.instances() {
+            if is_foreign(&instance) {
+                o.foreign.push(instance);
+                continue;
+            }
             if matches!(
                 instance.state,
                 InstanceState::ShuttingDown | InstanceState::Terminated

@@ -225,6 +225,10 @@ fn homeless(check: &RehomeCheck, pods: &[Value], nodes: &[Value]) -> Vec<String>
 }
 
 /// Free allocatable of the Ready, schedulable, non-deleting, untainted nodes other than `node`.
+/// Any `NoSchedule`/`NoExecute` taint rules a node out (the managed node group's
+/// `CriticalAddonsOnly`, `karpenter.sh/disrupted`, a booting node's `not-ready`): the checked pods'
+/// tolerations are not kept, so a taint some pod tolerates still counts as no room — strict, never
+/// lenient.
 fn free_room(node: &str, pods: &[Value], nodes: &[Value]) -> Vec<(String, Resources)> {
     let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
     for pod in pods.iter().filter(|p| !is_terminal(p)) {
@@ -242,7 +246,11 @@ fn free_room(node: &str, pods: &[Value], nodes: &[Value]) -> Vec<(String, Resour
                 .as_array()
                 .into_iter()
                 .flatten()
-                .any(|t| t["key"] == DISRUPTED_TAINT_KEY)
+                .any(|t| {
+                    t["key"] == DISRUPTED_TAINT_KEY
+                        || t["effect"] == "NoSchedule"
+                        || t["effect"] == "NoExecute"
+                })
         })
         .map(|n| {
             let room = resource_list(&n["status"]["allocatable"])

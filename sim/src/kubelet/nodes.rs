@@ -9,8 +9,11 @@ use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
 use serde_json::{Value, json};
 
-use super::register::parse_taint_flags;
-use super::{Kubelet, NOT_READY_TAINT, STARTUP_TAINTS_ANNOTATION, TickReport, lost_race};
+use super::register::{parse_taint_flags, quantities};
+use super::{
+    DEVICE_PLUGINS_PENDING_ANNOTATION, Kubelet, NOT_READY_TAINT, STARTING_MESSAGE,
+    STARTUP_TAINTS_ANNOTATION, TickReport, lost_race,
+};
 use crate::objects::{
     NewCondition, after_ms, condition, condition_true, conditions_with, format_time, guarded,
     parse_time, taint_json,
@@ -48,7 +51,15 @@ impl Kubelet {
                 None => Instance::Gone("unknown to EC2"),
             };
             match instance {
-                Instance::Alive => self.remove_startup_taints(&node, now, report).await?,
+                Instance::Alive => {
+                    // One change per node and tick: each write needs the node as written.
+                    if self.become_ready(&node, now, report).await?
+                        || self.report_devices(&node, now, report).await?
+                    {
+                        continue;
+                    }
+                    self.remove_startup_taints(&node, now, report).await?;
+                }
                 Instance::Down(state) => {
                     self.not_ready((*node).clone(), &instance_id, state, now, report)
                         .await?;
@@ -64,6 +75,136 @@ impl Kubelet {
             }
         }
         Ok(())
+    }
+
+    /// A node registered `NotReady` (the CNI starting) turns Ready `ready_delay_ms` after it
+    /// registered, and loses the `node.kubernetes.io/not-ready:NoSchedule` taint. Returns
+    /// whether it wrote.
+    async fn become_ready(
+        &self,
+        node: &Value,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<bool, KubeError> {
+        let Some(ready) = condition(node, "Ready") else {
+            return Ok(false);
+        };
+        if ready["status"] != "False"
+            || ready["message"] != STARTING_MESSAGE
+            || !node["metadata"]["deletionTimestamp"].is_null()
+        {
+            return Ok(false);
+        }
+        let since = parse_time(Some(&ready["lastTransitionTime"])).unwrap_or(Timestamp::MIN);
+        if now < after_ms(since, self.config.ready_delay_ms) {
+            return Ok(false);
+        }
+        let conditions = conditions_with(
+            node,
+            &[NewCondition {
+                type_: "Ready",
+                status: "True",
+                reason: Some("KubeletReady"),
+                message: Some("kubelet is posting ready status"),
+            }],
+            now,
+        );
+        let name = node_name(node);
+        let key = ObjectKey::cluster(&name);
+        let patch = guarded(node, json!({ "status": { "conditions": conditions } }));
+        let written = match self
+            .kube
+            .patch_status(&ResourceKind::NODE, &key, &Patch::Merge(patch))
+            .await
+        {
+            Ok(written) => written,
+            Err(e) if lost_race(&e) => {
+                report.conflicts += 1;
+                return Ok(true);
+            }
+            Err(e) => return Err(e),
+        };
+        let taints: Vec<Value> = written["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| !(t["key"] == NOT_READY_TAINT && t["effect"] == "NoSchedule"))
+            .cloned()
+            .collect();
+        let patch = guarded(&written, json!({ "spec": { "taints": taints } }));
+        match self
+            .kube
+            .patch(&ResourceKind::NODE, &key, &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => report.nodes_ready.push(name),
+            // The taint goes on a later tick: the node lifecycle controller retries too.
+            Err(e) if lost_race(&e) => report.conflicts += 1,
+            Err(e) => return Err(e),
+        }
+        Ok(true)
+    }
+
+    /// A Ready node waiting for its device plugins reports its extended resources
+    /// `device_plugin_delay_ms` after it became Ready. Returns whether it wrote.
+    async fn report_devices(
+        &self,
+        node: &Value,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<bool, KubeError> {
+        if node["metadata"]["annotations"][DEVICE_PLUGINS_PENDING_ANNOTATION].is_null()
+            || !condition_true(node, "Ready")
+        {
+            return Ok(false);
+        }
+        let ready_since = condition(node, "Ready")
+            .and_then(|c| parse_time(Some(&c["lastTransitionTime"])))
+            .unwrap_or(Timestamp::MIN);
+        if now < after_ms(ready_since, self.config.device_plugin_delay_ms) {
+            return Ok(false);
+        }
+        let instance_type = node["metadata"]["labels"]["node.kubernetes.io/instance-type"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let catalog = self.cloud.instance_types();
+        let Some(it) = catalog.get(&instance_type) else {
+            return Ok(false);
+        };
+        let name = node_name(node);
+        let key = ObjectKey::cluster(&name);
+        let status = guarded(
+            node,
+            json!({ "status": {
+                "capacity": quantities(&it.capacity, true),
+                "allocatable": quantities(&it.allocatable, true),
+            }}),
+        );
+        match self
+            .kube
+            .patch_status(&ResourceKind::NODE, &key, &Patch::Merge(status))
+            .await
+        {
+            Ok(written) => {
+                let patch = guarded(
+                    &written,
+                    json!({ "metadata": { "annotations": { DEVICE_PLUGINS_PENDING_ANNOTATION: null } } }),
+                );
+                match self
+                    .kube
+                    .patch(&ResourceKind::NODE, &key, &Patch::Merge(patch))
+                    .await
+                {
+                    Ok(_) => report.devices_reported.push(name),
+                    Err(e) if lost_race(&e) => report.conflicts += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) if lost_race(&e) => report.conflicts += 1,
+            Err(e) => return Err(e),
+        }
+        Ok(true)
     }
 
     /// Removes the node's startup taints (and the annotation listing them) once it has been Ready

@@ -5,14 +5,17 @@ use std::sync::Arc;
 
 use fakecloud::{Boot, Taint};
 use jiff::Timestamp;
-use karpenter_core::api::labels::{CAPACITY_TYPE_LABEL, UNREGISTERED_TAINT_KEY};
+use karpenter_core::api::labels::{CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, UNREGISTERED_TAINT_KEY};
 use karpenter_core::catalog::InstanceType;
 use karpenter_core::resources::Resources;
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
 use serde_json::{Map, Value, json};
 
-use super::{Kubelet, STARTUP_TAINTS_ANNOTATION, TickReport};
+use super::{
+    DEVICE_PLUGINS_PENDING_ANNOTATION, Kubelet, NOT_READY_TAINT, STARTING_MESSAGE,
+    STARTUP_TAINTS_ANNOTATION, TickReport,
+};
 use crate::objects::{NewCondition, conditions_with, format_time, taint_json};
 
 impl Kubelet {
@@ -71,7 +74,10 @@ impl Kubelet {
                     let startup = startup_taints(&boot, &declared, &self.config.startup_taint_keys);
                     match self
                         .kube
-                        .create(&ResourceKind::NODE, node_object(&boot, &startup))
+                        .create(
+                            &ResourceKind::NODE,
+                            node_object(&boot, &startup, has_extended(instance_type)),
+                        )
                         .await
                     {
                         Ok(node) => node,
@@ -160,35 +166,40 @@ pub(super) fn parse_taint_flags(text: &str) -> Vec<(String, String)> {
 }
 
 /// The Node as the kubelet creates it: its name, labels and taints, and the provider id.
-fn node_object(boot: &Boot, startup: &[&Taint]) -> Value {
+fn node_object(boot: &Boot, startup: &[&Taint], extended: bool) -> Value {
     let mut labels = boot.labels.clone();
     // Karpenter passes the NodeClaim's labels (capacity type included) as `--node-labels`; a
     // node whose user data lacks it still gets it, as the controller would sync it.
-    labels
-        .entry(CAPACITY_TYPE_LABEL.to_string())
-        .or_insert_with(|| boot.capacity_type.label().to_string());
-    let taints: Vec<Value> = boot
+    if labels.contains_key(NODEPOOL_LABEL) {
+        labels
+            .entry(CAPACITY_TYPE_LABEL.to_string())
+            .or_insert_with(|| boot.capacity_type.label().to_string());
+    }
+    let mut taints: Vec<Value> = boot
         .taints
         .iter()
         .map(|t| taint_json(&t.key, &t.value, &t.effect))
         .collect();
+    // Registered NotReady: the node lifecycle controller taints it until the kubelet is ready.
+    taints.push(taint_json(NOT_READY_TAINT, "", "NoSchedule"));
     let mut metadata = json!({ "name": boot.private_dns_name, "labels": labels });
+    if extended {
+        metadata["annotations"] = json!({ DEVICE_PLUGINS_PENDING_ANNOTATION: "true" });
+    }
     if !startup.is_empty() {
         let flags: Vec<String> = startup
             .iter()
             .map(|t| taint_flag(&t.key, &t.value, &t.effect))
             .collect();
-        metadata["annotations"] = json!({ STARTUP_TAINTS_ANNOTATION: flags.join(",") });
+        metadata["annotations"][STARTUP_TAINTS_ANNOTATION] = json!(flags.join(","));
     }
-    let mut spec = json!({ "providerID": boot.provider_id });
-    if !taints.is_empty() {
-        spec["taints"] = Value::Array(taints);
-    }
+    let spec = json!({ "providerID": boot.provider_id, "taints": taints });
     json!({ "apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": spec })
 }
 
-/// Capacity and allocatable from the catalog, `Ready=True` and the pressure conditions `False`,
-/// and the node's addresses.
+/// Capacity and allocatable from the catalog (extended resources left out until the device
+/// plugins report them), `Ready=False` while the node starts and the pressure conditions
+/// `False`, and the node's addresses.
 fn node_status(boot: &Boot, instance_type: &InstanceType, node: &Value, now: Timestamp) -> Value {
     let conditions = conditions_with(
         node,
@@ -213,9 +224,9 @@ fn node_status(boot: &Boot, instance_type: &InstanceType, node: &Value, now: Tim
             },
             NewCondition {
                 type_: "Ready",
-                status: "True",
-                reason: Some("KubeletReady"),
-                message: Some("kubelet is posting ready status"),
+                status: "False",
+                reason: Some("KubeletNotReady"),
+                message: Some(STARTING_MESSAGE),
             },
         ],
         now,
@@ -228,8 +239,8 @@ fn node_status(boot: &Boot, instance_type: &InstanceType, node: &Value, now: Tim
         })
         .collect();
     json!({
-        "capacity": quantities(&instance_type.capacity),
-        "allocatable": quantities(&instance_type.allocatable),
+        "capacity": quantities(&instance_type.capacity, false),
+        "allocatable": quantities(&instance_type.allocatable, false),
         "conditions": conditions,
         "addresses": [
             { "type": "Hostname", "address": boot.private_dns_name },
@@ -238,12 +249,28 @@ fn node_status(boot: &Boot, instance_type: &InstanceType, node: &Value, now: Tim
     })
 }
 
-/// A resource list as Kubernetes writes it (cpu in cores or millicores, the rest as integers).
-fn quantities(resources: &Resources) -> Value {
+/// A resource list as Kubernetes writes it (cpu in cores or millicores, the rest as integers);
+/// extended resources only with `extended`.
+pub(super) fn quantities(resources: &Resources, extended: bool) -> Value {
     let map: Map<String, Value> = resources
         .to_list()
         .into_iter()
+        .filter(|(name, _)| extended || !is_extended(name))
         .map(|(name, quantity)| (name, Value::String(quantity.0)))
         .collect();
     Value::Object(map)
+}
+
+/// Resources a device plugin reports (anything but the kubelet's own).
+fn is_extended(name: &str) -> bool {
+    !["cpu", "memory", "pods", "ephemeral-storage"].contains(&name)
+}
+
+/// Whether the instance type promises extended resources.
+fn has_extended(instance_type: &InstanceType) -> bool {
+    instance_type
+        .allocatable
+        .to_list()
+        .iter()
+        .any(|(name, q)| is_extended(name) && q.0 != "0")
 }

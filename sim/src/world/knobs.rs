@@ -23,6 +23,7 @@ impl CloudKnobs {
         };
         if let Some(tag) = &self.discovery_tag {
             config.cluster_name = tag.clone();
+            config.cluster_join_name = Some(CLUSTER.into());
         }
         if let Some(units) = self.pool_capacity {
             config.pool_capacity_default = units;

@@ -86,6 +86,12 @@ impl Workloads {
             .collect()
     }
 
+    /// Adds a Deployment the world itself runs (the system pods), kept like the scenario's.
+    pub fn add_deployment(&mut self, deployment: Deployment) {
+        self.deployments.insert(deployment.name.clone(), deployment);
+        self.dirty = true;
+    }
+
     /// Sets a Deployment as an event describes it (a new one, or a new replica count or template).
     fn set(&mut self, spec: &DeploymentSpec) {
         let wanted = deployment(spec);

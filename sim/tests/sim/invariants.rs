@@ -141,6 +141,25 @@ fn claims_progress_catches_lost_registration_timeouts() {
 }
 
 #[test]
+fn nodes_join_catches_unjoinable_nodes_left_running() {
+    // The controller names the wrong endpoint: no node joins. Without the bug each claim times
+    // out and its instance is terminated; with it the instances run on unregistered.
+    let config = config("wrong-endpoint.yaml", "none", 30, 5);
+    catches(config, Bug::KeepUnregisteredClaims, "nodes-join", 1);
+}
+
+#[test]
+fn foreign_instances_untouched_catches_gc_over_the_cluster_tag() {
+    let config = config("web.yaml", "none", 10, 5);
+    catches(
+        config,
+        Bug::GcOverClusterTag,
+        "foreign-instances-untouched",
+        1,
+    );
+}
+
+#[test]
 fn termination_progress_catches_ignored_terminations() {
     let config = config("never-boot.yaml", "none", 25, 10);
     catches(config, Bug::IgnoreTerminations, "termination-progress", 3);
@@ -212,6 +231,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
         [
             "nodepool-limits",
             "no-leaked-instances",
+            "foreign-instances-untouched",
             "pods-fit-nodes",
             "drained-before-terminate",
             "pdb-respected",
@@ -220,6 +240,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "consolidation-churn",
             "claim-storm",
             "interruption-rehomed",
+            "nodes-join",
             "claims-progress",
             "termination-progress",
             "pods-scheduled",

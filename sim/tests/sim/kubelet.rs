@@ -29,6 +29,12 @@ const BOOT_MS: u64 = 30_000;
 
 /// nodeadm user data as Karpenter writes it: NodeClaim labels as `--node-labels`, taints
 /// (including the unregistered taint and startup taints) as `registerWithTaints`.
+fn user_data() -> String {
+    USER_DATA
+        .replace("ENDPOINT", fakecloud::DEFAULT_CLUSTER_ENDPOINT)
+        .replace("CA_BUNDLE", fakecloud::DEFAULT_CLUSTER_CA_BUNDLE)
+}
+
 const USER_DATA: &str = r#"MIME-Version: 1.0
 Content-Type: multipart/mixed; boundary="//"
 
@@ -40,6 +46,9 @@ kind: NodeConfig
 spec:
   cluster:
     name: sim
+    apiServerEndpoint: ENDPOINT
+    certificateAuthority: CA_BUNDLE
+    cidr: 10.100.0.0/16
   kubelet:
     config:
       registerWithTaints:
@@ -72,6 +81,8 @@ fn config() -> KubeletConfig {
         pod_start_ms: 5_000,
         node_gone_ms: 30_000,
         startup_taint_keys: BTreeSet::from(["node.cilium.io/agent-not-ready".to_string()]),
+        ready_delay_ms: 0,
+        device_plugin_delay_ms: 0,
     }
 }
 
@@ -128,7 +139,7 @@ impl World {
             block_on(self.ec2().create_launch_template(&LaunchTemplateRequest {
                 name: TEMPLATE.to_string(),
                 image_id,
-                user_data: USER_DATA.to_string(),
+                user_data: user_data(),
                 security_group_ids: Vec::new(),
                 instance_profile: "KarpenterNodeInstanceProfile".into(),
                 tags: BTreeMap::new(),

@@ -16,7 +16,7 @@ use karpenter_sim::faults::{
 };
 use karpenter_sim::report::Report;
 use karpenter_sim::scenario::Scenario;
-use karpenter_sim::world::World;
+use karpenter_sim::world::{SYSTEM_PODS, World};
 use serde_json::Value;
 
 const POOL: &str = r#"
@@ -85,7 +85,11 @@ fn a_burst_of_500_pods_runs_within_the_batch_window_plus_boot_time() {
     for seed in [3, 4, 5] {
         let report = run(seed, s.clone(), Duration::from_secs(10 * 60));
         assert!(report.converged, "seed {seed}: {report:?}");
-        assert_eq!(report.pods.running, 500);
+        assert_eq!(
+            report.pods.running,
+            500 + SYSTEM_PODS,
+            "and the node group's"
+        );
         // Batch window (≤ 10 s) + launch + boot (fakecloud's default boot is well under 2 min).
         assert!(
             report.pods.pending_seconds_p99 <= 180.0,
@@ -274,11 +278,22 @@ fn pods(world: &World) -> Vec<Value> {
     world.api().objects(&ResourceKind::POD)
 }
 
-/// Pods running and not being deleted.
+/// The scenario's pods running and not being deleted (the managed node group's system pods in
+/// `kube-system` are not counted: every world has them, whatever the scenario).
 fn running_count(world: &World) -> usize {
     pods(world)
         .iter()
-        .filter(|p| running_not_deleting(p))
+        .filter(|p| p["metadata"]["namespace"] != "kube-system" && running_not_deleting(p))
+        .count()
+}
+
+/// Instances Karpenter launched (by the `karpenter.sh/nodeclaim` tag; not the node group's).
+fn karpenter_instance_count(world: &World) -> usize {
+    world
+        .cloud()
+        .instances()
+        .iter()
+        .filter(|i| i.tags.contains_key("karpenter.sh/nodeclaim"))
         .count()
 }
 
@@ -393,7 +408,8 @@ fn a_spot_storm_on_200_nodes_loses_no_pod_beyond_the_two_minute_notice() {
                 .instances()
                 .iter()
                 .filter(|i| {
-                    i.capacity_type == karpenter_core::catalog::CapacityType::OnDemand
+                    i.tags.contains_key("karpenter.sh/nodeclaim")
+                        && i.capacity_type == karpenter_core::catalog::CapacityType::OnDemand
                         && matches!(i.state, InstanceState::Pending | InstanceState::Running)
                 })
                 .count();
@@ -786,7 +802,7 @@ fn duplicate_sqs_messages_cause_one_action() {
             let running = running_count(&world);
             assert_eq!(running, 4, "seed {seed}");
             // One replacement per interrupted node: 4 first, 2 more.
-            assert_eq!(world.cloud().instances().len(), 6, "seed {seed}");
+            assert_eq!(karpenter_instance_count(&world), 6, "seed {seed}");
             assert_invariants_held(&world, seed);
         });
     }
@@ -1015,8 +1031,7 @@ fn ec2_latency_slows_the_controllers_reactions_on_the_simulated_clock() {
             });
             while world.elapsed() < Duration::from_secs(20 * 60) {
                 world.step().await.expect("step");
-                let all = pods(&world);
-                if all.len() == 8 && all.iter().all(running_not_deleting) {
+                if running_count(&world) == 8 {
                     assert_invariants_held(&world, 5);
                     return (
                         world.elapsed(),

@@ -1,5 +1,8 @@
-//! `karpenter plan -f FILE... [--catalog FILE] [-o json|table] [--disrupt [--now RFC3339]]`: a
-//! dry run of provisioning (and, with `--disrupt`, of disruption: `disrupt.rs`).
+//! `karpenter plan -f FILE... [--catalog FILE] [-o json|table] [--disrupt [--now RFC3339]]
+//! [--show-launch --cluster-name N --cluster-endpoint URL --cluster-ca-bundle B64
+//! [--cluster-cidr CIDR] [--cluster-dns IP]]`: a dry run of provisioning (and, with `--disrupt`,
+//! of disruption: `disrupt.rs`; with `--show-launch`, of the launch: the launch templates each
+//! NodeClaim would get, user data included).
 //!
 //! Reads manifests (NodePools, EC2NodeClasses, workloads, Nodes, volumes, ...), runs the same
 //! scheduling simulation the controller runs, and prints the NodeClaims Karpenter would create,
@@ -16,7 +19,8 @@ use std::process::ExitCode;
 use karpenter_core::api::Operator;
 use karpenter_core::api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 use karpenter_core::catalog::Catalog;
-use karpenter_core::plan::{Cluster, Document, documents};
+use karpenter_core::nodeclass::cluster::ClusterInfo;
+use karpenter_core::plan::{Cluster, Document, documents, launch};
 use karpenter_core::scheduling::{Options, PlannedClaim, Results};
 use serde_json::{Value, json};
 
@@ -40,12 +44,41 @@ pub struct Disrupt {
     pub now: Option<String>,
 }
 
+/// `--show-launch` and the cluster it launches into.
+#[derive(Clone, Debug, Default)]
+pub struct ShowLaunch {
+    pub name: String,
+    pub endpoint: String,
+    pub ca_bundle: String,
+    pub cidr: Option<String>,
+    pub dns: Option<String>,
+}
+
 pub fn run(
     files: &[String],
     catalog_file: Option<&str>,
     format: Format,
     disrupt: Disrupt,
+    show_launch: Option<ShowLaunch>,
 ) -> ExitCode {
+    let info = match show_launch
+        .map(|s| {
+            ClusterInfo::new(
+                &s.name,
+                &s.endpoint,
+                &s.ca_bundle,
+                s.cidr.as_deref(),
+                s.dns.as_deref(),
+            )
+        })
+        .transpose()
+    {
+        Ok(info) => info,
+        Err(err) => {
+            eprintln!("error: --show-launch: {err}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
     let now = match disrupt.now.as_deref().map(str::parse::<jiff::Timestamp>) {
         // The binary's wall clock is the right "now" for a dry run the user starts by hand; the
         // ban on wall-clock reads protects seeded replay, which `plan` is not part of.
@@ -97,6 +130,9 @@ pub fn run(
         // `{:#}` is serde_json's infallible pretty printer for a `Value`.
         Format::Json => {
             let mut plan = to_json(&results, catalog);
+            if let Some(info) = &info {
+                add_launch_templates(&mut plan, &results, &cluster, catalog, info);
+            }
             if let Some(outcome) = &disruption {
                 plan["disruption"] = super::disrupt::to_json(outcome);
             }
@@ -104,6 +140,9 @@ pub fn run(
         }
         Format::Table => {
             let mut text = table(&results);
+            if let Some(info) = &info {
+                text.push_str(&launch_table(&results, &cluster, catalog, info));
+            }
             if let Some(outcome) = &disruption {
                 text.push_str(&super::disrupt::table(outcome, now));
             }
@@ -113,6 +152,59 @@ pub fn run(
     // A closed pipe (`| head`) is not an error of the plan.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     ExitCode::SUCCESS
+}
+
+/// Each planned NodeClaim's `launchTemplates` (in `nodeClaims` order).
+fn add_launch_templates(
+    plan: &mut Value,
+    results: &Results,
+    cluster: &Cluster,
+    catalog: &Catalog,
+    info: &ClusterInfo,
+) {
+    let Some(claims) = plan["nodeClaims"].as_array_mut() else {
+        return;
+    };
+    for (json, claim) in claims.iter_mut().zip(&results.new_claims) {
+        json["launchTemplates"] =
+            Value::Array(launch::launch_templates(cluster, catalog, info, claim));
+    }
+}
+
+/// The user data of each planned NodeClaim's launch templates, for people.
+fn launch_table(
+    results: &Results,
+    cluster: &Cluster,
+    catalog: &Catalog,
+    info: &ClusterInfo,
+) -> String {
+    let mut out = String::new();
+    for (index, claim) in results.new_claims.iter().enumerate() {
+        for template in launch::launch_templates(cluster, catalog, info, claim) {
+            let field = |key: &str| template[key].as_str().unwrap_or_default().to_string();
+            out.push_str(&format!(
+                "\nNodeClaim {} ({}), {} {}:\n",
+                index + 1,
+                claim.node_pool,
+                template["amiFamily"].as_str().unwrap_or("?"),
+                field("architecture"),
+            ));
+            if let Some(err) = template["error"].as_str() {
+                out.push_str(&format!("  error: {err}\n"));
+                continue;
+            }
+            out.push_str(&format!(
+                "  launch template {}, image {}, instance profile {}\n  user data:\n",
+                field("name"),
+                field("imageId"),
+                field("instanceProfile"),
+            ));
+            for line in field("userData").lines() {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
+    out
 }
 
 /// Every document of every file, or `None` after reporting each file that cannot be read.

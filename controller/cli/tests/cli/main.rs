@@ -9,6 +9,7 @@ mod bench;
 mod controller;
 mod plan;
 mod plan_disrupt;
+mod plan_launch;
 mod validate_and_crds;
 
 pub fn root() -> PathBuf {

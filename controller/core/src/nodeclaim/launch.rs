@@ -12,17 +12,19 @@ use serde_json::json;
 
 use super::{Flow, LAUNCH_ATTEMPTS_MAX, Lifecycle, Step, condition_true, fleet, key};
 use crate::api::conditions::nodeclaim as cond;
+use crate::api::ec2nodeclass::InstanceStorePolicy;
 use crate::api::labels::{
-    ARCH_LABEL, CAPACITY_TYPE_LABEL, EC2NODECLASS_TAG, INSTANCE_TYPE_LABEL, NODECLAIM_TAG,
-    NODEPOOL_LABEL, UNREGISTERED_TAINT_KEY, ZONE_LABEL,
+    ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODECLAIM_TAG, NODEPOOL_LABEL, ZONE_LABEL,
 };
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, Operator, ProviderId};
 use crate::catalog::{CapacityType, Catalog, InstanceType, UNAVAILABLE_TTL};
 use crate::context::Context;
-use crate::nodeclass::{ResolveError, resolve};
+use crate::nodeclass::cluster::ClusterInfo;
+use crate::nodeclass::launchtemplate::LaunchTemplateData;
+use crate::nodeclass::userdata::{self, BootstrapInput, UserDataError};
+use crate::nodeclass::{ResolveError, instanceprofile, launchtemplate, resolve};
 use crate::resources::Resources;
 use crate::scheduling::Requirements;
-use crate::scheduling::pod::effect_name;
 use crate::seams::Retryable;
 use crate::seams::ec2::{
     CreateFleetRequest, Ec2Error, Filter, FleetOverride, InstanceState, LaunchTemplateRequest,
@@ -442,7 +444,7 @@ pub async fn launch(
         ));
     }
     let tags = instance_tags(ctx, claim, class);
-    let template = launch_template(ctx, claim, class, &image_id, security_groups, &tags);
+    let template = launch_template(ctx, claim, class, &image_id, capacity_type, security_groups)?;
     let template_name = template.name.clone();
     match ctx.ec2.create_launch_template(&template).await {
         Ok(_) => {}
@@ -490,61 +492,99 @@ fn overrides(
     overrides
 }
 
-/// The tags of the instance (and its launch template): the class's own, then Karpenter's.
+/// The tags of the instance: upstream's set for the class (the user's own without the keys
+/// Karpenter reserves, then the cluster, NodePool and EC2NodeClass tags) plus the claim's name.
 fn instance_tags(
     ctx: &Context,
     claim: &NodeClaim,
     class: &EC2NodeClass,
 ) -> BTreeMap<String, String> {
-    let cluster = &ctx.options.lifecycle.cluster_name;
     let pool = claim
         .labels()
         .get(NODEPOOL_LABEL)
         .cloned()
         .unwrap_or_default();
-    let mut tags = class.spec.tags.clone();
-    tags.insert(format!("kubernetes.io/cluster/{cluster}"), "owned".into());
-    tags.insert("eks:eks-cluster-name".into(), cluster.to_string());
-    tags.insert(NODEPOOL_LABEL.into(), pool);
-    tags.insert(EC2NODECLASS_TAG.into(), class.name_any());
+    let mut tags = launchtemplate::tags(class, &ctx.options.lifecycle.cluster_name, &pool);
     tags.insert(NODECLAIM_TAG.into(), claim.name_any());
     tags
 }
 
-/// The launch template for this AMI, user data and security groups, named by their content (so
-/// equal launches share one).
+/// The launch template for this claim, AMI and capacity type (see [`template_data`]), as the EC2
+/// seam takes it.
 fn launch_template(
     ctx: &Context,
     claim: &NodeClaim,
     class: &EC2NodeClass,
     image_id: &str,
+    capacity_type: CapacityType,
     security_groups: BTreeSet<String>,
-    tags: &BTreeMap<String, String>,
-) -> LaunchTemplateRequest {
-    let user_data = user_data(claim, &ctx.options.lifecycle.cluster_name, class);
-    let groups = security_groups
-        .iter()
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(",");
-    let name = format!(
-        "karpenter.k8s.aws/{}",
-        fingerprint(&[image_id, &user_data, &groups])
+) -> Result<LaunchTemplateRequest, LaunchError> {
+    let cluster = ctx.options.lifecycle.cluster.as_ref().ok_or_else(|| {
+        LaunchError::NodeClass(
+            "the cluster's endpoint, CA bundle and service CIDR are not configured".into(),
+        )
+    })?;
+    let groups = security_groups.into_iter().collect();
+    let data = template_data(cluster, claim, class, image_id, capacity_type, groups)
+        .map_err(|err| LaunchError::NodeClass(err.to_string()))?;
+    Ok(LaunchTemplateRequest {
+        name: data.name(),
+        image_id: data.image_id.clone(),
+        user_data: data.user_data.clone(),
+        security_group_ids: data.security_group_ids.clone(),
+        instance_profile: data.instance_profile.clone(),
+        extra: data.extra(),
+        tags: data.tags,
+    })
+}
+
+/// The launch template of `claim` with `class`, as upstream builds it
+/// (`nodeclass::launchtemplate`): the family's user data for this cluster
+/// (`nodeclass::userdata`: the claim's labels with its capacity type, its taints then startup
+/// taints, `spec.kubelet`, the user's `userData`), the class's block devices, metadata options,
+/// network and monitoring settings, its instance profile and upstream's tags. Pure: the launch
+/// path and `karpenter plan --show-launch` both use it.
+pub fn template_data(
+    cluster: &ClusterInfo,
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+    image_id: &str,
+    capacity_type: CapacityType,
+    security_group_ids: Vec<String>,
+) -> Result<LaunchTemplateData, UserDataError> {
+    let family = userdata::family(class);
+    let mut labels = claim.labels().clone();
+    labels.insert(
+        CAPACITY_TYPE_LABEL.to_string(),
+        capacity_type.label().to_string(),
     );
-    LaunchTemplateRequest {
-        name,
-        image_id: image_id.to_string(),
-        user_data,
-        security_group_ids: security_groups.into_iter().collect(),
-        instance_profile: class
+    let input = BootstrapInput {
+        cluster,
+        labels,
+        taints: claim
             .spec
-            .instance_profile
-            .clone()
-            .or_else(|| class.spec.role.clone())
-            .unwrap_or_default(),
-        tags: tags.clone(),
-        extra: BTreeMap::new(),
+            .taints
+            .iter()
+            .chain(&claim.spec.startup_taints)
+            .cloned()
+            .collect(),
+        kubelet: class.spec.kubelet.as_ref(),
+        user_data: class.spec.user_data.as_deref(),
+        raid0: class.spec.instance_store_policy == Some(InstanceStorePolicy::RAID0),
+    };
+    let user_data = userdata::generate(family, &input)?;
+    let pool = claim
+        .labels()
+        .get(NODEPOOL_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    let tags = launchtemplate::tags(class, &cluster.name, &pool);
+    let mut data =
+        launchtemplate::build(class, family, image_id, security_group_ids, user_data, tags);
+    if data.instance_profile.is_empty() {
+        data.instance_profile = instanceprofile::profile_name(class, &cluster.name);
     }
+    Ok(data)
 }
 
 /// CreateFleet for one instance; every capacity error marks its offering unavailable for
@@ -591,52 +631,4 @@ async fn create_fleet(
             )))
         }
     }
-}
-
-/// Bootstrap user data: the kubelet registers with the claim's labels, its taints plus the
-/// `karpenter.sh/unregistered` taint, and its startup taints (nodeadm-style flags; the user's
-/// own user data is appended).
-fn user_data(claim: &NodeClaim, cluster: &str, class: &EC2NodeClass) -> String {
-    let labels: Vec<String> = claim
-        .labels()
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let mut taints: Vec<String> = claim
-        .spec
-        .taints
-        .iter()
-        .chain(&claim.spec.startup_taints)
-        .map(|t| {
-            format!(
-                "{}={}:{}",
-                t.key,
-                t.value.clone().unwrap_or_default(),
-                effect_name(t.effect)
-            )
-        })
-        .collect();
-    taints.push(format!("{UNREGISTERED_TAINT_KEY}=:NoExecute"));
-    let mut out = format!(
-        "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: {cluster}\n  kubelet:\n    flags:\n      - --node-labels={}\n      - --register-with-taints={}\n",
-        labels.join(","),
-        taints.join(",")
-    );
-    if let Some(extra) = &class.spec.user_data {
-        out.push_str("---\n");
-        out.push_str(extra);
-    }
-    out
-}
-
-/// A short stable hash (FNV-1a) naming launch templates by their content.
-fn fingerprint(parts: &[&str]) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for byte in part.bytes().chain([0]) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    format!("{hash:016x}")
 }

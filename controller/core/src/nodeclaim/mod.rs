@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 pub use garbagecollection::{
     EKS_CLUSTER_NAME_TAG, GC_INTERVAL, GarbageCollector, is_ours, ours_filters,
 };
-pub use launch::{LaunchError, Launched};
+pub use launch::{LaunchError, Launched, template_data};
 
 use crate::api::conditions::{self, nodeclaim as cond};
 use crate::api::labels::TERMINATION_FINALIZER;
@@ -56,6 +56,10 @@ pub const LAUNCH_ATTEMPTS_MAX: u32 = 3;
 #[derive(Clone, Debug)]
 pub struct Options {
     pub cluster_name: String,
+    /// What a node needs to join this cluster (endpoint, CA, service CIDR): discovered at
+    /// startup, supplied by the simulation from its world. Without it nothing is launched (the
+    /// claim's `Launched` condition says why): a node that cannot join is worse than none.
+    pub cluster: Option<crate::nodeclass::cluster::ClusterInfo>,
     /// Kubernetes minor version AMI aliases resolve for (`1.33`).
     pub kubernetes_version: String,
     /// A claim whose node has not registered by then is deleted (upstream: 15 minutes).
@@ -68,6 +72,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             cluster_name: "cluster".into(),
+            cluster: None,
             kubernetes_version: "1.33".into(),
             registration_timeout: Duration::from_secs(15 * 60),
             gc_grace: Duration::from_secs(30),

@@ -9,6 +9,7 @@
 pub mod ami;
 pub mod cache;
 pub mod cluster;
+pub mod instanceprofile;
 pub mod launchtemplate;
 pub mod resolve;
 pub mod status;

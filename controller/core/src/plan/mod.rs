@@ -17,6 +17,7 @@
 mod build;
 mod decode;
 mod error;
+pub mod launch;
 mod nodes;
 mod pods;
 mod volumes;

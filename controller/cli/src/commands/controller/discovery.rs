@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::version::Info;
 use karpenter_aws::Aws;
 use karpenter_core::catalog::Catalog;
 use karpenter_core::catalog::live::LiveCatalog;
-use karpenter_core::nodeclass::cluster::ClusterInfo;
+use karpenter_core::nodeclass::cluster::{ClusterInfo, ClusterInfoError};
 use karpenter_core::seams::catalog::{
     CatalogError, CatalogSource, InstanceTypeInfo, SpotPrice, ZoneOffering,
 };
@@ -37,6 +37,11 @@ pub struct Discovered {
     /// `major.minor` of the API server (`1.33`).
     pub kubernetes_version: String,
     pub service_cidr: Option<String>,
+    /// What launches put in user data (name, endpoint, CA, service CIDR and cluster DNS).
+    /// `None` only when the service CIDR could not be found (EKS DescribeCluster failed and the
+    /// endpoint came from the settings): every launch then fails with a condition saying so,
+    /// rather than starting instances that could never join.
+    pub cluster: Option<ClusterInfo>,
 }
 
 /// The kube config's CA (inline data or a file) as base64 PEM, if it has one.
@@ -107,22 +112,30 @@ pub async fn discover(
     if ca_bundle.is_empty() {
         ca_bundle = kube_ca.unwrap_or_default();
     }
+    let cluster = match ClusterInfo::new(
+        &settings.cluster_name,
+        &endpoint,
+        &ca_bundle,
+        service_cidr.as_deref(),
+        None,
+    ) {
+        Ok(cluster) => Some(cluster),
+        Err(ClusterInfoError::NoNetwork) => {
+            tracing::warn!(
+                "the cluster's service CIDR is unknown (EKS DescribeCluster failed): nodes cannot \
+                 be launched until it answers and the controller restarts"
+            );
+            None
+        }
+        Err(e) => return Err(ControllerError::Discovery(e.to_string())),
+    };
     let discovered = Discovered {
         endpoint,
         ca_bundle,
         kubernetes_version: kubernetes_version(version),
         service_cidr,
+        cluster,
     };
-    if let Some(cidr) = &discovered.service_cidr {
-        ClusterInfo::new(
-            &settings.cluster_name,
-            &discovered.endpoint,
-            &discovered.ca_bundle,
-            Some(cidr),
-            None,
-        )
-        .map_err(|e| ControllerError::Discovery(e.to_string()))?;
-    }
     tracing::info!(
         endpoint = discovered.endpoint,
         kubernetes_version = discovered.kubernetes_version,

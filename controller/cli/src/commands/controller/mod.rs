@@ -205,5 +205,6 @@ fn options(settings: &Settings, cluster: &discovery::Discovered) -> Options {
     options.disruption.spot_to_spot = settings.feature_gates.spot_to_spot_consolidation;
     options.lifecycle.cluster_name = settings.cluster_name.clone();
     options.lifecycle.kubernetes_version = cluster.kubernetes_version.clone();
+    options.lifecycle.cluster = cluster.cluster.clone();
     options
 }

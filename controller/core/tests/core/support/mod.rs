@@ -36,11 +36,25 @@ pub fn cloud(clock: &Arc<ManualClock>) -> Arc<FakeCloud> {
     ))
 }
 
+/// The join data of fakecloud's default cluster (what its bootstraps accept).
+pub fn world_cluster() -> karpenter_core::nodeclass::cluster::ClusterInfo {
+    let config = Config::default();
+    karpenter_core::nodeclass::cluster::ClusterInfo::new(
+        CLUSTER,
+        &config.cluster_endpoint,
+        &config.cluster_ca_bundle,
+        Some(&config.cluster_service_cidr),
+        None,
+    )
+    .expect("fakecloud's default cluster is valid")
+}
+
 /// Options naming the cluster [`CLUSTER`].
 pub fn options() -> Options {
     Options {
         lifecycle: nodeclaim::Options {
             cluster_name: CLUSTER.into(),
+            cluster: Some(world_cluster()),
             ..Default::default()
         },
         ..Default::default()

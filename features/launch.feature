@@ -124,3 +124,58 @@ Feature: Launch
     Then within 3 minutes all pods of "myapp" are Running
     And every launch template's user data has "[settings.kubernetes]"
     And every launch template's user data has "example.com/special-taint"
+
+  Scenario: a class whose role does not exist is not Ready and launches nothing
+    Given the manifests:
+      """
+      apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {name: default}
+      spec:
+        template:
+          spec:
+            requirements:
+              - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+            nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      ---
+      apiVersion: karpenter.k8s.aws/v1
+      kind: EC2NodeClass
+      metadata: {name: default}
+      spec:
+        role: KarpenterNodeRole-typo
+        amiSelectorTerms: [{alias: al2023@latest}]
+        subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+        securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+      """
+    When the Deployment "web" with 2 replicas requesting 1 CPU is created
+    And 3 minutes pass
+    Then no node was launched
+    And the EC2NodeClass "default" has "InstanceProfileReady" = "False" saying "KarpenterNodeRole-typo"
+    And the EC2NodeClass "default" has "Ready" = "False" saying ""
+
+  Scenario: a class naming an instance profile that does not exist is not Ready and launches nothing
+    Given the manifests:
+      """
+      apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {name: default}
+      spec:
+        template:
+          spec:
+            requirements:
+              - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+            nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      ---
+      apiVersion: karpenter.k8s.aws/v1
+      kind: EC2NodeClass
+      metadata: {name: default}
+      spec:
+        instanceProfile: KarpenterNodeInstanceProfile-nobody-made
+        amiSelectorTerms: [{alias: al2023@latest}]
+        subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+        securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+      """
+    When the Deployment "web" with 2 replicas requesting 1 CPU is created
+    And 3 minutes pass
+    Then no node was launched
+    And the EC2NodeClass "default" has "InstanceProfileReady" = "False" saying "does not exist"

@@ -36,9 +36,12 @@ impl Account {
         let eks = FakeEks::new(&config.region, &config.account_id);
         eks.add_cluster(&config.cluster_identity(), &config.kubernetes_version, now);
         let cluster_name = config.cluster_name.clone();
+        let iam = Arc::new(iam);
+        let cloud = Arc::new(FakeCloud::new(clock, catalog, config));
+        cloud.attach_iam(iam.clone());
         Self {
-            cloud: Arc::new(FakeCloud::new(clock, catalog, config)),
-            iam: Arc::new(iam),
+            cloud,
+            iam,
             eks: Arc::new(eks),
             cluster_name,
         }
@@ -85,5 +88,11 @@ impl FakeCloud {
 
     pub fn kubernetes_version(&self) -> String {
         self.initial.kubernetes_version.clone()
+    }
+
+    /// What a node's user data must name to join (startup discovery finds the same through
+    /// EKS `DescribeCluster`).
+    pub fn cluster_identity(&self) -> crate::bootstrap::ClusterIdentity {
+        self.initial.cluster_identity()
     }
 }

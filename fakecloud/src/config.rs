@@ -28,6 +28,10 @@ pub struct Config {
     pub cluster_endpoint: String,
     /// Base64 of the cluster's CA bundle (PEM) a node's user data must carry to join.
     pub cluster_ca_bundle: String,
+    /// The IAM roles with an access entry (EKS access entries or `aws-auth`) for nodes: a launched
+    /// instance whose profile holds another role runs and never joins. `None`: the account's
+    /// node role ([`crate::node_role_name`] of the cluster), as the getting-started stack makes.
+    pub cluster_access_roles: Option<Vec<String>>,
     /// The cluster's service CIDR (nodeadm requires it in a `NodeConfig`).
     pub cluster_service_cidr: String,
     /// Kubernetes minor version the published AMIs and SSM parameters are for (`1.33`).
@@ -97,6 +101,13 @@ pub const DEFAULT_CLUSTER_CA_BUNDLE: &str =
     "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUZha2VjbG91ZENBCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K";
 
 impl Config {
+    /// The roles whose instances the cluster lets join (see `cluster_access_roles`).
+    pub fn access_roles(&self) -> Vec<String> {
+        self.cluster_access_roles
+            .clone()
+            .unwrap_or_else(|| vec![crate::node_role_name(&self.cluster_name)])
+    }
+
     /// The cluster a node's user data must name to join.
     pub fn cluster_identity(&self) -> crate::bootstrap::ClusterIdentity {
         crate::bootstrap::ClusterIdentity {
@@ -119,6 +130,7 @@ impl Default for Config {
             account_id: "123456789012".into(),
             cluster_name: "sim".into(),
             cluster_join_name: None,
+            cluster_access_roles: None,
             cluster_endpoint: DEFAULT_CLUSTER_ENDPOINT.into(),
             cluster_ca_bundle: DEFAULT_CLUSTER_CA_BUNDLE.into(),
             cluster_service_cidr: "10.100.0.0/16".into(),

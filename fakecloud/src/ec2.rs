@@ -61,11 +61,12 @@ impl Ec2 for FakeCloud {
                     .map(|o| format!("{}/{}/{}", o.instance_type, o.zone, o.subnet_id))
             )
         );
+        let iam = self.iam();
         serve(
             self,
             Operation::CreateFleet,
             input,
-            |state, _| state.create_fleet(request),
+            |state, _| state.create_fleet(request, iam.as_deref()),
             |response| {
                 format!(
                     "instances={} errors={}",

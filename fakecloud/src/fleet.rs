@@ -44,6 +44,7 @@ impl State {
     pub fn create_fleet(
         &mut self,
         request: &CreateFleetRequest,
+        iam: Option<&crate::iam::FakeIam>,
     ) -> Result<CreateFleetResponse, Ec2Error> {
         let token = &request.client_token;
         if !token.is_empty()
@@ -57,7 +58,7 @@ impl State {
                 message: format!("Client token {token} was used with different parameters"),
             });
         }
-        let response = self.fulfil(request)?;
+        let response = self.fulfil(request, iam)?;
         if !token.is_empty() {
             self.fleets
                 .insert(token.clone(), (request.clone(), response.clone()));
@@ -65,7 +66,37 @@ impl State {
         Ok(response)
     }
 
-    fn fulfil(&mut self, request: &CreateFleetRequest) -> Result<CreateFleetResponse, Ec2Error> {
+    /// EC2 resolves the launch template's instance profile before placing anything: a name IAM
+    /// does not know fails the request (`Err`, EC2's message). A profile whose role the cluster
+    /// does not admit (or that holds none) launches fine and never joins: `Ok(Some(why))`.
+    /// Without attached IAM profiles are not modelled: `Ok(None)`.
+    fn profile_check(
+        &self,
+        iam: Option<&crate::iam::FakeIam>,
+        profile: &str,
+    ) -> Result<Option<String>, String> {
+        let Some(iam) = iam else {
+            return Ok(None);
+        };
+        let Some(roles) = iam.profile_roles(profile) else {
+            return Err(format!(
+                "Value ({profile}) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"
+            ));
+        };
+        Ok(match roles.first() {
+            Some(role) if self.config.access_roles().contains(role) => None,
+            Some(role) => Some(format!(
+                "role {role} of instance profile {profile} has no access entry"
+            )),
+            None => Some(format!("instance profile {profile} holds no role")),
+        })
+    }
+
+    fn fulfil(
+        &mut self,
+        request: &CreateFleetRequest,
+        iam: Option<&crate::iam::FakeIam>,
+    ) -> Result<CreateFleetResponse, Ec2Error> {
         if request.overrides.is_empty() {
             return Err(Ec2Error::InvalidRequest {
                 code: "MissingParameter".into(),
@@ -102,6 +133,13 @@ impl State {
             );
             return Ok(response);
         }
+        let denied = match self.profile_check(iam, &template.instance_profile) {
+            Ok(denied) => denied,
+            Err(message) => {
+                response.errors = every_override(request, "InvalidParameterValue", &message);
+                return Ok(response);
+            }
+        };
         let candidates = self.candidates(request, &mut response.errors);
         let order = match request.capacity_type {
             CapacityType::Spot => {
@@ -117,6 +155,12 @@ impl State {
                 continue;
             }
             let instance = self.launch(request, &template, &candidate);
+            if let Some(why) = &denied
+                && let Some(record) = self.instances.get_mut(&instance.instance_id)
+            {
+                record.join = Err(bootstrap::JoinError::Unauthorized(why.clone()));
+                record.ready_at = None;
+            }
             response.instances.push(instance);
             break;
         }

@@ -68,6 +68,15 @@ impl FakeIam {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The roles of profile `name`, or `None` when it does not exist: what EC2 checks when a
+    /// launch names the profile. Not an IAM call (no call log, no scripted errors).
+    pub fn profile_roles(&self, name: &str) -> Option<Vec<String>> {
+        self.lock()
+            .profiles
+            .get(name)
+            .map(|r| r.profile.roles.clone())
+    }
+
     /// Creates a role (what the account's CloudFormation would have made); replaces one of the
     /// same name.
     pub fn add_role(&self, name: &str, path: &str) -> Role {

@@ -86,6 +86,10 @@ pub struct FakeCloud {
     /// Long polls waiting for a message: woken whenever the state is taken (whoever takes it may
     /// queue one; the waiter reads the queue only after the taker let go).
     touched: tokio::sync::Notify,
+    /// The account's IAM, once attached ([`FakeCloud::attach_iam`]): launches then need an
+    /// instance profile that exists, and join only with a role the cluster admits. Unattached
+    /// (a bare EC2 in unit tests), profiles are not modelled.
+    iam: Mutex<Option<Arc<crate::iam::FakeIam>>>,
 }
 
 impl FakeCloud {
@@ -101,7 +105,20 @@ impl FakeCloud {
             initial: config,
             state: Mutex::new(state),
             touched: tokio::sync::Notify::new(),
+            iam: Mutex::new(None),
         }
+    }
+
+    /// Makes launches check instance profiles against `iam` (the account's; `Account` and the
+    /// simulation's worlds attach it): a profile that does not exist fails `CreateFleet` as EC2
+    /// does, and one whose role has no access entry gives an instance that never joins.
+    pub fn attach_iam(&self, iam: Arc<crate::iam::FakeIam>) {
+        *self.iam.lock().unwrap_or_else(|p| p.into_inner()) = Some(iam);
+    }
+
+    /// The attached IAM, if any.
+    pub(crate) fn iam(&self) -> Option<Arc<crate::iam::FakeIam>> {
+        self.iam.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Back to the world [`FakeCloud::new`] built, at the current time: instances, queue, call

@@ -147,6 +147,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
     }
     let account = Account::new(clock.clone(), Catalog::builtin(), cloud_config);
     let cloud = account.cloud.clone();
+    let account_iam = account.iam.clone();
     let api = Arc::new(ApiServer::new(
         clock.clone(),
         ApiServerConfig {
@@ -175,12 +176,27 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
         let sqs: Arc<dyn Sqs> = cloud.clone();
         let mut controller_options = operator::Options::default();
         controller_options.lifecycle.cluster_name = cloud.cluster_name();
-        Operator::new(
-            kube.clone(),
-            ec2,
-            clock.clone(),
-            Arc::new(Catalog::builtin()),
-            controller_options,
+        // What the binary's startup discovery finds through EKS DescribeCluster.
+        let identity = cloud.cluster_identity();
+        controller_options.lifecycle.cluster =
+            karpenter_core::nodeclass::cluster::ClusterInfo::new(
+                &identity.name,
+                &identity.endpoint,
+                &identity.ca_bundle,
+                Some(&identity.cidr),
+                None,
+            )
+            .ok();
+        let iam: Arc<dyn karpenter_core::seams::iam::InstanceProfiles> = account_iam.clone();
+        Operator::with_context(
+            karpenter_core::context::Context::new(
+                kube.clone(),
+                ec2,
+                clock.clone(),
+                Arc::new(Catalog::builtin()),
+                controller_options,
+            )
+            .with_iam(iam),
         )
         .with_interruption_queue(sqs, format!("fakecloud://sqs/{}", cloud.cluster_name()))
         .spawn()

@@ -116,7 +116,14 @@ impl World {
         let catalog = Catalog::builtin();
         let cloud_config = scenario.cloud.cloud_config(seed);
         let options = operator_options(&cloud_config, &scenario.cloud, &scenario.settings)?;
+        let iam = Arc::new(fakecloud::FakeIam::new(
+            clock.clone(),
+            &cloud_config.account_id,
+            seed,
+        ));
+        iam.add_role(&fakecloud::node_role_name(&cloud_config.cluster_name), "/");
         let cloud = Arc::new(FakeCloud::new(clock.clone(), catalog.clone(), cloud_config));
+        cloud.attach_iam(iam.clone());
         let api_config = ApiServerConfig {
             seed,
             ..ApiServerConfig::default()
@@ -151,6 +158,7 @@ impl World {
             catalog: Arc::new(catalog),
             options,
             queue_url: format!("fakecloud://sqs/{CLUSTER}"),
+            iam: Some(iam),
         });
         let invariants = Invariants::new(seams.audit.clone(), &cloud);
         let workloads = Workloads::new(scenario.workloads.clone());

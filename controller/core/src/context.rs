@@ -15,7 +15,9 @@ use crate::catalog::{Catalog, UnavailableOfferings};
 use crate::events::Recorder;
 use crate::metrics::Metrics;
 use crate::nodeclaim;
+use crate::nodeclass::instanceprofile::ProfileCache;
 use crate::provisioning;
+use crate::seams::iam::InstanceProfiles;
 use crate::seams::{Clock, Ec2, KubeApi, Sqs};
 use crate::state::SharedState;
 
@@ -65,6 +67,13 @@ pub struct Context {
     pub unavailable: Arc<UnavailableOfferings>,
     pub recorder: Recorder,
     pub options: Options,
+    /// IAM, for the instance profiles of EC2NodeClasses (a `role:` class gets a profile the
+    /// EC2NodeClass status controller creates; an `instanceProfile:` class's is checked). `None`
+    /// (unit tests over a bare EC2): profiles are not managed and launches name the computed
+    /// profile unchecked.
+    pub iam: Option<Arc<dyn InstanceProfiles>>,
+    /// Profiles known to be in place, so a pass over many classes costs one IAM read each.
+    pub profiles: Arc<ProfileCache>,
 }
 
 impl std::fmt::Debug for Context {
@@ -97,7 +106,15 @@ impl Context {
             state: SharedState::default(),
             unavailable: Arc::new(UnavailableOfferings::new()),
             options,
+            iam: None,
+            profiles: Arc::new(ProfileCache::default()),
         }
+    }
+
+    /// Manages and checks instance profiles through `iam` (see [`Context::iam`]).
+    pub fn with_iam(mut self, iam: Arc<dyn InstanceProfiles>) -> Self {
+        self.iam = Some(iam);
+        self
     }
 
     /// Polls `url` (through `sqs`) for interruption events.

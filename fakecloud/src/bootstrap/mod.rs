@@ -86,6 +86,9 @@ pub enum JoinError {
     WrongCluster(String),
     /// The kubelet or the NodeRestriction admission plugin refuses a label or taint.
     Kubelet(String),
+    /// The instance's role has no access entry in the cluster (or its profile holds no role):
+    /// the API server answers the kubelet 401.
+    Unauthorized(String),
 }
 
 impl std::fmt::Display for JoinError {
@@ -94,6 +97,7 @@ impl std::fmt::Display for JoinError {
             JoinError::Rejected(why) => write!(f, "bootstrap rejects the user data: {why}"),
             JoinError::WrongCluster(why) => write!(f, "names another cluster: {why}"),
             JoinError::Kubelet(why) => write!(f, "kubelet refuses to register: {why}"),
+            JoinError::Unauthorized(why) => write!(f, "the cluster refuses its credentials: {why}"),
         }
     }
 }

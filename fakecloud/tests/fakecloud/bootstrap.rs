@@ -149,3 +149,44 @@ fn eks_describes_the_cluster_whose_values_the_bootstrap_check_accepts() {
         Some(identity.cidr.as_str())
     );
 }
+
+#[test]
+fn a_launch_needs_an_existing_instance_profile_whose_role_the_cluster_admits() {
+    use karpenter_core::catalog::CapacityType::OnDemand;
+    use karpenter_core::seams::iam::InstanceProfiles;
+    let w = super::support::world(super::support::config());
+    let iam = std::sync::Arc::new(fakecloud::FakeIam::new(w.clock.clone(), "123456789012", 7));
+    iam.add_role(&fakecloud::node_role_name("sim"), "/");
+    iam.add_role("SomeOtherRole", "/");
+    w.cloud.attach_iam(iam.clone());
+    let profile = "KarpenterNodeInstanceProfile";
+
+    let missing = w.fleet(OnDemand, &[("m5.large", "us-west-2a")], "1");
+    assert!(missing.instances.is_empty());
+    assert!(
+        missing
+            .errors
+            .iter()
+            .all(|e| e.code == "InvalidParameterValue" && e.message.contains(profile)),
+        "{:?}",
+        missing.errors
+    );
+
+    use super::support::block_on;
+    block_on(iam.create_instance_profile(profile, "/", &Default::default())).unwrap();
+    block_on(iam.add_role_to_instance_profile(profile, "SomeOtherRole")).unwrap();
+    let stranger = w.launch(OnDemand, "m5.large", "2");
+    assert!(
+        matches!(
+            w.cloud.join_error(&stranger),
+            Some(JoinError::Unauthorized(_))
+        ),
+        "{:?}",
+        w.cloud.join_error(&stranger)
+    );
+
+    block_on(iam.remove_role_from_instance_profile(profile, "SomeOtherRole")).unwrap();
+    block_on(iam.add_role_to_instance_profile(profile, &fakecloud::node_role_name("sim"))).unwrap();
+    let node = w.launch(OnDemand, "m5.large", "3");
+    assert_eq!(w.cloud.join_error(&node), None);
+}

@@ -309,3 +309,34 @@ async fn instance_names_claim(w: &mut SimWorld, key: String) {
         }
     }
 }
+
+#[then(expr = "the EC2NodeClass {string} has {string} = {string} saying {string}")]
+async fn class_condition(
+    w: &mut SimWorld,
+    class: String,
+    type_: String,
+    status: String,
+    says: String,
+) {
+    let api = w.world().await.api().clone();
+    let found = api
+        .objects(&karpenter_core::seams::kube::ResourceKind::EC2_NODE_CLASS)
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == class.as_str());
+    let Some(found) = found else {
+        w.fail(format!("no EC2NodeClass {class}"));
+    };
+    let condition = found["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_.as_str())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let message = condition["message"].as_str().unwrap_or_default();
+    if condition["status"] != status.as_str() || !message.contains(&says) {
+        w.fail(format!(
+            "EC2NodeClass {class}: want {type_}={status} saying {says:?}, got {condition}"
+        ));
+    }
+}

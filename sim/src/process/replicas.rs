@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::catalog::Catalog;
+use karpenter_core::context::Context;
 use karpenter_core::leader::{LeaderElector, LeaseConfig};
 use karpenter_core::operator::{self, Operator, StepReport};
+use karpenter_core::seams::iam::InstanceProfiles;
 use karpenter_core::seams::layered::Layered;
 use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
 
@@ -34,6 +36,8 @@ pub struct ProcessSeams {
     pub catalog: Arc<Catalog>,
     pub options: operator::Options,
     pub queue_url: String,
+    /// IAM for the instance profiles (the world's account IAM).
+    pub iam: Option<Arc<dyn InstanceProfiles>>,
 }
 
 /// A running process: its controllers, its lease candidate (with election on), its fuse.
@@ -113,14 +117,18 @@ impl Controllers {
         let kube: Arc<dyn KubeApi> = Arc::new(Layered::new(fuse.clone(), self.seams.api.clone()));
         let ec2: Arc<dyn Ec2> = Arc::new(Layered::new(fuse.clone(), self.seams.ec2.clone()));
         let sqs: Arc<dyn Sqs> = Arc::new(Layered::new(fuse.clone(), self.seams.sqs.clone()));
-        let operator = Operator::new(
+        let mut ctx = Context::new(
             kube.clone(),
             ec2,
             self.seams.clock.clone(),
             self.seams.catalog.clone(),
             self.seams.options.clone(),
-        )
-        .with_interruption_queue(sqs, self.seams.queue_url.clone());
+        );
+        if let Some(iam) = &self.seams.iam {
+            ctx = ctx.with_iam(iam.clone());
+        }
+        let operator =
+            Operator::with_context(ctx).with_interruption_queue(sqs, self.seams.queue_url.clone());
         let elector = self.election.then(|| self.elector(kube, &identity));
         Process {
             identity,

@@ -33,7 +33,9 @@ use crate::seams::ec2::{Ec2, Filter};
 use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
 
 use super::ResolveError;
+use super::instanceprofile::{self, InstanceProfileError};
 use super::resolve::term_filters;
+use crate::seams::Retryable;
 
 /// What one pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -97,10 +99,12 @@ impl NodeClassStatus {
             written = true;
         }
         let before = class.status.clone().unwrap_or_default();
+        let mut with_profile = before.clone();
+        let iam_error = self.instance_profile(class, &mut with_profile).await;
         let (after, ec2_error) = resolve_status(
             self.ctx.ec2.as_ref(),
             class,
-            &before,
+            &with_profile,
             &self.ctx.options.lifecycle.kubernetes_version,
             self.ctx.clock.now(),
         )
@@ -119,7 +123,58 @@ impl NodeClassStatus {
                 .await?;
             written = true;
         }
-        Ok((written, ec2_error))
+        Ok((written, ec2_error || iam_error))
+    }
+
+    /// The instance-profile step: makes sure the class's profile exists and holds its role
+    /// (`instanceprofile::ensure`), writing `status.instanceProfile` and `InstanceProfileReady`.
+    /// A retryable IAM error keeps the last value and condition (returns `true`); without an IAM
+    /// seam nothing is written and `Ready` is computed without the condition.
+    async fn instance_profile(
+        &self,
+        class: &EC2NodeClass,
+        status: &mut EC2NodeClassStatus,
+    ) -> bool {
+        let Some(iam) = &self.ctx.iam else {
+            return false;
+        };
+        let cluster = &self.ctx.options.lifecycle.cluster_name;
+        let outcome =
+            instanceprofile::ensure(iam.as_ref(), &self.ctx.profiles, class, cluster).await;
+        let now = self.ctx.clock.now();
+        let generation = class.metadata.generation;
+        let (ready, reason, message) = match outcome {
+            Ok(name) => {
+                status.instance_profile = Some(name);
+                (
+                    ConditionStatus::True,
+                    cond::INSTANCE_PROFILE_READY,
+                    String::new(),
+                )
+            }
+            Err(InstanceProfileError::Iam(error)) if error.is_retryable() => {
+                tracing::warn!(class = %class.name_any(), %error, "IAM failed; kept the class's instance profile status, retrying next pass");
+                return true;
+            }
+            Err(error) => {
+                status.instance_profile = None;
+                let reason = match error {
+                    InstanceProfileError::Iam(_) => "InstanceProfileReconcileFailed",
+                    _ => "InstanceProfileNotFound",
+                };
+                (ConditionStatus::False, reason, error.to_string())
+            }
+        };
+        conditions::set(
+            &mut status.conditions,
+            cond::INSTANCE_PROFILE_READY,
+            ready,
+            reason,
+            &message,
+            generation,
+            now,
+        );
+        false
     }
 }
 
@@ -127,7 +182,13 @@ impl NodeClassStatus {
 fn status_patch(status: &EC2NodeClassStatus) -> Value {
     let mut value = serde_json::to_value(status).unwrap_or_else(|_| json!({}));
     if let Some(fields) = value.as_object_mut() {
-        for key in ["subnets", "securityGroups", "amis", "conditions"] {
+        for key in [
+            "subnets",
+            "securityGroups",
+            "amis",
+            "instanceProfile",
+            "conditions",
+        ] {
             fields.entry(key).or_insert(Value::Null);
         }
     }

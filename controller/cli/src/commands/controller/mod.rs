@@ -159,8 +159,9 @@ async fn start(settings: Settings) -> Result<(), ControllerError> {
     let catalog = discovery::load_catalog(&aws, settings.isolated_vpc, clock.clone()).await?;
     let options = options(&settings, &cluster);
     let ec2: Arc<dyn Ec2> = Arc::new(aws.ec2());
-    let mut ctx =
-        Context::new(kube.clone(), ec2, clock.clone(), catalog, options).with_ec2_economy();
+    let mut ctx = Context::new(kube.clone(), ec2, clock.clone(), catalog, options)
+        .with_ec2_economy()
+        .with_iam(Arc::new(aws.iam()));
     if !settings.interruption_queue.is_empty() {
         let sqs =
             aws.sqs(&settings.interruption_queue)

@@ -67,8 +67,9 @@ impl State {
     }
 
     /// EC2 resolves the launch template's instance profile before placing anything: a name IAM
-    /// does not know fails the request (`Err`, EC2's message). A profile whose role the cluster
-    /// does not admit (or that holds none) launches fine and never joins: `Ok(Some(why))`.
+    /// does not know fails the request (`Err`, EC2's message). No profile, or a profile whose
+    /// role the cluster does not admit (or that holds none), launches fine and never joins:
+    /// `Ok(Some(why))`.
     /// Without attached IAM profiles are not modelled: `Ok(None)`.
     fn profile_check(
         &self,
@@ -78,6 +79,10 @@ impl State {
         let Some(iam) = iam else {
             return Ok(None);
         };
+        if profile.is_empty() {
+            // EC2 launches without a profile; the kubelet then has no credentials.
+            return Ok(Some("the launch template names no instance profile".into()));
+        }
         let Some(roles) = iam.profile_roles(profile) else {
             return Err(format!(
                 "Value ({profile}) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"

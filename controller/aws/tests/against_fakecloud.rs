@@ -23,6 +23,8 @@ use karpenter_core::seams::iam::{IamError, InstanceProfiles};
 use karpenter_core::seams::sqs::{Sqs, SqsError};
 
 const CLUSTER: &str = "wire-test";
+/// The instance profile the test launch template names.
+const TEST_PROFILE: &str = "wire-test-profile";
 const AL2023: &str =
     "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id";
 
@@ -34,6 +36,15 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let world = World::for_cluster(CLUSTER, 7);
+    // The launch template's profile, made as the account's stack would (EC2 refuses a launch
+    // naming a profile IAM does not know). Straight into the fake: no wire call is recorded.
+    let iam = &world.account.iam;
+    iam.create_instance_profile(TEST_PROFILE, "/", &BTreeMap::new())
+        .await
+        .expect("profile");
+    iam.add_role_to_instance_profile(TEST_PROFILE, &node_role_name(CLUSTER))
+        .await
+        .expect("role");
     let server = fakecloud_serve::serve(world.clone(), "127.0.0.1:0".parse().unwrap())
         .await
         .expect("serve");
@@ -67,7 +78,7 @@ async fn template(f: &Fixture, name: &str) -> String {
         image_id: image.clone(),
         user_data: "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n".into(),
         security_group_ids: groups.iter().map(|g| g.group_id.clone()).collect(),
-        instance_profile: "wire-test-profile".into(),
+        instance_profile: TEST_PROFILE.into(),
         tags: BTreeMap::from([("karpenter.sh/nodepool".to_string(), "default".to_string())]),
         extra: BTreeMap::new(),
     })

@@ -179,3 +179,51 @@ Feature: Launch
     And 3 minutes pass
     Then no node was launched
     And the EC2NodeClass "default" has "InstanceProfileReady" = "False" saying "does not exist"
+
+  Scenario: pods fall through to the next NodePool while the heavier one's EC2NodeClass resolves no subnets
+    Given the manifests:
+      """
+      apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {name: primary}
+      spec:
+        weight: 100
+        template:
+          spec:
+            requirements:
+              - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+            nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: broken}
+      ---
+      apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {name: fallback}
+      spec:
+        weight: 1
+        template:
+          spec:
+            requirements:
+              - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+            nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      ---
+      apiVersion: karpenter.k8s.aws/v1
+      kind: EC2NodeClass
+      metadata: {name: default}
+      spec:
+        role: KarpenterNodeRole-sim
+        amiSelectorTerms: [{alias: al2023@latest}]
+        subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+        securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+      ---
+      apiVersion: karpenter.k8s.aws/v1
+      kind: EC2NodeClass
+      metadata: {name: broken}
+      spec:
+        role: KarpenterNodeRole-sim
+        amiSelectorTerms: [{alias: al2023@latest}]
+        subnetSelectorTerms: [{tags: {karpenter.sh/discovery: nowhere}}]
+        securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+      """
+    When the Deployment "web" with 2 replicas requesting 1 CPU is created
+    Then within 3 minutes all pods of "web" are Running
+    And every node has label "karpenter.sh/nodepool" = "fallback"
+    And the EC2NodeClass "broken" has "Ready" = "False" saying ""

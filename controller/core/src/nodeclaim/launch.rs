@@ -63,11 +63,14 @@ pub enum LaunchError {
     /// provisioning pass falls back to other offerings).
     #[error("insufficient capacity: {0}")]
     InsufficientCapacity(String),
-    /// The EC2NodeClass cannot be resolved (no subnets, no AMI...): surfaced as a condition.
+    /// The EC2NodeClass cannot be resolved (no subnets, no AMI...): the claim is deleted at once
+    /// (upstream's `NodeClassNotReady`).
     #[error("node class not resolvable: {0}")]
     NodeClass(String),
-    /// CreateFleet refused the request for a reason a relaunch does not fix (profile, AMI,
-    /// parameters, permissions): reported on the claim, never taken for a capacity error.
+    /// The launch cannot be built (cluster facts missing, user data the AMI family rejects) or
+    /// CreateFleet refused it for a reason a relaunch does not fix (profile, AMI, parameters,
+    /// permissions): reported on the claim, never taken for a capacity error; retried every
+    /// [`LAUNCH_CONFIGURATION_RETRY`] until the launch timeout.
     #[error("launch configuration rejected ({code}): {message}")]
     Configuration { code: String, message: String },
     /// An EC2 call failed; retried by the next reconcile.
@@ -90,10 +93,41 @@ impl Lifecycle {
         if condition_true(claim, cond::LAUNCHED) {
             return Ok(Flow::Continue);
         }
+        if let Some(step) = self.launch_timeout(claim).await? {
+            return Ok(Flow::Done(step));
+        }
         if let Some(step) = self.configuration_backoff(claim).await? {
             return Ok(Flow::Done(step));
         }
         self.launch(claim).await.map(Flow::Done)
+    }
+
+    /// A claim not launched within the launch timeout of its creation (whatever kept it:
+    /// rejected launches, EC2 errors, a cluster it cannot join yet) is deleted with an event
+    /// saying what its `Launched` condition last said. Deleting is what lets its pods fall
+    /// through: while the claim exists the provisioner counts it as capacity for them.
+    async fn launch_timeout(&self, claim: &NodeClaim) -> Result<Option<Step>, KubeError> {
+        let now = self.ctx.now();
+        let created = claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |t| t.0);
+        let timeout = self.ctx.options.lifecycle.launch_timeout;
+        if now.duration_since(created).unsigned_abs() < timeout {
+            return Ok(None);
+        }
+        let last = claim
+            .status
+            .as_ref()
+            .and_then(|s| crate::api::conditions::get(&s.conditions, cond::LAUNCHED))
+            .map(|c| c.message.clone())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "no launch attempt finished".to_string());
+        let message = format!("not launched within {timeout:?}: {last}");
+        self.delete_with_event(claim, "FailedLaunch", message)
+            .await?;
+        Ok(Some(Step::DeletedLaunchTimeout))
     }
 
     /// Launches the claim (retrying retryable EC2 errors up to [`LAUNCH_ATTEMPTS_MAX`] times)
@@ -174,15 +208,26 @@ impl Lifecycle {
                 self.write_condition(&retried, condition, json!({})).await?;
                 Ok(Step::LaunchFailed(err))
             }
+            Err(LaunchError::NodeClass(message)) => {
+                // Upstream deletes a claim whose NodeClass is not ready at once: the class
+                // cannot launch anything, and the provisioner skips its NodePools until it is
+                // Ready again, so the pods go to another NodePool instead of waiting here.
+                let message = format!(
+                    "EC2NodeClass {} cannot launch: {message}",
+                    claim.spec.node_class_ref.name
+                );
+                self.delete_with_event(claim, "NodeClassNotReady", message)
+                    .await?;
+                Ok(Step::DeletedNodeClassNotReady)
+            }
             Err(err) => {
-                // A class that cannot be resolved is a fact (False); an EC2 failure is not
-                // knowing yet (Unknown).
-                let status = if matches!(err, LaunchError::NodeClass(_)) {
-                    ConditionStatus::False
-                } else {
-                    ConditionStatus::Unknown
-                };
-                let condition = (cond::LAUNCHED, status, "LaunchFailed", &*err.to_string());
+                // An EC2 failure is not knowing yet (Unknown); the launch timeout bounds it.
+                let condition = (
+                    cond::LAUNCHED,
+                    ConditionStatus::Unknown,
+                    "LaunchFailed",
+                    &*err.to_string(),
+                );
                 self.write_condition(claim, condition, json!({})).await?;
                 Ok(Step::LaunchFailed(err))
             }
@@ -190,8 +235,7 @@ impl Lifecycle {
     }
 
     /// A claim whose launch EC2 rejected as misconfigured waits [`LAUNCH_CONFIGURATION_RETRY`]
-    /// between attempts (no tight relaunch loop), and is deleted with an event once older than
-    /// the registration timeout (upstream's launch timeout), so provisioning can plan again.
+    /// between attempts (no tight relaunch loop); the launch timeout deletes it in the end.
     async fn configuration_backoff(&self, claim: &NodeClaim) -> Result<Option<Step>, KubeError> {
         let Some(rejected) = claim
             .status
@@ -202,21 +246,6 @@ impl Lifecycle {
             return Ok(None);
         };
         let now = self.ctx.now();
-        let created = claim
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(now, |t| t.0);
-        let timeout = self.ctx.options.lifecycle.registration_timeout;
-        if now.duration_since(created).unsigned_abs() >= timeout {
-            let message = format!(
-                "launch not possible within {timeout:?}: {}",
-                rejected.message
-            );
-            self.delete_with_event(claim, "FailedLaunch", message)
-                .await?;
-            return Ok(Some(Step::DeletedRegistrationTimeout));
-        }
         let since = now
             .duration_since(rejected.last_transition_time.0)
             .unsigned_abs();
@@ -519,14 +548,26 @@ fn launch_template(
     capacity_type: CapacityType,
     security_groups: BTreeSet<String>,
 ) -> Result<LaunchTemplateRequest, LaunchError> {
-    let cluster = ctx.options.lifecycle.cluster.as_ref().ok_or_else(|| {
-        LaunchError::NodeClass(
-            "the cluster's endpoint, CA bundle and service CIDR are not configured".into(),
-        )
-    })?;
+    // Neither is the class's fault in a way its status shows, so neither deletes the claim at
+    // once (that would recreate it every pass): the claim says why and the launch timeout ends it.
+    let cluster =
+        ctx.options
+            .lifecycle
+            .cluster
+            .as_ref()
+            .ok_or_else(|| LaunchError::Configuration {
+                code: "ClusterNotDiscovered".into(),
+                message: "the cluster's endpoint, CA bundle and service CIDR are not configured"
+                    .into(),
+            })?;
     let groups = security_groups.into_iter().collect();
-    let data = template_data(cluster, claim, class, image_id, capacity_type, groups)
-        .map_err(|err| LaunchError::NodeClass(err.to_string()))?;
+    let data =
+        template_data(cluster, claim, class, image_id, capacity_type, groups).map_err(|err| {
+            LaunchError::Configuration {
+                code: "InvalidUserData".into(),
+                message: err.to_string(),
+            }
+        })?;
     Ok(LaunchTemplateRequest {
         name: data.name(),
         image_id: data.image_id.clone(),

@@ -52,6 +52,14 @@ use crate::seams::{Ec2Error, KubeError};
 /// instance already tagged for the claim, so a launch whose answer was lost is adopted.
 pub const LAUNCH_ATTEMPTS_MAX: u32 = 3;
 
+/// How long a claim may stay unlaunched before it is deleted: upstream's `launchTimeout`
+/// (`nodeclaim/lifecycle/liveness.go`, 5 minutes since v1.7.0). Long enough for a launch that
+/// EC2 throttles or briefly refuses to succeed on a later attempt; short enough that pods held
+/// by a claim that can never launch (a rejected launch template, an instance profile IAM has not
+/// made visible) get capacity elsewhere within minutes, not after the 15-minute registration
+/// timeout.
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
 /// Knobs of the NodeClaim controllers.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -64,6 +72,9 @@ pub struct Options {
     pub kubernetes_version: String,
     /// A claim whose node has not registered by then is deleted (upstream: 15 minutes).
     pub registration_timeout: Duration,
+    /// A claim not launched this long after its creation is deleted, so its pods fall through
+    /// to other offerings and NodePools (upstream's `launchTimeout`: 5 minutes since v1.7).
+    pub launch_timeout: Duration,
     /// A cluster-tagged instance without a NodeClaim older than this is terminated (upstream 30 s).
     pub gc_grace: Duration,
 }
@@ -75,6 +86,7 @@ impl Default for Options {
             cluster: None,
             kubernetes_version: "1.33".into(),
             registration_timeout: Duration::from_secs(15 * 60),
+            launch_timeout: LAUNCH_TIMEOUT,
             gc_grace: Duration::from_secs(30),
         }
     }
@@ -113,8 +125,13 @@ pub enum Step {
     Waiting,
     /// Deleted because its node never registered.
     DeletedRegistrationTimeout,
+    /// Deleted because it was not launched within the launch timeout.
+    DeletedLaunchTimeout,
     /// Deleted because its NodeClass does not exist.
     DeletedNodeClassNotFound,
+    /// Deleted because its NodeClass cannot launch anything (no subnets, security groups or
+    /// AMIs resolve): upstream's `NodeClassNotReady`, so its pods are planned again elsewhere.
+    DeletedNodeClassNotReady,
     /// Being deleted: the termination controller finalizes it.
     Deleting,
     Ready,

@@ -5,15 +5,18 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube_core::ResourceExt;
 
+use crate::api::Requirement as ApiRequirement;
 use crate::api::labels::{
-    NODEPOOL_HASH_ANNOTATION, NODEPOOL_HASH_VERSION_ANNOTATION, NODEPOOL_LABEL,
+    EC2NODECLASS_LABEL, NODEPOOL_HASH_ANNOTATION, NODEPOOL_HASH_VERSION_ANNOTATION, NODEPOOL_LABEL,
+    is_well_known, restricted_label_reason,
 };
 use crate::api::nodeclaim::ResourceRequirements;
 use crate::api::{NodeClaim, NodeClaimSpec, NodePool, Operator};
 use crate::scheduling::PlannedClaim;
+use crate::scheduling::requirements::Requirement;
 
 /// Builds the NodeClaim for `planned` from `pool`'s template: labels (template labels, the
-/// nodepool label, and every requirement the plan pinned to one value), annotations, an owner
+/// nodepool and ec2nodeclass labels, see [`label_value`] for requirements), annotations, an owner
 /// reference to the pool, and the spec with the plan's requirements and requests. Named by the
 /// API server from `<pool>-` (`generateName`), as upstream does.
 pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
@@ -26,11 +29,15 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
         .map(|m| m.labels.clone())
         .unwrap_or_default();
     for r in &requirements {
-        if r.operator == Operator::In && r.values.len() == 1 {
-            labels.insert(r.key.clone(), r.values[0].clone());
+        if let Some(value) = label_value(r) {
+            labels.insert(r.key.clone(), value);
         }
     }
     labels.insert(NODEPOOL_LABEL.to_string(), pool_name.clone());
+    let class = &template.spec.node_class_ref;
+    if class.kind == "EC2NodeClass" {
+        labels.insert(EC2NODECLASS_LABEL.to_string(), class.name.clone());
+    }
     let mut annotations = template
         .metadata
         .as_ref()
@@ -75,4 +82,24 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &PlannedClaim) -> NodeClaim {
         spec,
         status: None,
     }
+}
+
+/// The label a NodeClaim (and so its Node) carries for requirement `r`, if any.
+///
+/// - A custom key (neither well known nor restricted) always gets one, as upstream's
+///   `Requirements.Labels()` gives it: a pod that requires `team Exists` or `team In [a, b]` can
+///   only be matched to the new node through that label. Without it kube-scheduler never binds
+///   the pod and every provisioning retry buys another claim.
+/// - A well-known key gets one when the plan pinned it to one value. Upstream leaves those to
+///   the cloud provider at launch; writing them at creation lets in-flight claims be matched by
+///   zone or capacity type before they launch, and the launch sets the same values.
+/// - Restricted keys (`kubernetes.io/hostname`, Karpenter's own domains) never.
+fn label_value(r: &ApiRequirement) -> Option<String> {
+    if is_well_known(&r.key) {
+        return (r.operator == Operator::In && r.values.len() == 1).then(|| r.values[0].clone());
+    }
+    if restricted_label_reason(&r.key).is_some() {
+        return None;
+    }
+    Requirement::new(r.operator, &r.values).any()
 }

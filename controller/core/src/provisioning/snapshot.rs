@@ -149,6 +149,28 @@ fn resources(
     out
 }
 
+/// What the snapshot takes from the NodeClaim of a registered node while that node boots.
+struct Booting<'c> {
+    startup_taints: &'c [Taint],
+    /// The claim's `status.allocatable`: what its instance type offers once every device plugin
+    /// has registered.
+    allocatable: Resources,
+}
+
+/// The allocatable of a node that is not initialized yet: the kubelet's figure, and for every
+/// resource it reports as missing or zero the claim's expected figure (upstream's
+/// `StateNode.Allocatable()`). A GPU node advertises `nvidia.com/gpu: 0` until its device plugin
+/// starts (minutes with driver installs); judged by that, the GPU pods it was launched for do not
+/// fit it and every provisioning retry buys another GPU node.
+fn expected_allocatable(mut reported: Resources, expected: &Resources) -> Resources {
+    for (name, amount) in expected.iter() {
+        if reported.get(name) == 0 {
+            reported.set(name, amount);
+        }
+    }
+    reported
+}
+
 /// The taints of a NodeClaim's node that is not initialized yet, without those expected to go:
 /// the claim's startup taints and the [`EPHEMERAL_TAINTS`] (upstream's `StateNode.Taints()`).
 /// Judged by its raw taints, a node that registered a few seconds before it initializes fits
@@ -180,9 +202,11 @@ fn taint(t: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
     })
 }
 
-/// The NodePools whose `nodeClassRef` names an EC2NodeClass that exists and is not reported
-/// not Ready. Upstream skips a NodePool whose NodeClass is not ready, so pods fall through to the
-/// next NodePool by weight instead of getting NodeClaims that can never launch.
+/// The NodePools whose `nodeClassRef` names an EC2NodeClass that exists and is `Ready=True`.
+/// Upstream skips a NodePool whose NodeClass is not ready (NodePool `NodeClassReady`), so pods
+/// fall through to the next NodePool by weight instead of getting NodeClaims that can never
+/// launch. A class the status controller has not looked at yet (no `Ready` condition) is not
+/// ready either: a claim for it would race the resolution and be deleted as `NodeClassNotReady`.
 fn with_ready_node_class<'a>(
     pools: impl Iterator<Item = &'a NodePool>,
     classes: impl Iterator<Item = &'a EC2NodeClass>,
@@ -190,10 +214,10 @@ fn with_ready_node_class<'a>(
     let ready: BTreeSet<&str> = classes
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter(|c| {
-            !c.status.as_ref().is_some_and(|s| {
+            c.status.as_ref().is_some_and(|s| {
                 s.conditions
                     .iter()
-                    .any(|cond| cond.type_ == "Ready" && cond.status == ConditionStatus::False)
+                    .any(|cond| cond.type_ == "Ready" && cond.status == ConditionStatus::True)
             })
         })
         .filter_map(|c| c.metadata.name.as_deref())
@@ -294,14 +318,22 @@ impl Snapshot {
             nodes.iter().map(|n| NodeFacts::of(n)),
             claims.iter().map(|c| ClaimFacts::of(c)),
         );
-        let startup_taints: BTreeMap<&str, &[Taint]> = claims
+        let booting: BTreeMap<&str, Booting<'_>> = claims
             .iter()
             .filter_map(|c| {
-                let node = c.status.as_ref()?.node_name.as_deref()?;
-                Some((node, c.spec.startup_taints.as_slice()))
+                let status = c.status.as_ref()?;
+                let node = status.node_name.as_deref()?;
+                let expected = Resources::from_list(&status.allocatable).unwrap_or_default();
+                Some((
+                    node,
+                    Booting {
+                        startup_taints: c.spec.startup_taints.as_slice(),
+                        allocatable: expected,
+                    },
+                ))
             })
             .collect();
-        let by_name = snapshot.add_nodes(&nodes, &startup_taints, &going_away);
+        let by_name = snapshot.add_nodes(&nodes, &booting, &going_away);
         for claim in &claims {
             let registered = claim
                 .status
@@ -324,12 +356,14 @@ impl Snapshot {
     }
 
     /// Adds every Node as capacity; returns each one's index in `nodes` by name. A node of a
-    /// NodeClaim (`startup_taints` by node name) that is not initialized yet is judged without
-    /// the taints expected to go (see [`lasting_taints`]).
+    /// NodeClaim (`booting`, by node name) that is not initialized yet is judged as it will be
+    /// once initialized: without the taints expected to go (see [`lasting_taints`]) and with the
+    /// allocatable its claim expects wherever the kubelet reports none yet (see
+    /// [`expected_allocatable`]).
     fn add_nodes(
         &mut self,
         nodes: &[&Node],
-        startup_taints: &BTreeMap<&str, &[Taint]>,
+        booting: &BTreeMap<&str, Booting<'_>>,
         going_away: &BTreeMap<String, Option<String>>,
     ) -> BTreeMap<String, usize> {
         let mut by_name = BTreeMap::new();
@@ -352,8 +386,12 @@ impl Snapshot {
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
             let initialized = ready && labels.get(INITIALIZED_LABEL).is_some_and(|v| v == "true");
-            let taints = match startup_taints.get(name.as_str()) {
-                Some(startup) if !initialized => lasting_taints(taints, startup),
+            let mut allocatable = resources(status.allocatable.as_ref());
+            let taints = match booting.get(name.as_str()) {
+                Some(claim) if !initialized => {
+                    allocatable = expected_allocatable(allocatable, &claim.allocatable);
+                    lasting_taints(taints, claim.startup_taints)
+                }
                 _ => taints,
             };
             by_name.insert(name.clone(), self.nodes.len());
@@ -362,7 +400,7 @@ impl Snapshot {
                 deleting: going_away.contains_key(&name),
                 name,
                 capacity: resources(status.capacity.as_ref()),
-                allocatable: resources(status.allocatable.as_ref()),
+                allocatable,
                 labels,
                 taints,
                 pods: Vec::new(),

@@ -133,6 +133,28 @@ impl Requirement {
         }
     }
 
+    /// One value a node may carry for this key, as upstream's `Requirement.Any()` picks it for a
+    /// NodeClaim's custom labels: an `In` set's first value; for a complement (`Exists`,
+    /// `NotIn`, bounded `Gt`/`Lt`), an integer it allows. `None` when nothing is allowed.
+    ///
+    /// Deliberate difference: upstream picks the `In` value in map order and the integer at
+    /// random; here both are the smallest allowed (the first value in sorted order, the smallest
+    /// integer from 0 (or the lower bound) within the bounds that is not excluded), so the same seed labels the
+    /// same claim the same way.
+    pub fn any(&self) -> Option<String> {
+        if !self.complement {
+            return self.values.iter().next().cloned();
+        }
+        let low = self.gte.unwrap_or(0);
+        let high = self.lte.unwrap_or(i64::MAX);
+        // At most `values.len()` integers are excluded, so the search ends within that many
+        // steps past `low`.
+        (low..=high)
+            .take(self.values.len() + 1)
+            .map(|n| n.to_string())
+            .find(|v| !self.values.contains(v))
+    }
+
     /// Values allowed by both.
     pub fn intersection(&self, other: &Requirement) -> Requirement {
         let complement = self.complement && other.complement;

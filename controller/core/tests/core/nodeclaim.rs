@@ -544,3 +544,58 @@ fn finding_8_a_misconfigured_launch_sets_launched_false_with_an_event_and_backs_
         "backed off"
     );
 }
+
+/// Review D1: a claim that cannot launch (here EC2 rejects its AMI on every attempt) is deleted
+/// five minutes after its creation, upstream's launch timeout, so the provisioner stops counting
+/// it as capacity and its pods get a claim that can launch. Before, a misconfigured launch was
+/// retried until the 15-minute registration timeout, and any other failure forever.
+#[test]
+fn a_claim_not_launched_within_five_minutes_of_its_creation_is_deleted_with_an_event() {
+    let w = world();
+    let mut class = objects::default_node_class();
+    class["spec"]["amiSelectorTerms"] = json!([{"id": "ami-0doesnotexist"}]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-h", &["m5.large"], &["on-demand"]),
+    );
+    assert!(matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(_))));
+    for _ in 0..4 {
+        w.clock.advance(Duration::from_secs(61));
+        assert!(
+            matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(_))),
+            "retried every minute inside the timeout"
+        );
+    }
+    w.clock.advance(Duration::from_secs(60));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedLaunchTimeout));
+    assert!(
+        w.kube
+            .events()
+            .iter()
+            .any(|e| e.event.reason == "FailedLaunch" && e.event.message.contains("InvalidAMIID"))
+    );
+    assert!(w.cloud.instances().is_empty());
+}
+
+/// Review D1: a claim whose EC2NodeClass resolves no subnets is deleted at once with
+/// `NodeClassNotReady`, as upstream deletes it: kept, it would hold its pods' capacity forever.
+#[test]
+fn a_claim_whose_node_class_resolves_no_subnets_is_deleted_at_once() {
+    let w = world();
+    let mut class = objects::default_node_class();
+    class["spec"]["subnetSelectorTerms"] = json!([{"tags": {"karpenter.sh/discovery": "nowhere"}}]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-i", &["m5.large"], &["on-demand"]),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedNodeClassNotReady));
+    assert!(
+        w.kube
+            .events()
+            .iter()
+            .any(|e| e.event.reason == "NodeClassNotReady")
+    );
+    assert!(w.cloud.instances().is_empty());
+}

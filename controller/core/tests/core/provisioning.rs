@@ -42,16 +42,24 @@ fn world() -> World {
     let clock = Arc::new(ManualClock::new(start()));
     let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::NODE_POOL, pool());
-    kube.apply(
-        &ResourceKind::EC2_NODE_CLASS,
-        super::validation::ec2nodeclass(),
-    );
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, ready_class());
     let provisioner = Provisioner::new(Arc::new(context(&kube, &clock)));
     World {
         kube,
         clock,
         provisioner,
     }
+}
+
+/// The EC2NodeClass as its status controller leaves it once everything resolved: `Ready=True`
+/// (the provisioner plans only for NodePools whose class is ready).
+fn ready_class() -> Value {
+    let mut class = super::validation::ec2nodeclass();
+    class["status"] = json!({"conditions": [{
+        "type": "Ready", "status": "True", "reason": "Ready", "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"
+    }]});
+    class
 }
 
 fn claims(kube: &ApiServer) -> Vec<Value> {
@@ -170,6 +178,60 @@ fn a_nodeclaim_carries_its_nodepools_template_and_owner() {
     karpenter_core::validation::validate_nodeclaim(&typed).expect("valid");
 }
 
+/// A pod requiring a custom key the pool offers as `Exists` (or as several values): the claim
+/// must carry a value for the key, or the node never matches the pod and every retry buys
+/// another claim (review C1).
+#[test]
+fn a_custom_requirement_without_one_value_still_labels_the_claim_and_is_not_bought_twice() {
+    for (pool_req, pod_req, expected) in [
+        (
+            json!({"key": "example.com/tier", "operator": "Exists"}),
+            json!({"key": "example.com/tier", "operator": "Exists"}),
+            "0",
+        ),
+        (
+            json!({"key": "example.com/tier", "operator": "In", "values": ["gold", "silver"]}),
+            json!({"key": "example.com/tier", "operator": "In", "values": ["silver", "gold"]}),
+            "gold",
+        ),
+        (
+            json!({"key": "example.com/tier", "operator": "NotIn", "values": ["0", "1"]}),
+            json!({"key": "example.com/tier", "operator": "Exists"}),
+            "2",
+        ),
+    ] {
+        let w = world();
+        let mut pool = pool();
+        pool["spec"]["template"]["spec"]["requirements"]
+            .as_array_mut()
+            .unwrap()
+            .push(pool_req);
+        w.kube.apply(&ResourceKind::NODE_POOL, pool);
+        let mut pod = pending_pod("web-0", "1");
+        pod["spec"]["affinity"] = json!({"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [pod_req]}
+            ]}
+        }});
+        w.kube.apply(&ResourceKind::POD, pod);
+        let first = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+        assert_eq!(first.created.len(), 1, "{expected}: {first:?}");
+        let claim = &claims(&w.kube)[0];
+        assert_eq!(
+            claim["metadata"]["labels"]["example.com/tier"],
+            json!(expected)
+        );
+        assert_eq!(
+            claim["metadata"]["labels"]["karpenter.k8s.aws/ec2nodeclass"],
+            json!("default")
+        );
+        w.clock.advance(Duration::from_secs(10));
+        let second = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+        assert!(second.created.is_empty(), "{expected}: {second:?}");
+        assert_eq!(second.nominated, 1);
+    }
+}
+
 #[test]
 fn a_second_pass_counts_in_flight_nodeclaims_and_creates_nothing_more() {
     let w = world();
@@ -269,6 +331,35 @@ fn a_node_not_yet_initialized_takes_pods_despite_the_taints_it_is_about_to_lose(
     );
 }
 
+/// Review B1: a GPU node registers advertising `nvidia.com/gpu: 0` until its device plugin
+/// starts. Judged by that, the GPU pod it was launched for does not fit it and every retry buys
+/// another GPU node; upstream fills the missing figure from the NodeClaim while the node boots.
+#[test]
+fn a_booting_gpu_node_takes_its_gpu_pod_before_the_device_plugin_advertises_the_gpus() {
+    let w = world();
+    let mut claim = objects::nodeclaim("default-a")
+        .startup_taint("example.com/agent-not-ready")
+        .running_as("i-0a")
+        .json();
+    claim["status"]["nodeName"] = json!("node-a");
+    claim["status"]["allocatable"] =
+        json!({"cpu": "7910m", "memory": "30Gi", "pods": "58", "nvidia.com/gpu": "1"});
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    let mut node = registering_node();
+    node["status"]["allocatable"]["nvidia.com/gpu"] = json!("0");
+    w.kube.apply(&ResourceKind::NODE, node);
+    let mut pod = pending_pod("train-0", "2");
+    pod["spec"]["containers"][0]["resources"]["limits"] = json!({"nvidia.com/gpu": "1"});
+    w.kube.apply(&ResourceKind::POD, pod);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(
+        outcome.created.is_empty(),
+        "a second GPU NodeClaim while the first boots: {:?}",
+        outcome.created
+    );
+    assert_eq!(outcome.nominated, 1);
+}
+
 #[test]
 fn a_node_no_nodeclaim_owns_is_judged_by_all_its_taints() {
     let w = world();
@@ -349,10 +440,7 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
     ]);
     kube.apply(&ResourceKind::NODE_POOL, pool);
-    kube.apply(
-        &ResourceKind::EC2_NODE_CLASS,
-        super::validation::ec2nodeclass(),
-    );
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, ready_class());
     kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
     let ctx = Arc::new(context(&kube, &clock));
     for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
@@ -381,7 +469,7 @@ fn offerings_that_just_ran_out_of_capacity_are_planned_around() {
 }
 
 #[test]
-fn a_nodepool_whose_ec2nodeclass_is_missing_or_not_ready_gets_no_nodeclaims() {
+fn a_nodepool_whose_ec2nodeclass_is_missing_not_ready_or_not_yet_resolved_gets_no_nodeclaims() {
     let w = world();
     w.kube.apply(&ResourceKind::POD, pending_pod("web-0", "1"));
     let mut class = super::validation::ec2nodeclass();
@@ -410,6 +498,11 @@ fn a_nodepool_whose_ec2nodeclass_is_missing_or_not_ready_gets_no_nodeclaims() {
         &ResourceKind::EC2_NODE_CLASS,
         super::validation::ec2nodeclass(),
     );
+    futures::executor::block_on(async {
+        let outcome = w.provisioner.provision().await.expect("pass");
+        assert!(outcome.created.is_empty(), "not resolved yet: {outcome:?}");
+    });
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, ready_class());
     futures::executor::block_on(async {
         let outcome = w.provisioner.provision().await.expect("pass");
         assert_eq!(outcome.created.len(), 1, "ready again: {outcome:?}");

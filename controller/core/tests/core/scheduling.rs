@@ -2219,3 +2219,25 @@ fn the_same_input_gives_the_same_plan() {
         }));
     assert_eq!(s.solve().results, s.solve().results);
 }
+
+/// The value a NodeClaim carries for a custom requirement that does not pin one (review C1):
+/// an `In` set's first value, else the smallest integer the requirement allows — chosen, not
+/// drawn, so a replayed run labels the same claim the same way.
+#[test]
+fn a_requirement_picks_the_smallest_value_it_allows_for_a_label() {
+    use karpenter_core::scheduling::Requirement;
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let any = |op: Operator, values: &[&str]| Requirement::new(op, &strings(values)).any();
+    assert_eq!(any(Operator::In, &["b", "a"]), Some("a".into()));
+    assert_eq!(any(Operator::Exists, &[]), Some("0".into()));
+    assert_eq!(any(Operator::NotIn, &["0", "1", "3"]), Some("2".into()));
+    assert_eq!(any(Operator::Gt, &["5"]), Some("6".into()));
+    let between = Requirement::new(Operator::Gt, &strings(&["5"]))
+        .intersection(&Requirement::new(Operator::Lt, &strings(&["8"])))
+        .intersection(&Requirement::new(Operator::NotIn, &strings(&["6"])));
+    assert_eq!(between.any(), Some("7".into()));
+    let empty = Requirement::new(Operator::Gt, &strings(&["5"]))
+        .intersection(&Requirement::new(Operator::Lt, &strings(&["6"])));
+    assert_eq!(empty.any(), None);
+    assert_eq!(any(Operator::DoesNotExist, &[]), None);
+}

@@ -387,9 +387,10 @@ impl InterruptionHandler {
                 claim.metadata.deletion_timestamp = Some(Time(self.ctx.now()));
             }
         }
+        // Warning, as upstream records it (alerts keyed on Warning events must see it).
         self.events(
             claim,
-            EventType::Normal,
+            EventType::Warning,
             "TerminatingOnInterruption",
             "Interruption triggered termination for the NodeClaim",
         )

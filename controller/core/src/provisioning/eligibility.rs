@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::labels::MIRROR_POD_ANNOTATION as MIRROR_ANNOTATION;
+use crate::scheduling::pod::{is_owned_by_daemonset, is_owned_by_node};
 
 /// A pod kube-scheduler could not place: `PodScheduled=False` with reason `Unschedulable`, not
 /// bound, not being preempted onto a node (`nominatedNodeName`), not terminal or deleting, not a
@@ -14,12 +15,7 @@ pub fn is_provisionable(pod: &Pod) -> bool {
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
-        || meta
-            .owner_references
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .any(|o| o.kind == "DaemonSet")
+        || is_owned_by_daemonset(pod)
     {
         return false;
     }
@@ -76,6 +72,6 @@ pub fn is_reschedulable(pod: &Pod) -> bool {
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
-        || owned_by("Node");
-    !mirror && !owned_by("DaemonSet")
+        || is_owned_by_node(pod);
+    !mirror && !is_owned_by_daemonset(pod)
 }

@@ -8,13 +8,36 @@ use k8s_openapi::api::core::v1::{
     Affinity, Container, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec, Toleration,
     TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube_core::{Selector, SelectorExt};
 
 use super::requirements::{Requirement, Requirements};
 use crate::api::labels::normalize_label;
 use crate::api::{Operator, Taint, TaintEffect};
-use crate::resources::{PODS, Resources, parse_quantity};
+use crate::resources::{CPU, MEMORY, PODS, Resources, parse_quantity};
+
+/// Whether an owner reference of `pod` is `apiVersion`/`kind` (upstream's `IsOwnedBy` compares
+/// group, version and kind: an OpenKruise Advanced DaemonSet, `apps.kruise.io/v1alpha1`, is not a
+/// DaemonSet to Karpenter, so its pods are provisioned for and drained like any other).
+fn is_owned_by(pod: &Pod, api_version: &str, kind: &str) -> bool {
+    pod.metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|o| o.api_version == api_version && o.kind == kind)
+}
+
+/// Owned by an `apps/v1` DaemonSet.
+pub fn is_owned_by_daemonset(pod: &Pod) -> bool {
+    is_owned_by(pod, "apps/v1", "DaemonSet")
+}
+
+/// Owned by a `v1` Node (a static pod's mirror).
+pub fn is_owned_by_node(pod: &Pod) -> bool {
+    is_owned_by(pod, "v1", "Node")
+}
 
 /// `namespace/name`, the pod's identity in outputs.
 pub type PodKey = String;
@@ -110,6 +133,16 @@ pub enum PodError {
     MatchFields,
 }
 
+fn quantities(list: &BTreeMap<String, Quantity>) -> Result<Resources, PodError> {
+    let mut out = Resources::new();
+    for (name, quantity) in list {
+        let amount =
+            parse_quantity(name, &quantity.0).map_err(|e| PodError::Quantity(e.to_string()))?;
+        out.add_one(name, amount);
+    }
+    Ok(out)
+}
+
 fn container_requests(container: &Container) -> Result<Resources, PodError> {
     let mut out = Resources::new();
     let Some(resources) = &container.resources else {
@@ -126,14 +159,38 @@ fn container_requests(container: &Container) -> Result<Resources, PodError> {
     Ok(out)
 }
 
-/// Kubernetes `PodRequests`: regular containers plus sidecars (init containers with
-/// `restartPolicy: Always`) run together; each regular init container runs alone alongside the
-/// sidecars started before it; the pod needs the larger of the two, plus its overhead.
+/// Resources a pod may request at pod level (`spec.resources`, PodLevelResources: beta and on by
+/// default since Kubernetes 1.34): Kubernetes' `IsSupportedPodLevelResource`.
+fn is_pod_level_resource(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with("hugepages-")
+}
+
+/// Kubernetes `PodRequests` (as upstream Karpenter calls it, with status resources):
+/// - regular containers plus sidecars (init containers with `restartPolicy: Always`) run
+///   together; each regular init container runs alone alongside the sidecars started before it;
+///   the pod needs the larger of the two;
+/// - a regular container resized in place needs the larger of its spec and what the kubelet has
+///   allocated to it (`status.containerStatuses[].allocatedResources`);
+/// - pod-level requests (`spec.resources`, limits standing in for missing requests) replace the
+///   containers' sum for CPU, memory and hugepages;
+/// - plus the pod's overhead.
 pub fn pod_requests(pod: &Pod) -> Result<Resources, PodError> {
     let spec = pod.spec.as_ref();
+    let allocated: BTreeMap<&str, &BTreeMap<String, Quantity>> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|cs| Some((cs.name.as_str(), cs.allocated_resources.as_ref()?)))
+        .collect();
     let mut running = Resources::new();
     for container in spec.map(|s| s.containers.as_slice()).unwrap_or_default() {
-        running = running.plus(&container_requests(container)?);
+        let mut requests = container_requests(container)?;
+        if let Some(list) = allocated.get(container.name.as_str()) {
+            requests = requests.max(&quantities(list)?);
+        }
+        running = running.plus(&requests);
     }
     let mut sidecars = Resources::new();
     let mut init_peak = Resources::new();
@@ -150,6 +207,14 @@ pub fn pod_requests(pod: &Pod) -> Result<Resources, PodError> {
         }
     }
     let mut total = running.plus(&sidecars).max(&init_peak);
+    if let Some(pod_level) = spec.and_then(|s| s.resources.as_ref()) {
+        let mut merged = pod_level.limits.clone().unwrap_or_default();
+        merged.extend(pod_level.requests.clone().unwrap_or_default());
+        merged.retain(|name, _| is_pod_level_resource(name));
+        for (name, amount) in quantities(&merged)?.iter() {
+            total.set(name, amount);
+        }
+    }
     if let Some(overhead) = spec.and_then(|s| s.overhead.as_ref()) {
         for (name, quantity) in overhead {
             let amount =
@@ -307,12 +372,7 @@ impl PodInfo {
                 .as_ref()
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
-            daemonset_owned: meta
-                .owner_references
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .any(|o| o.kind == "DaemonSet"),
+            daemonset_owned: is_owned_by_daemonset(pod),
             labels,
         };
         if let Some(affinity) = &spec.affinity {

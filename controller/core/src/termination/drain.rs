@@ -104,20 +104,12 @@ pub fn is_mirror(pod: &Pod) -> bool {
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION))
-        || owned_by(pod, "Node")
+        || crate::scheduling::pod::is_owned_by_node(pod)
 }
 
+/// Owned by an `apps/v1` DaemonSet (see [`crate::scheduling::pod::is_owned_by_daemonset`]).
 pub fn is_daemonset_owned(pod: &Pod) -> bool {
-    owned_by(pod, "DaemonSet")
-}
-
-fn owned_by(pod: &Pod, kind: &str) -> bool {
-    pod.metadata
-        .owner_references
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .any(|o| o.kind == kind)
+    crate::scheduling::pod::is_owned_by_daemonset(pod)
 }
 
 pub fn is_critical(pod: &Pod) -> bool {

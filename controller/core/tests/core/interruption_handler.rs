@@ -338,6 +338,11 @@ fn a_state_change_to_terminated_deletes_the_claim_and_its_drain_starts_at_once()
     );
     assert_eq!(w.terminate("default-a"), Stage::Draining { waiting: 1 });
     assert_eq!(w.evicted(), ["default/web"], "evicted in the same pass");
+    // Review G3: upstream records the termination as a Warning.
+    assert!(w.kube.recorded_events().iter().any(|e| {
+        e.reason == "TerminatingOnInterruption"
+            && e.type_ == karpenter_core::seams::kube::EventType::Warning
+    }));
 }
 
 // --- Replacement first, through the whole Operator ---------------------------------------------

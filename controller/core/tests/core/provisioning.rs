@@ -270,6 +270,20 @@ fn pods_that_are_bound_owned_by_a_daemonset_or_not_unschedulable_are_ignored() {
     assert!(claims(&w.kube).is_empty());
 }
 
+/// Review A4: only an `apps/v1` DaemonSet makes a pod a daemon. The pods of an OpenKruise
+/// Advanced DaemonSet (`apps.kruise.io`) are ordinary pods to upstream: provisioned for.
+#[test]
+fn a_pod_of_a_daemonset_from_another_api_group_is_provisioned_for() {
+    let w = world();
+    let mut kruise = pending_pod("kruise-agent", "1");
+    kruise["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "DaemonSet", "name": "ads", "uid": "y"
+    }]);
+    w.kube.apply(&ResourceKind::POD, kruise);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+}
+
 #[test]
 fn pods_go_to_an_existing_node_with_room_before_any_new_capacity() {
     let w = world();

@@ -2241,3 +2241,47 @@ fn a_requirement_picks_the_smallest_value_it_allows_for_a_label() {
     assert_eq!(empty.any(), None);
     assert_eq!(any(Operator::DoesNotExist, &[]), None);
 }
+
+/// Review B5: a pod that declares only pod-level requests (`spec.resources`, on by default from
+/// Kubernetes 1.34) needs them; a pod resized in place needs what the kubelet allocated when
+/// that is more than its spec says. Before, both were sized by their containers' spec alone.
+#[test]
+fn pod_level_requests_and_resized_allocations_count_as_the_pods_requests() {
+    use karpenter_core::scheduling::pod::pod_requests;
+    let mut pod_level: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "resources": {"requests": {"cpu": "3"}, "limits": {"memory": "4Gi", "nvidia.com/gpu": "1"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                           {"name": "b"}],
+            "overhead": {"cpu": "250m"}
+        }
+    }))
+    .expect("pod");
+    let requests = pod_requests(&pod_level).expect("requests");
+    assert_eq!(requests.get("cpu"), 3250, "pod-level CPU plus overhead");
+    assert_eq!(
+        requests.get("memory"),
+        4 * 1024 * 1024 * 1024,
+        "the pod-level limit stands in for its request"
+    );
+    assert_eq!(
+        requests.get("nvidia.com/gpu"),
+        0,
+        "not a pod-level resource"
+    );
+    pod_level.spec.as_mut().unwrap().resources = None;
+    let resized: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "r", "namespace": "default"},
+        "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+        "status": {"containerStatuses": [{
+            "name": "a", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+            "allocatedResources": {"cpu": "2", "memory": "512Mi"}
+        }]}
+    }))
+    .expect("pod");
+    let requests = pod_requests(&resized).expect("requests");
+    assert_eq!(requests.get("cpu"), 2000);
+    assert_eq!(requests.get("memory"), 1024 * 1024 * 1024);
+    assert_eq!(pod_requests(&pod_level).expect("requests").get("cpu"), 1250);
+}

@@ -422,9 +422,28 @@ impl PodInfo {
         Ok(())
     }
 
-    /// Whether the pod tolerates every `NoSchedule`/`NoExecute` taint in `taints`.
-    pub fn tolerates(&self, taints: &[Taint]) -> Result<(), Taint> {
-        tolerates(&self.tolerations, taints)
+    /// Whether the pod tolerates every taint in `taints`, `PreferNoSchedule` ones included
+    /// unless `prefer_no_schedule_relaxed`: upstream's scheduler treats them as hard, so they
+    /// steer pods to untainted NodePools and nodes, and tolerates them only in its last
+    /// relaxation step (see the solver's `Relaxation`).
+    pub fn tolerates(
+        &self,
+        taints: &[Taint],
+        prefer_no_schedule_relaxed: bool,
+    ) -> Result<(), Taint> {
+        for taint in taints {
+            if taint.effect == TaintEffect::PreferNoSchedule && prefer_no_schedule_relaxed {
+                continue;
+            }
+            if !self
+                .tolerations
+                .iter()
+                .any(|t| toleration_matches(t, taint))
+            {
+                return Err(taint.clone());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -448,7 +467,8 @@ pub fn toleration_matches(toleration: &Toleration, taint: &Taint) -> bool {
     effect_ok && key_ok && value_ok
 }
 
-/// The first `NoSchedule`/`NoExecute` taint none of `tolerations` tolerates.
+/// The first `NoSchedule`/`NoExecute` taint none of `tolerations` tolerates (what the DaemonSet
+/// controller checks: a daemon runs on a node whatever its `PreferNoSchedule` taints).
 pub fn tolerates(tolerations: &[Toleration], taints: &[Taint]) -> Result<(), Taint> {
     for taint in taints {
         if taint.effect == TaintEffect::PreferNoSchedule {

@@ -322,6 +322,10 @@ impl Spread {
         self.0["matchLabelKeys"] = json!(keys);
         self
     }
+    pub fn node_taints_policy(mut self, policy: &str) -> Self {
+        self.0["nodeTaintsPolicy"] = json!(policy);
+        self
+    }
 }
 
 /// A pod being described: `pod("web-0").cpu("500m").memory("1Gi").zone_spread(1, "app=web")`.
@@ -1629,6 +1633,41 @@ fn node_affinity_policy_honor_spreads_only_over_zones_the_pod_may_use() {
     assert_eq!(placed, 1, "{:#?}", ignore.results);
 }
 
+/// Review B3: with nodeTaintsPolicy Honor, a zone only a tainted NodePool offers is no domain
+/// for pods that do not tolerate the taint. Counted as an empty domain, it capped the skew and
+/// left the third of three zone-spread pods unschedulable.
+#[test]
+fn node_taints_policy_honor_ignores_zones_only_an_untolerated_pool_offers() {
+    let run = |policy: &str| {
+        scenario()
+            .pools(vec![
+                pool("general").requirement(ZONE_LABEL, "In", &["zone-a", "zone-b"]),
+                pool("gpu")
+                    .requirement(ZONE_LABEL, "In", &["zone-c"])
+                    .taint("nvidia.com/gpu", "true", "NoSchedule"),
+            ])
+            .pods((0..3).map(|i| {
+                pod(&format!("web-{i}"))
+                    .app("web")
+                    .cpu("1")
+                    .spread(Spread::zone(1, "app=web").node_taints_policy(policy))
+            }))
+            .solve()
+    };
+    let honor = run("Honor");
+    honor.assert_all_placed();
+    let counts = honor.zone_counts(&names("web", 3));
+    assert_eq!(counts.values().sum::<usize>(), 3);
+    assert!(!counts.contains_key("zone-c"), "{counts:?}");
+    // Ignore (the default): zone-c counts as an empty domain the pods can never reach.
+    let ignore = run("Ignore");
+    let placed = names("web", 3)
+        .iter()
+        .filter(|p| ignore.is_placed(p))
+        .count();
+    assert_eq!(placed, 2, "{:#?}", ignore.results);
+}
+
 #[test]
 fn match_label_keys_spreads_each_revision_on_its_own() {
     // zone-a already runs two v1 pods on a full node. Three v2 pods spread with
@@ -1732,6 +1771,43 @@ fn an_existing_node_s_taint_keeps_intolerant_pods_off_it() {
         .solve();
     assert_eq!(out.placement("db"), Placement::Node("tainted".to_string()));
     assert!(matches!(out.placement("web"), Placement::Claim(_)));
+}
+
+/// Review B4: upstream treats `PreferNoSchedule` taints as hard until its last relaxation step,
+/// so they steer pods to an untainted NodePool (even a lighter one) and away from tainted
+/// nodes; only when nothing else can take a pod does it land on the tainted capacity. Before,
+/// such taints were ignored and the heavier tainted pool took every pod.
+#[test]
+fn prefer_no_schedule_taints_steer_pods_to_untainted_capacity_and_give_way_last() {
+    let tainted = || {
+        pool("spot-first")
+            .weight(100)
+            .taint("example.com/avoid", "yes", "PreferNoSchedule")
+    };
+    let out = scenario()
+        .pools(vec![tainted(), pool("plain").weight(1)])
+        .pod(pod("web").cpu("1"))
+        .solve();
+    assert_eq!(out.claim_of("web").node_pool, "plain");
+
+    // Nothing untainted can take it: the last step tolerates the taint.
+    let out = scenario()
+        .pools(vec![tainted()])
+        .pod(pod("web").cpu("1"))
+        .solve();
+    assert_eq!(out.claim_of("web").node_pool, "spot-first");
+
+    // A tainted existing node is passed over while a NodePool can take the pod untainted.
+    let out = scenario()
+        .pools(vec![tainted(), pool("plain").weight(1)])
+        .node(node("avoided").size("4", "8Gi").taint(
+            "example.com/avoid",
+            "yes",
+            TaintEffect::PreferNoSchedule,
+        ))
+        .pod(pod("web").cpu("1"))
+        .solve();
+    assert_eq!(out.claim_of("web").node_pool, "plain");
 }
 
 // ================================================================================================

@@ -79,12 +79,18 @@ struct Relaxation {
     dropped_affinity: usize,
     dropped_anti_affinity: usize,
     dropped_spread: usize,
+    /// The last step (upstream's `toleratePreferNoScheduleTaints`): `PreferNoSchedule` taints
+    /// are tolerated. Taken only when some NodePool has such a taint, as upstream takes it.
+    prefer_no_schedule_relaxed: bool,
 }
 
 struct Solver<'a> {
     input: Input<'a>,
     space: Space,
     pools: Vec<Pool<'a>>,
+    /// Whether some NodePool taints its nodes `PreferNoSchedule`: only then does relaxation end
+    /// by tolerating such taints (upstream's rule).
+    pools_prefer_no_schedule: bool,
     nodes: Vec<Node<'a>>,
     claims: Vec<Claim>,
     /// (pod count, claim index): iteration order for planned claims.
@@ -137,6 +143,7 @@ impl<'a> Solver<'a> {
         let mut solver = Solver {
             input,
             pools: Vec::new(),
+            pools_prefer_no_schedule: false,
             nodes: Vec::new(),
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
@@ -158,6 +165,11 @@ impl<'a> Solver<'a> {
             space,
         };
         solver.build_pools();
+        solver.pools_prefer_no_schedule = solver.pools.iter().any(|p| {
+            p.taints
+                .iter()
+                .any(|t| t.effect == crate::api::TaintEffect::PreferNoSchedule)
+        });
         solver.build_nodes();
         solver.build_topology();
         solver
@@ -224,6 +236,7 @@ impl<'a> Solver<'a> {
                         dropped_affinity: usize::MAX,
                         dropped_anti_affinity: usize::MAX,
                         dropped_spread: usize::MAX,
+                        prefer_no_schedule_relaxed: false,
                     };
                 }
             }
@@ -259,6 +272,10 @@ impl<'a> Solver<'a> {
         }
         if r.dropped_spread < preferred(&topo.spread) {
             r.dropped_spread += 1;
+            return true;
+        }
+        if !r.prefer_no_schedule_relaxed && self.pools_prefer_no_schedule {
+            r.prefer_no_schedule_relaxed = true;
             return true;
         }
         false
@@ -303,6 +320,8 @@ struct Constraints {
     spread: Vec<GroupRef>,
     affinity: Vec<GroupRef>,
     anti: Vec<GroupRef>,
+    /// `PreferNoSchedule` taints tolerated (the last relaxation step).
+    prefer_no_schedule_relaxed: bool,
 }
 
 /// A successful dry run of adding a pod to a claim.

@@ -22,6 +22,7 @@ impl Solver<'_> {
             spread: self.active(&topo.spread, relax.dropped_spread),
             affinity: self.active(&topo.affinity, relax.dropped_affinity),
             anti: self.active(&topo.anti_affinity, relax.dropped_anti_affinity),
+            prefer_no_schedule_relaxed: relax.prefer_no_schedule_relaxed,
         };
         let alternatives: Vec<Requirements> = if pod.volume_terms.is_empty() {
             vec![base]
@@ -153,7 +154,11 @@ impl Solver<'_> {
         if !fits(&node.used, &self.requests[p], &node.alloc) {
             return None;
         }
-        if pod.tolerates(&node.node.taints).is_err() || !reqs.matches_labels(&node.node.labels) {
+        if pod
+            .tolerates(&node.node.taints, c.prefer_no_schedule_relaxed)
+            .is_err()
+            || !reqs.matches_labels(&node.node.labels)
+        {
             return None;
         }
         if pod
@@ -189,7 +194,10 @@ impl Solver<'_> {
         if !fits(&claim.used, request, &claim.max_alloc) {
             return None;
         }
-        if pod.tolerates(pool.taints).is_err() {
+        if pod
+            .tolerates(pool.taints, constraints.prefer_no_schedule_relaxed)
+            .is_err()
+        {
             return None;
         }
         if pod
@@ -274,7 +282,7 @@ impl Solver<'_> {
     ) -> Result<Claim, String> {
         let pool = &self.pools[pool_index];
         let pod = &self.input.pods[p];
-        if let Err(taint) = pod.tolerates(pool.taints) {
+        if let Err(taint) = pod.tolerates(pool.taints, constraints.prefer_no_schedule_relaxed) {
             return Err(format!(
                 "does not tolerate taint {}={}:{}",
                 taint.key,

@@ -6,15 +6,25 @@ use std::collections::BTreeMap;
 use super::types::is_type_attribute;
 use super::{Constraints, Pool, Solver};
 use crate::api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL, is_well_known};
+use crate::scheduling::pod::tolerates;
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::topology::{Group, GroupKind};
 
 impl<'a> Solver<'a> {
-    /// Per-domain counts of group `g` restricted to nodes and claims pod `p`'s node affinity
-    /// allows (`None` when the pod has no node affinity to honour: the plain counts apply).
-    pub(super) fn honored_counts(&self, p: usize, g: usize) -> Option<Vec<u32>> {
+    /// Per-domain counts of group `g` restricted to the nodes and claims pod `p` could use:
+    /// those its node affinity allows (`affinity`: nodeAffinityPolicy Honor) and those whose
+    /// taints it tolerates (`taints`: nodeTaintsPolicy Honor). `None` when neither filter removes
+    /// anything: the plain counts apply.
+    pub(super) fn honored_counts(
+        &self,
+        p: usize,
+        g: usize,
+        affinity: bool,
+        taints: bool,
+    ) -> Option<Vec<u32>> {
         let pod = &self.input.pods[p];
-        if pod.node_selector.is_empty() && pod.required_terms.is_empty() {
+        let affinity = affinity && !(pod.node_selector.is_empty() && pod.required_terms.is_empty());
+        if !affinity && !taints {
             return None;
         }
         let k = self.group_key[g]?;
@@ -36,20 +46,62 @@ impl<'a> Solver<'a> {
         };
         for &(slot, d) in group.placements() {
             let allowed = if slot < self.nodes.len() {
-                terms
-                    .iter()
-                    .any(|t| t.matches_labels(&self.nodes[slot].node.labels))
+                let node = &self.nodes[slot].node;
+                (!affinity || terms.iter().any(|t| t.matches_labels(&node.labels)))
+                    && (!taints || tolerates(&pod.tolerations, &node.taints).is_ok())
             } else {
                 let claim = &self.claims[slot - self.nodes.len()];
-                terms
-                    .iter()
-                    .any(|t| claim.requirements.compatible(t, is_well_known).is_ok())
+                (!affinity
+                    || terms
+                        .iter()
+                        .any(|t| claim.requirements.compatible(t, is_well_known).is_ok()))
+                    && (!taints
+                        || tolerates(&pod.tolerations, self.pools[claim.pool].taints).is_ok())
             };
             if !allowed && counts[d] > 0 {
                 counts[d] -= 1;
             }
         }
         Some(counts)
+    }
+
+    /// nodeTaintsPolicy Honor: which domains of key `k` some capacity pod `p` tolerates offers
+    /// (a NodePool whose taints it tolerates, or an existing node whose taints it tolerates).
+    /// Upstream's `TopologyDomainGroup.ForEachDomain`: a zone reachable only through a tainted
+    /// (say GPU) NodePool is no domain for a pod that cannot go there, so it cannot hold the
+    /// pod's spread at a skew it can never fix.
+    fn tolerated_domains(&self, p: usize, k: usize) -> Vec<bool> {
+        let pod = &self.input.pods[p];
+        let key = &self.keys[k];
+        let mut out = vec![false; self.universe[k].len()];
+        let mut mark = |value: &str| {
+            if let Some(d) = self.domain_id(k, value) {
+                out[d] = true;
+            }
+        };
+        for pool in &self.pools {
+            if tolerates(&pod.tolerations, pool.taints).is_err() {
+                continue;
+            }
+            for t in &pool.types {
+                for v in t.values(key, &pool.requirements) {
+                    if pool.requirements.get(key).is_none_or(|r| r.has(&v)) {
+                        mark(&v);
+                    }
+                }
+            }
+            if let Some(r) = pool.requirements.get(key) {
+                r.values().for_each(&mut mark);
+            }
+        }
+        for node in &self.nodes {
+            if tolerates(&pod.tolerations, &node.node.taints).is_ok()
+                && let Some(v) = node.node.labels.get(key)
+            {
+                mark(v);
+            }
+        }
+        out
     }
 
     /// The target-independent part of the pod's topology: for every non-hostname key it touches,
@@ -131,11 +183,10 @@ impl<'a> Solver<'a> {
         };
         let key = &self.keys[key_id];
         let universe = &self.universe[key_id];
-        let honor = pod
-            .spread
-            .iter()
-            .find(|s| &s.topology_key == key)
-            .is_some_and(|s| s.honor_node_affinity);
+        let constraint = pod.spread.iter().find(|s| &s.topology_key == key);
+        let honor = constraint.is_some_and(|s| s.honor_node_affinity);
+        let honor_taints = constraint.is_some_and(|s| s.honor_node_taints);
+        let tolerated = honor_taints.then(|| self.tolerated_domains(pod_index, key_id));
         // nodeAffinityPolicy Honor: domains and counted pods are limited to nodes the pod's
         // whole node affinity (nodeSelector and every OR term, relaxed or not) allows.
         let affinity_allows = |domain: &str| {
@@ -146,11 +197,7 @@ impl<'a> Solver<'a> {
                         .iter()
                         .any(|t| t.get(key).is_none_or(|q| q.has(domain))))
         };
-        let honored = if honor {
-            self.honored_counts(pod_index, group_index)
-        } else {
-            None
-        };
+        let honored = self.honored_counts(pod_index, group_index, honor, honor_taints);
         let count = |domain: usize| {
             honored
                 .as_ref()
@@ -158,6 +205,7 @@ impl<'a> Solver<'a> {
         };
         let eligible: Vec<usize> = (0..universe.len())
             .filter(|domain| !honor || affinity_allows(&universe[*domain]))
+            .filter(|domain| tolerated.as_ref().is_none_or(|t| t[*domain]))
             .collect();
         let mut min = eligible.iter().map(|d| count(*d)).min().unwrap_or(0) as i64;
         if min_domains.is_some_and(|m| (eligible.len() as i64) < m as i64) {

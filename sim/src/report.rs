@@ -138,6 +138,7 @@ pub fn fresh_cost_per_hour(api: &fakekube::ApiServer) -> f64 {
     let results = solve(Input {
         node_pools: &pools,
         catalog: Catalog::builtin_ref(),
+        pool_catalogs: &karpenter_core::scheduling::NO_POOL_CATALOGS,
         nodes: &[],
         daemonsets: &daemonsets,
         pods: &pods,

@@ -119,6 +119,24 @@ pub struct WorkloadEvent {
     pub deployment: Option<DeploymentSpec>,
     /// Create a batch of pods that finish after `run_for`.
     pub batch: Option<BatchSpec>,
+    /// Set a StatefulSet's replica count (created on first use).
+    pub statefulset: Option<StatefulSetSpec>,
+}
+
+/// A StatefulSet: `replicas` pods requesting `cpu` and `memory`, each with a claim of `storage`
+/// from `storageClass` (which the scenario's manifests define).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatefulSetSpec {
+    pub name: String,
+    pub replicas: u32,
+    pub cpu: String,
+    pub memory: String,
+    pub storage: String,
+    pub storage_class: String,
+    /// Spread the pods over zones (`maxSkew: 1`, `DoNotSchedule`).
+    #[serde(default)]
+    pub spread_by_zone: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -169,11 +187,16 @@ impl Scenario {
                 message: format!("faults: {message}"),
             })?;
         for event in &scenario.workloads {
-            if event.deployment.is_some() == event.batch.is_some() {
+            let kinds = [
+                event.deployment.is_some(),
+                event.batch.is_some(),
+                event.statefulset.is_some(),
+            ];
+            if kinds.iter().filter(|k| **k).count() != 1 {
                 return Err(ScenarioError::Invalid {
                     name: name.to_string(),
                     message: format!(
-                        "workload at {:?}: exactly one of deployment, batch",
+                        "workload at {:?}: exactly one of deployment, batch, statefulset",
                         event.at
                     ),
                 });

@@ -13,7 +13,10 @@
 //!
 //! Filters, in upstream's order: node `Ready` and not cordoned, `NoSchedule`/`NoExecute` taints
 //! tolerated, `nodeSelector` and required node affinity, host ports, resources (`pods` count
-//! included), node affinity of bound persistent volumes, topology spread (`DoNotSchedule`), then
+//! included), node affinity of bound persistent volumes (an unbound claim of a
+//! `WaitForFirstConsumer` class: its class's allowed topologies, and a volume provisioned in the
+//! chosen node's zone before the pod is bound; an unbound `Immediate` claim or a missing class
+//! makes the pod unschedulable), topology spread (`DoNotSchedule`), then
 //! required inter-pod affinity and anti-affinity (both the pod's and the placed pods'). Among the
 //! feasible nodes it takes the most allocated one (kube-scheduler's `MostAllocated` scoring, which
 //! is what clusters that pack nodes tightly, as Karpenter's do, configure).
@@ -29,8 +32,10 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
-    Node, NodeSelector, PersistentVolume, PersistentVolumeClaim, Pod,
+    Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume,
+    PersistentVolumeClaim, Pod,
 };
+use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_core::resources::{CPU, MEMORY, Resources};
 use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
@@ -139,11 +144,24 @@ struct Pending {
 
 /// Why a pod cannot be considered at all (before any node is looked at).
 enum PreFilter {
-    /// Schedulable on the nodes whose labels match these (bound volumes' node affinity).
-    Volumes(Vec<NodeSelector>),
+    /// Schedulable on the nodes whose labels match these (bound volumes' node affinity, and the
+    /// allowed topologies of classes still to provision a volume); the claims to provision once
+    /// a node is chosen.
+    Volumes(Vec<NodeSelector>, Vec<Provision>),
     /// Unschedulable everywhere, with upstream's message.
     Rejected(String),
 }
+
+/// An unbound claim of a `WaitForFirstConsumer` class: provisioned in the chosen node's zone.
+struct Provision {
+    claim: PersistentVolumeClaim,
+    class: StorageClass,
+}
+
+/// The EBS CSI driver's topology key: its volumes' node affinity, and a label of every node
+/// (the kubelet stand-in sets it, as the driver's node plugin does).
+const EBS_CSI_ZONE_KEY: &str = "topology.ebs.csi.aws.com/zone";
+const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 impl Scheduler {
     pub fn new(kube: Arc<dyn KubeApi>, clock: Arc<dyn Clock>, config: SchedulerConfig) -> Self {
@@ -311,8 +329,8 @@ impl Scheduler {
             entry.key.name
         );
         let requests = pod_requests(&entry.pod, &what)?;
-        let volume_affinity = match self.pre_filter_volumes(&entry.pod).await? {
-            PreFilter::Volumes(selectors) => selectors,
+        let (volume_affinity, provisions) = match self.pre_filter_volumes(&entry.pod).await? {
+            PreFilter::Volumes(selectors, provisions) => (selectors, provisions),
             PreFilter::Rejected(message) => {
                 return self.unschedulable(entry, message, now, report).await;
             }
@@ -336,6 +354,11 @@ impl Scheduler {
             }
         };
         let node_name = nodes[chosen].name.clone();
+        // Upstream's PreBind: volumes are provisioned and their claims bound before the pod.
+        let zone = nodes[chosen].labels.get(ZONE_LABEL).cloned();
+        for provision in &provisions {
+            self.provision(provision, zone.as_deref()).await?;
+        }
         let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
         let bound = match self
             .kube
@@ -423,11 +446,12 @@ impl Scheduler {
 
     /// Upstream's `VolumeBinding` for claims that exist: a missing claim makes the pod
     /// unschedulable; a claim bound to a volume restricts the pod to the volume's node affinity;
-    /// an unbound claim is assumed to be provisioned wherever the pod lands.
+    /// an unbound claim is judged by [`Scheduler::unbound_claim`].
     async fn pre_filter_volumes(&self, pod: &Pod) -> Result<PreFilter, KubeError> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let mut selectors = Vec::new();
+        let mut provisions = Vec::new();
         let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
         for volume in volumes.into_iter().flatten() {
             let claim = match (&volume.persistent_volume_claim, &volume.ephemeral) {
@@ -451,9 +475,17 @@ impl Scheduler {
             )?;
             let Some(volume_name) = pvc
                 .spec
-                .and_then(|s| s.volume_name)
+                .as_ref()
+                .and_then(|s| s.volume_name.clone())
                 .filter(|n| !n.is_empty())
             else {
+                match self.unbound_claim(pvc).await? {
+                    Ok((selector, provision)) => {
+                        selectors.extend(selector);
+                        provisions.push(provision);
+                    }
+                    Err(message) => return Ok(PreFilter::Rejected(message)),
+                }
                 continue;
             };
             let pv_key = ObjectKey::cluster(&volume_name);
@@ -475,7 +507,101 @@ impl Scheduler {
                 selectors.push(required);
             }
         }
-        Ok(PreFilter::Volumes(selectors))
+        Ok(PreFilter::Volumes(selectors, provisions))
+    }
+
+    /// An unbound claim: its class must exist and bind `WaitForFirstConsumer` (an `Immediate`
+    /// claim is bound by its provisioner before any pod can use it; until then kube-scheduler
+    /// reports it); the class's allowed topologies restrict the node.
+    async fn unbound_claim(
+        &self,
+        claim: PersistentVolumeClaim,
+    ) -> Result<Result<(Option<NodeSelector>, Provision), String>, KubeError> {
+        let class_name = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.clone())
+            .unwrap_or_default();
+        let key = ObjectKey::cluster(&class_name);
+        let Some(object) = self.kube.get(&ResourceKind::STORAGE_CLASS, &key).await? else {
+            return Ok(Err(format!(
+                "storageclass.storage.k8s.io \"{class_name}\" not found"
+            )));
+        };
+        let class: StorageClass = decode(object, &format!("storageclass {class_name}"))?;
+        if class.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer") {
+            return Ok(Err(
+                "pod has unbound immediate PersistentVolumeClaims".to_string()
+            ));
+        }
+        let terms: Vec<NodeSelectorTerm> = class
+            .allowed_topologies
+            .iter()
+            .flatten()
+            .map(|term| NodeSelectorTerm {
+                match_expressions: Some(
+                    term.match_label_expressions
+                        .iter()
+                        .flatten()
+                        .map(|e| NodeSelectorRequirement {
+                            key: e.key.clone(),
+                            operator: "In".to_string(),
+                            values: Some(e.values.clone()),
+                        })
+                        .collect(),
+                ),
+                match_fields: None,
+            })
+            .collect();
+        let selector = (!terms.is_empty()).then_some(NodeSelector {
+            node_selector_terms: terms,
+        });
+        Ok(Ok((selector, Provision { claim, class })))
+    }
+
+    /// The CSI provisioner's part: a volume in `zone` for the claim, and the claim bound to it.
+    async fn provision(&self, provision: &Provision, zone: Option<&str>) -> Result<(), KubeError> {
+        let claim = &provision.claim;
+        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let volume = format!("pvc-{namespace}-{name}");
+        let storage = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .map(|q| q.0.clone())
+            .unwrap_or_else(|| "1Gi".to_string());
+        let mut pv = json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": storage},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Delete",
+                "storageClassName": provision.class.metadata.name,
+                "claimRef": {"namespace": namespace, "name": name},
+                "csi": {"driver": provision.class.provisioner, "volumeHandle": format!("vol-{namespace}-{name}")}
+            }
+        });
+        if let Some(zone) = zone {
+            pv["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": EBS_CSI_ZONE_KEY, "operator": "In", "values": [zone]}]}
+            ]}});
+        }
+        match self.kube.create(&ResourceKind::PERSISTENT_VOLUME, pv).await {
+            Ok(_) | Err(KubeError::AlreadyExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+        self.kube
+            .patch(
+                &ResourceKind::PERSISTENT_VOLUME_CLAIM,
+                &ObjectKey::namespaced(namespace, name),
+                &Patch::Merge(json!({"spec": {"volumeName": volume}})),
+            )
+            .await?;
+        Ok(())
     }
 
     /// Namespace labels, listed only when some affinity term selects namespaces by label.

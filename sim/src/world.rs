@@ -210,6 +210,7 @@ impl World {
                 Outcome::Other if checked.kind == "PodDisruptionBudget" => {
                     ResourceKind::POD_DISRUPTION_BUDGET
                 }
+                Outcome::Other if checked.kind == "StorageClass" => ResourceKind::STORAGE_CLASS,
                 Outcome::Other => {
                     return Err(WorldError::Manifests(format!(
                         "document {index}: unsupported kind {}",

@@ -96,7 +96,7 @@ impl Context {
         options: Options,
     ) -> Self {
         Self {
-            recorder: Recorder::new(kube.clone()),
+            recorder: Recorder::new(kube.clone(), clock.clone()),
             kube,
             ec2,
             queue: None,

@@ -194,12 +194,13 @@ fn status_loops(
 ) -> [BoxFuture<'static, ()>; 2] {
     let counter = loops::CounterLoop {
         counter: nodepool::Counter::new(ctx.clone()),
+        readiness: nodepool::Readiness::new(ctx.clone()),
         reports: reports.clone(),
     };
     [
         Box::pin(run_singleton(
             counter,
-            informers.trigger(&[ResourceKind::NODE_POOL, ResourceKind::NODE_CLAIM]),
+            informers.trigger(&loops::CounterLoop::TRIGGERS),
         )),
         Box::pin(run_singleton(
             loops::DriftLoop::new(ctx, reports.clone()),
@@ -217,6 +218,7 @@ pub struct Operator {
     termination: Termination,
     garbage_collector: GarbageCollector,
     counter: nodepool::Counter,
+    readiness: nodepool::Readiness,
     pod_events: PodEvents,
     expiration: Expiration,
     disruption: Disruption,
@@ -245,6 +247,7 @@ impl Operator {
             termination: Termination::new(ctx.clone()),
             garbage_collector: GarbageCollector::new(ctx.clone()),
             counter: nodepool::Counter::new(ctx.clone()),
+            readiness: nodepool::Readiness::new(ctx.clone()),
             pod_events: PodEvents::new(ctx.clone()),
             expiration: Expiration::new(ctx.clone()),
             disruption: Disruption::new(ctx.clone()),
@@ -440,6 +443,10 @@ impl Operator {
                 report.errors.push(StepError::GarbageCollection(err));
             }
             None => {}
+        }
+        if let Err(err) = self.readiness.reconcile_all().await {
+            tracing::warn!(%err, "nodepool readiness pass failed; retrying next step");
+            report.errors.push(StepError::Counters(err));
         }
         if let Err(err) = self.counter.count().await {
             tracing::warn!(%err, "nodepool counter pass failed; retrying next step");

@@ -89,6 +89,19 @@ impl Kubelet {
         let Some(ready) = condition(node, "Ready") else {
             return Ok(false);
         };
+        let not_ready_tainted = node["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == NOT_READY_TAINT);
+        if ready["status"] == "True"
+            && not_ready_tainted
+            && node["metadata"]["deletionTimestamp"].is_null()
+        {
+            // The node lifecycle controller's retry: a Ready node whose not-ready taint removal
+            // lost a race (a conflict) still loses it, on this tick.
+            return self.drop_not_ready_taint(node, report).await;
+        }
         if ready["status"] != "False"
             || ready["message"] != STARTING_MESSAGE
             || !node["metadata"]["deletionTimestamp"].is_null()
@@ -124,21 +137,32 @@ impl Kubelet {
             }
             Err(e) => return Err(e),
         };
-        let taints: Vec<Value> = written["spec"]["taints"]
+        report.nodes_ready.push(name);
+        self.drop_not_ready_taint(&written, report).await
+    }
+
+    /// The node lifecycle controller's part for a Ready node: its `node.kubernetes.io/not-ready`
+    /// taints go. A lost race is retried on a later tick (see [`Self::become_ready`]).
+    async fn drop_not_ready_taint(
+        &self,
+        node: &Value,
+        report: &mut TickReport,
+    ) -> Result<bool, KubeError> {
+        let key = ObjectKey::cluster(node_name(node));
+        let taints: Vec<Value> = node["spec"]["taints"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|t| !(t["key"] == NOT_READY_TAINT && t["effect"] == "NoSchedule"))
+            .filter(|t| t["key"] != NOT_READY_TAINT)
             .cloned()
             .collect();
-        let patch = guarded(&written, json!({ "spec": { "taints": taints } }));
+        let patch = guarded(node, json!({ "spec": { "taints": taints } }));
         match self
             .kube
             .patch(&ResourceKind::NODE, &key, &Patch::Merge(patch))
             .await
         {
-            Ok(_) => report.nodes_ready.push(name),
-            // The taint goes on a later tick: the node lifecycle controller retries too.
+            Ok(_) => {}
             Err(e) if lost_race(&e) => report.conflicts += 1,
             Err(e) => return Err(e),
         }

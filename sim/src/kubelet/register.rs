@@ -165,6 +165,10 @@ pub(super) fn parse_taint_flags(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The node label the EBS CSI driver's topology key becomes.
+pub const EBS_CSI_ZONE_LABEL: &str = "topology.ebs.csi.aws.com/zone";
+const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
 /// The Node as the kubelet creates it: its name, labels and taints, and the provider id.
 fn node_object(boot: &Boot, startup: &[&Taint], extended: bool) -> Value {
     let mut labels = boot.labels.clone();
@@ -174,6 +178,12 @@ fn node_object(boot: &Boot, startup: &[&Taint], extended: bool) -> Value {
         labels
             .entry(CAPACITY_TYPE_LABEL.to_string())
             .or_insert_with(|| boot.capacity_type.label().to_string());
+    }
+    // The EBS CSI driver's node plugin runs on every node of the simulated cluster: the kubelet
+    // labels the node with the topology the driver reports (its zone), which is what the node
+    // affinity of the volumes it provisions names.
+    if let Some(zone) = labels.get(ZONE_LABEL).cloned() {
+        labels.insert(EBS_CSI_ZONE_LABEL.to_string(), zone);
     }
     let mut taints: Vec<Value> = boot
         .taints

@@ -12,8 +12,8 @@ use karpenter_core::seams::{KubeApi, KubeError};
 use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
 
-use crate::scenario::{DeploymentSpec, WorkloadEvent};
-use crate::workloads::Deployment;
+use crate::scenario::{DeploymentSpec, StatefulSetSpec, WorkloadEvent};
+use crate::workloads::{Deployment, StatefulSet};
 
 /// The workload's state between steps.
 pub(crate) struct Workloads {
@@ -21,6 +21,10 @@ pub(crate) struct Workloads {
     events: Vec<WorkloadEvent>,
     /// Each Deployment as last set (replica count and pod template), by name.
     deployments: BTreeMap<String, Deployment>,
+    /// Each StatefulSet as last set, by name.
+    statefulsets: BTreeMap<String, StatefulSet>,
+    /// The claims, watch-fed (StatefulSets make theirs before their pods).
+    claims: Reflector<Value>,
     /// Batch pods and when they finish.
     batch_ends: BTreeMap<String, Timestamp>,
     /// The pods, watch-fed (the ReplicaSet stand-in looks every step; a step without pod changes
@@ -61,6 +65,8 @@ impl Workloads {
         Self {
             events,
             deployments: BTreeMap::new(),
+            statefulsets: BTreeMap::new(),
+            claims: Reflector::new(ResourceKind::PERSISTENT_VOLUME_CLAIM),
             batch_ends: BTreeMap::new(),
             pods: Reflector::new(ResourceKind::POD),
             dirty: false,
@@ -107,6 +113,24 @@ impl Workloads {
         self.dirty = true;
     }
 
+    /// Sets a StatefulSet as an event describes it.
+    fn set_statefulset(&mut self, spec: &StatefulSetSpec) {
+        self.statefulsets.insert(
+            spec.name.clone(),
+            StatefulSet {
+                name: spec.name.clone(),
+                namespace: "default".to_string(),
+                replicas: spec.replicas as usize,
+                cpu: spec.cpu.clone(),
+                memory: spec.memory.clone(),
+                storage: spec.storage.clone(),
+                storage_class: spec.storage_class.clone(),
+                spread_by_zone: spec.spread_by_zone,
+            },
+        );
+        self.dirty = true;
+    }
+
     /// Applies the events due by `elapsed`, keeps the Deployments at their replica counts, and
     /// completes batch pods that ran their course.
     pub async fn step(
@@ -120,6 +144,10 @@ impl Workloads {
             if let Some(d) = &event.deployment {
                 self.set(d);
                 // Each event takes effect at once (two events of one step both apply, in order).
+                self.reconcile(api).await?;
+            }
+            if let Some(set) = &event.statefulset {
+                self.set_statefulset(set);
                 self.reconcile(api).await?;
             }
             if let Some(b) = &event.batch {
@@ -144,7 +172,10 @@ impl Workloads {
     /// nor a Deployment changed since the last pass. (What a pass writes is seen by the next
     /// sync; it needs no second pass.)
     async fn reconcile(&mut self, api: &dyn KubeApi) -> Result<(), KubeError> {
-        let changed = self.pods.sync(api).await?;
+        let mut changed = self.pods.sync(api).await?;
+        if !self.statefulsets.is_empty() {
+            changed |= self.claims.sync(api).await?;
+        }
         if !changed && !self.dirty {
             return Ok(());
         }
@@ -152,6 +183,18 @@ impl Workloads {
         let pods = self.pods.to_vec();
         for deployment in self.deployments.values_mut() {
             deployment.reconcile(api, &pods).await?;
+        }
+        if !self.statefulsets.is_empty() {
+            let claims: Vec<String> = self
+                .claims
+                .to_vec()
+                .iter()
+                .filter(|c| c["metadata"]["namespace"] == "default")
+                .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+                .collect();
+            for set in self.statefulsets.values() {
+                set.reconcile(api, &pods, &claims).await?;
+            }
         }
         Ok(())
     }

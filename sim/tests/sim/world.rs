@@ -875,10 +875,54 @@ fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off()
             world.clear_faults();
             run_until(&mut world, minutes(35)).await;
             let running = running_count(&world);
+            let pending: Vec<String> = pods(&world)
+                .iter()
+                .filter(|p| p["metadata"]["namespace"] != "kube-system" && !running_not_deleting(p))
+                .map(|p| p.to_string())
+                .collect();
+            let events: Vec<String> = world
+                .api()
+                .events()
+                .iter()
+                .rev()
+                .take(20)
+                .map(|e| {
+                    format!(
+                        "{} {} {} {}",
+                        e.time, e.event.key.name, e.event.reason, e.event.message
+                    )
+                })
+                .collect();
+            let uninitialized: Vec<String> = world
+                .api()
+                .objects(&ResourceKind::NODE)
+                .iter()
+                .filter(|n| n["metadata"]["labels"]["karpenter.sh/initialized"] != "true")
+                .map(|n| {
+                    format!(
+                        "{} {} {}",
+                        n["metadata"]["name"], n["spec"]["taints"], n["status"]["allocatable"]
+                    )
+                })
+                .chain(
+                    world
+                        .api()
+                        .objects(&ResourceKind::NODE_CLAIM)
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "{} {} {}",
+                                c["metadata"]["name"],
+                                c["spec"]["resources"],
+                                c["status"]["conditions"]
+                            )
+                        }),
+                )
+                .collect();
             assert_eq!(
                 running,
                 8,
-                "seed {seed}: converged after the faults\n{}",
+                "seed {seed}: converged after the faults\n{}\nnot running: {pending:#?}\nlast events: {events:#?}\nuninitialized nodes, claims: {uninitialized:#?}",
                 world.recent_log().join("\n")
             );
             assert_invariants_held(&world, seed);
@@ -1071,4 +1115,116 @@ fn scale_in_settles_at_the_fresh_cost_with_spot_to_spot_consolidation_on() {
         report.cost_per_hour_end,
         report.fresh_cost_per_hour_end
     );
+}
+
+/// `namespace/name` of each running `db` pod with its node's zone and its volume's zone.
+fn statefulset_zones(world: &World) -> Vec<(String, String, String)> {
+    let api = world.api();
+    let nodes = api.objects(&ResourceKind::NODE);
+    let volumes = api.objects(&ResourceKind::PERSISTENT_VOLUME);
+    let claims = api.objects(&ResourceKind::PERSISTENT_VOLUME_CLAIM);
+    let zone_of_node = |name: &Value| {
+        nodes
+            .iter()
+            .find(|n| &n["metadata"]["name"] == name)
+            .and_then(|n| n["metadata"]["labels"]["topology.kubernetes.io/zone"].as_str())
+            .unwrap_or("?")
+            .to_string()
+    };
+    let mut out: Vec<(String, String, String)> = pods(world)
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "db" && running_not_deleting(p))
+        .map(|p| {
+            let claim = p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"].clone();
+            let volume = claims
+                .iter()
+                .find(|c| c["metadata"]["name"] == claim)
+                .map(|c| c["spec"]["volumeName"].clone())
+                .unwrap_or_default();
+            let volume_zone = volumes
+                .iter()
+                .find(|v| v["metadata"]["name"] == volume)
+                .and_then(|v| {
+                    v["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]
+                        ["matchExpressions"][0]["values"][0]
+                        .as_str()
+                })
+                .unwrap_or("?")
+                .to_string();
+            (
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                zone_of_node(&p["spec"]["nodeName"]),
+                volume_zone,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Issue 15's StatefulSet acceptance (review A1): three replicas with zonal EBS volumes from a
+/// `WaitForFirstConsumer` class. Each volume is provisioned in the zone of the node its pod
+/// first lands on; scaled to zero the pods go (their claims stay) and their nodes are
+/// consolidated away; scaled back up (without the zone spread that placed them first, so
+/// nothing else points at their zones), every pod must get a node in its volume's zone, which
+/// only a controller that reads the volumes' topology buys.
+#[test]
+fn statefulset_pods_run_in_their_volumes_zones_across_a_scale_down_and_up() {
+    let mut manifests = pool_manifests(
+        "m5.large",
+        "us-west-2a, us-west-2b, us-west-2c",
+        "on-demand",
+        "    disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}",
+    );
+    manifests.push_str(
+        "  ---\n  apiVersion: storage.k8s.io/v1\n  kind: StorageClass\n  metadata: {name: gp3}\n  provisioner: ebs.csi.aws.com\n  volumeBindingMode: WaitForFirstConsumer\n",
+    );
+    let workloads = "  - at: 0s\n    statefulset: {name: db, replicas: 3, cpu: 1200m, memory: 1Gi, storage: 10Gi, storageClass: gp3, spreadByZone: true}\n  - at: 10m\n    statefulset: {name: db, replicas: 0, cpu: 1200m, memory: 1Gi, storage: 10Gi, storageClass: gp3}\n  - at: 25m\n    statefulset: {name: db, replicas: 3, cpu: 1200m, memory: 1Gi, storage: 10Gi, storageClass: gp3}\n";
+    let minutes = |m: u64| Duration::from_secs(60 * m);
+    on_runtime(async {
+        let mut world = world(5, fault_scenario(&manifests, workloads)).await;
+        run_until(&mut world, minutes(8)).await;
+        let first = statefulset_zones(&world);
+        assert_eq!(first.len(), 3, "all three run: {first:?}");
+        for (pod, node_zone, volume_zone) in &first {
+            assert_eq!(node_zone, volume_zone, "{pod} runs beside its volume");
+        }
+        run_until(&mut world, minutes(24)).await;
+        assert!(statefulset_zones(&world).is_empty(), "scaled to zero");
+        run_until(&mut world, minutes(40)).await;
+        let again = statefulset_zones(&world);
+        let events: Vec<String> = world
+            .api()
+            .events()
+            .iter()
+            .rev()
+            .take(15)
+            .map(|e| {
+                format!(
+                    "{} {} {} {}",
+                    e.time, e.event.key.name, e.event.reason, e.event.message
+                )
+            })
+            .collect();
+        let db: Vec<String> = pods(&world)
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "db")
+            .map(|p| {
+                format!(
+                    "{} {} {}",
+                    p["metadata"]["name"], p["spec"]["nodeName"], p["status"]
+                )
+            })
+            .collect();
+        assert_eq!(
+            again.len(),
+            3,
+            "all three run again: {again:?}\npods: {db:#?}\nevents: {events:#?}"
+        );
+        assert_eq!(again, first, "each pod back in its volume's zone");
+        assert_invariants_held(&world, 5);
+    });
 }

@@ -7,6 +7,7 @@
 pub mod builtin;
 pub mod file;
 pub mod live;
+pub mod nodeclass;
 pub mod overhead;
 pub mod unavailable;
 

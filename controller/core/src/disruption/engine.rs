@@ -110,6 +110,7 @@ fn nominated(view: &ClusterView, catalog: &Catalog, options: &Options) -> Vec<St
     let results = scheduling::solve(Input {
         node_pools: &view.pools,
         catalog,
+        pool_catalogs: &crate::scheduling::NO_POOL_CATALOGS,
         nodes: &view.nodes,
         daemonsets: &view.daemonsets,
         pods: &view.pending,

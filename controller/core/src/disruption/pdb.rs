@@ -101,3 +101,47 @@ pub fn blocks(pdbs: &[PdbFacts], pod: &str) -> Option<String> {
         .filter(|p| p.disruptions_allowed == 0)
         .map(|p| format!("pdb {} allows no disruption of pod {pod} now", p.name))
 }
+
+/// The PodDisruptionBudgets that let no covered pod be evicted, whatever the pods' health:
+/// `maxUnavailable` of 0 (or `"0%"`) or `minAvailable: "100%"` (upstream's `isFullyBlocking`).
+/// The provisioner plans no replacement capacity for the pods they cover on a deleting node:
+/// those pods leave only when the node's terminationGracePeriod forces them.
+#[derive(Clone, Debug, Default)]
+pub struct FullyBlocking {
+    /// Namespace and selector of each such budget.
+    budgets: Vec<(String, Selector)>,
+}
+
+impl FullyBlocking {
+    pub fn new<'a>(pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>) -> Self {
+        let budgets = pdbs
+            .into_iter()
+            .filter_map(|pdb| {
+                let spec = pdb.spec.as_ref()?;
+                let blocks = match (&spec.min_available, &spec.max_unavailable) {
+                    (_, Some(IntOrString::Int(0))) => true,
+                    (_, Some(IntOrString::String(max))) => max.trim() == "0%",
+                    (Some(IntOrString::String(min)), None) => min.trim() == "100%",
+                    _ => false,
+                };
+                if !blocks {
+                    return None;
+                }
+                let selector = Selector::try_from(spec.selector.clone()?).ok()?;
+                Some((
+                    pdb.namespace().unwrap_or_else(|| "default".into()),
+                    selector,
+                ))
+            })
+            .collect();
+        Self { budgets }
+    }
+
+    /// Whether one of the budgets covers `pod`.
+    pub fn covers(&self, pod: &Pod) -> bool {
+        let namespace = pod.namespace().unwrap_or_else(|| "default".into());
+        self.budgets
+            .iter()
+            .any(|(ns, selector)| *ns == namespace && selector.matches(pod.labels()))
+    }
+}

@@ -143,6 +143,9 @@ impl Queue<'_> {
             };
             match result {
                 Ok(object) => {
+                    self.ctx
+                        .metrics
+                        .record_created(&command.method.as_str().to_lowercase(), &object);
                     self.ctx.state.lock().await.claims.observe(object.clone());
                     created.push(
                         object["metadata"]["name"]

@@ -154,6 +154,10 @@ impl ClusterView {
                 pods: pods.clone(),
                 daemonsets: cluster.daemonsets.iter().collect(),
                 namespaces: cluster.namespaces.iter().collect(),
+                pdbs: pdbs.clone(),
+                now,
+                volumes: None,
+                node_classes: Vec::new(),
             },
             catalog,
         );

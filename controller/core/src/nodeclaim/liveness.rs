@@ -3,8 +3,11 @@
 //! again).
 
 use super::{Flow, Lifecycle, Step, condition_true};
+use kube_core::ResourceExt;
+
 use crate::api::NodeClaim;
 use crate::api::conditions::nodeclaim as cond;
+use crate::api::labels::NODEPOOL_LABEL;
 use crate::seams::kube::KubeError;
 
 impl Lifecycle {
@@ -27,6 +30,9 @@ impl Lifecycle {
         let message = format!("node did not register within {timeout:?}");
         self.delete_with_event(claim, "FailedLaunch", message)
             .await?;
+        if let Some(pool) = claim.labels().get(NODEPOOL_LABEL) {
+            crate::nodepool::readiness::record_registration(&self.ctx, pool, false).await;
+        }
         Ok(Flow::Done(Step::DeletedRegistrationTimeout))
     }
 }

@@ -1,7 +1,12 @@
 //! The registration phase: once the launched instance's node joins, the claim takes it over —
-//! the claim's labels and taints go onto the node, the `karpenter.sh/unregistered` taint comes off,
-//! the node gets the termination finalizer and the claim as its owner — and the claim is marked
-//! `Registered`.
+//! the claim's labels and annotations go onto the node, its taints and startup taints too unless
+//! the node is labelled `karpenter.sh/do-not-sync-taints: "true"` (our user data labels every
+//! node so: the kubelet registers with the taints itself, which closes the race of upstream's
+//! issue 1772), the `karpenter.sh/unregistered` taint comes off, the node gets the termination
+//! finalizer and the claim as its owner — and the claim is marked `Registered`. The node patch
+//! carries the node's resourceVersion (upstream's `MergeFromWithOptimisticLock`): a merge patch
+//! replaces the taint and finalizer lists whole, so a change made since our read must not be
+//! overwritten; a conflict fails the reconcile, which retries on a fresh read.
 
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
@@ -9,7 +14,10 @@ use serde_json::{Value, json};
 
 use super::{Flow, Lifecycle, Step, condition_true};
 use crate::api::conditions::nodeclaim as cond;
-use crate::api::labels::{REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY};
+use crate::api::labels::{
+    DO_NOT_SYNC_TAINTS_LABEL, NODEPOOL_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER,
+    UNREGISTERED_TAINT_KEY,
+};
 use crate::api::{ConditionStatus, NodeClaim};
 use crate::seams::kube::{KubeError, ObjectKey, Patch, ResourceKind};
 
@@ -30,8 +38,9 @@ impl Lifecycle {
         }
     }
 
-    /// Syncs labels and taints onto the node, drops the unregistered taint, takes ownership
-    /// (finalizer, owner reference), marks the claim Registered.
+    /// Syncs labels, annotations and (unless the node opts out) taints onto the node, drops the
+    /// unregistered taint, takes ownership (finalizer, owner reference), marks the claim
+    /// Registered.
     async fn register(&self, claim: &NodeClaim, node: &Node) -> Result<Step, KubeError> {
         let node_name = node.name_any();
         let mut labels = claim.labels().clone();
@@ -45,7 +54,13 @@ impl Lifecycle {
             "name": claim.metadata.name, "uid": claim.metadata.uid, "blockOwnerDeletion": true
         }]);
         let patch = json!({
-            "metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": owner},
+            "metadata": {
+                "labels": labels,
+                "annotations": claim.annotations(),
+                "finalizers": finalizers,
+                "ownerReferences": owner,
+                "resourceVersion": node.resource_version(),
+            },
             "spec": {"taints": registered_taints(claim, node)},
         });
         self.ctx
@@ -62,12 +77,21 @@ impl Lifecycle {
             json!({"nodeName": node_name}),
         )
         .await?;
+        if let Some(pool) = claim.labels().get(NODEPOOL_LABEL) {
+            self.ctx
+                .metrics
+                .nodes_created
+                .get_or_create(&crate::metrics::Metrics::nodepool(pool))
+                .inc();
+            crate::nodepool::readiness::record_registration(&self.ctx, pool, true).await;
+        }
         Ok(Step::Registered)
     }
 }
 
-/// The node's taints without `karpenter.sh/unregistered`, plus each of the claim's taints the
-/// node does not have yet (by key and effect).
+/// The node's taints without `karpenter.sh/unregistered`, plus each of the claim's taints and
+/// startup taints the node does not have yet (by key and effect) unless the node is labelled
+/// `karpenter.sh/do-not-sync-taints: "true"`.
 fn registered_taints(claim: &NodeClaim, node: &Node) -> Vec<Value> {
     let mut taints: Vec<Value> = node
         .spec
@@ -78,7 +102,14 @@ fn registered_taints(claim: &NodeClaim, node: &Node) -> Vec<Value> {
         .filter(|t| t.key != UNREGISTERED_TAINT_KEY)
         .map(|t| serde_json::to_value(t).unwrap_or_default())
         .collect();
-    for taint in &claim.spec.taints {
+    let sync = node
+        .labels()
+        .get(DO_NOT_SYNC_TAINTS_LABEL)
+        .is_none_or(|v| v != "true");
+    if !sync {
+        return taints;
+    }
+    for taint in claim.spec.taints.iter().chain(&claim.spec.startup_taints) {
         let value = serde_json::to_value(taint).unwrap_or_default();
         if !taints
             .iter()

@@ -178,10 +178,20 @@ impl Singleton for GarbageCollectionLoop {
     }
 }
 
-/// NodePool counters, when pools or claims change.
+/// NodePool counters and conditions, when pools, claims or classes change.
 pub struct CounterLoop {
     pub counter: nodepool::Counter,
+    pub readiness: nodepool::Readiness,
     pub reports: Reporter,
+}
+
+impl CounterLoop {
+    /// The kinds whose changes start a pass.
+    pub const TRIGGERS: [ResourceKind; 3] = [
+        ResourceKind::NODE_POOL,
+        ResourceKind::NODE_CLAIM,
+        ResourceKind::EC2_NODE_CLASS,
+    ];
 }
 
 #[async_trait]
@@ -192,6 +202,10 @@ impl Singleton for CounterLoop {
 
     async fn pass(&mut self) -> Duration {
         if let Err(err) = self.counter.count().await {
+            self.reports.failed(StepError::Counters(err));
+            return TERMINATION_REQUEUE;
+        }
+        if let Err(err) = self.readiness.reconcile_all().await {
             self.reports.failed(StepError::Counters(err));
             return TERMINATION_REQUEUE;
         }

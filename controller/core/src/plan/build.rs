@@ -8,9 +8,9 @@ use super::decode::{self, Decoded, Object};
 use super::error::PlanError;
 use super::nodes;
 use super::pods::{self, PodSource, Prepared, prepare};
-use super::volumes::Volumes;
 use super::workloads::{Workload, daemon_template, daemonset_owned, expand, workload};
 use super::{Cluster, NAMESPACE_NAME_LABEL};
+use crate::scheduling::volumes::Volumes;
 use crate::scheduling::{ExistingNode, Unschedulable};
 
 /// Collects decoded objects by role, then assembles the cluster.
@@ -31,24 +31,8 @@ impl Builder {
         match &d.object {
             Object::NodePool(pool) => self.cluster.node_pools.push((**pool).clone()),
             Object::NodeClass(class) => {
-                let spec = &class.spec;
-                let mut unapplied = Vec::new();
-                if spec.kubelet.is_some() {
-                    unapplied.push("spec.kubelet");
-                }
-                if spec.block_device_mappings.is_some() {
-                    unapplied.push("spec.blockDeviceMappings");
-                }
-                if spec.instance_store_policy.is_some() {
-                    unapplied.push("spec.instanceStorePolicy");
-                }
-                if !unapplied.is_empty() {
-                    notes.push(format!(
-                        "{}: {} not applied: instance allocatable is the catalog's default",
-                        d.object_ref,
-                        unapplied.join(", ")
-                    ));
-                }
+                // kubelet, blockDeviceMappings and instanceStorePolicy change capacity
+                // (`Cluster::pool_catalogs`).
                 self.cluster.node_classes.push((**class).clone());
             }
             Object::NodeClaim => notes.push(format!(

@@ -20,7 +20,6 @@ mod error;
 pub mod launch;
 mod nodes;
 mod pods;
-mod volumes;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -68,8 +67,8 @@ pub fn documents(source: &str, text: &str) -> Result<Vec<Document>, ParseError> 
 pub struct Cluster {
     /// Sorted by name.
     pub node_pools: Vec<NodePool>,
-    /// Sorted by name. They do not change the plan (see [`Cluster::notes`]); kept so callers can
-    /// check references.
+    /// Sorted by name. Their root volume and kubelet settings change the capacity of their
+    /// pools' instance types ([`Cluster::pool_catalogs`]).
     pub node_classes: Vec<EC2NodeClass>,
     /// Sorted by name, each with its bound pods sorted by key.
     pub nodes: Vec<ExistingNode>,
@@ -111,11 +110,18 @@ impl Cluster {
         }
     }
 
-    /// The scheduling input over this cluster and `catalog`.
-    pub fn input<'a>(&'a self, catalog: &'a Catalog, options: Options) -> Input<'a> {
+    /// The scheduling input over this cluster, `catalog`, and the catalogs of pools whose
+    /// EC2NodeClass changes instance-type capacity (see [`Cluster::pool_catalogs`]).
+    pub fn input<'a>(
+        &'a self,
+        catalog: &'a Catalog,
+        pool_catalogs: &'a BTreeMap<String, Catalog>,
+        options: Options,
+    ) -> Input<'a> {
         Input {
             node_pools: &self.node_pools,
             catalog,
+            pool_catalogs,
             nodes: &self.nodes,
             daemonsets: &self.daemonsets,
             pods: &self.pods,
@@ -124,10 +130,29 @@ impl Cluster {
         }
     }
 
+    /// By NodePool: `catalog` as the pool's EC2NodeClass (when the input holds it) launches it,
+    /// for pools whose class changes capacity — the controller's rule
+    /// ([`crate::catalog::nodeclass`]).
+    pub fn pool_catalogs(&self, catalog: &Catalog) -> BTreeMap<String, Catalog> {
+        self.node_pools
+            .iter()
+            .filter_map(|pool| {
+                let wanted = &pool.spec.template.spec.node_class_ref.name;
+                let class = self
+                    .node_classes
+                    .iter()
+                    .find(|c| c.metadata.name.as_deref() == Some(wanted.as_str()))?;
+                let adjusted = crate::catalog::nodeclass::for_node_class(catalog, class)?;
+                Some((pool.metadata.name.clone().unwrap_or_default(), adjusted))
+            })
+            .collect()
+    }
+
     /// Runs the scheduling simulation; the pods set aside while reading the input join its
     /// unschedulable list (sorted by pod).
     pub fn plan(&self, catalog: &Catalog, options: Options) -> Results {
-        let mut results = solve(self.input(catalog, options));
+        let pool_catalogs = self.pool_catalogs(catalog);
+        let mut results = solve(self.input(catalog, &pool_catalogs, options));
         results
             .unschedulable
             .extend(self.unschedulable.iter().cloned());

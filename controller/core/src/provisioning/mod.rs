@@ -12,7 +12,7 @@
 pub mod batcher;
 mod eligibility;
 mod nodeclaim;
-mod snapshot;
+pub(crate) mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,6 +27,7 @@ pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
 pub use snapshot::{Objects as SnapshotObjects, Snapshot};
 
+use crate::catalog::Catalog;
 use crate::context::Context;
 use crate::events::{EventType, Reference};
 use crate::replacement;
@@ -77,6 +78,18 @@ pub struct Provisioner {
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The pod a scheduling result names by its `namespace/name` key.
+/// Each pool's instance types as its EC2NodeClass launches them (root volume, kubelet
+/// settings), for pools whose class changes capacity.
+fn pool_catalogs(snapshot: &Snapshot, catalog: &Catalog) -> BTreeMap<String, Catalog> {
+    snapshot
+        .node_classes
+        .iter()
+        .filter_map(|(pool, class)| {
+            crate::catalog::nodeclass::for_node_class(catalog, class).map(|c| (pool.clone(), c))
+        })
+        .collect()
+}
+
 fn pod_reference(pod: &str) -> Option<Reference> {
     let (namespace, name) = pod.split_once('/')?;
     Some(Reference::pod(ObjectKey::namespaced(namespace, name), None))
@@ -183,9 +196,29 @@ impl Provisioner {
         let snapshot = {
             let mut state = self.ctx.state.lock().await;
             state.sync(self.ctx.kube.as_ref()).await?;
-            Snapshot::from_state(&state, &self.ctx.catalog)
+            let metrics = &self.ctx.metrics;
+            metrics.cluster_state_synced.set(1);
+            metrics
+                .cluster_state_node_count
+                .set(i64::try_from(state.nodes.len()).unwrap_or(i64::MAX));
+            Snapshot::from_state(&state, &self.ctx.catalog, self.ctx.clock.now())
         };
+        self.ctx
+            .metrics
+            .ignored_pods
+            .set(i64::try_from(snapshot.ignored.len()).unwrap_or(i64::MAX));
         let mut outcome = Outcome::default();
+        for ignored in &snapshot.ignored {
+            let message = format!("Failed to schedule pod, {}", ignored.reason);
+            self.pod_event(
+                &ignored.pod,
+                EventType::Warning,
+                "FailedScheduling",
+                message,
+            )
+            .await;
+        }
+        outcome.unschedulable = snapshot.ignored.len();
         if snapshot.pending.is_empty() {
             return Ok(outcome);
         }
@@ -194,15 +227,19 @@ impl Provisioner {
             .ctx
             .unavailable
             .apply(&self.ctx.catalog, self.ctx.now());
+        let pool_catalogs = pool_catalogs(&snapshot, &catalog);
+        let started = tokio::time::Instant::now();
         let results = scheduling::solve(Input {
             node_pools: &snapshot.pools,
             catalog: &catalog,
+            pool_catalogs: &pool_catalogs,
             nodes: &snapshot.nodes,
             daemonsets: &snapshot.daemonsets,
             pods: &snapshot.pending,
             namespaces: &snapshot.namespaces,
             options: self.ctx.options.provisioning.scheduling,
         });
+        self.record_solve(started, &results);
         let mut replacements = Replacements {
             snapshot: &snapshot,
             unplanned: BTreeSet::new(),
@@ -234,9 +271,25 @@ impl Provisioner {
             )
             .await;
         }
-        outcome.unschedulable = results.unschedulable.len();
+        outcome.unschedulable += results.unschedulable.len();
         self.mark_replacements_planned(&replacements).await;
         Ok(outcome)
+    }
+
+    /// The solve's metrics: how long it took and how many pods it could not place.
+    fn record_solve(&self, started: tokio::time::Instant, results: &Results) {
+        let provisioner = crate::metrics::ControllerLabels {
+            controller: "provisioner".to_string(),
+        };
+        let metrics = &self.ctx.metrics;
+        metrics
+            .scheduling_duration
+            .get_or_create(&provisioner)
+            .observe(started.elapsed().as_secs_f64());
+        metrics
+            .unschedulable_pods
+            .get_or_create(&provisioner)
+            .set(i64::try_from(results.unschedulable.len()).unwrap_or(i64::MAX));
     }
 
     /// Creates the NodeClaim of one planned node, linked to the claims it replaces. Returns
@@ -289,6 +342,7 @@ impl Provisioner {
                 return;
             }
         };
+        self.ctx.metrics.record_created("provisioning", &created);
         // The next pass must count this claim as in-flight capacity even if the watch has not
         // delivered it yet: record our own write in the cache.
         self.ctx.state.lock().await.claims.observe(created.clone());
@@ -327,8 +381,18 @@ impl Provisioner {
                     }
                 }
             }
+            // Upstream names an in-flight claim `nodeclaim/<name>` and a node `node/<name>`.
+            let target = if replacements
+                .snapshot
+                .in_flight
+                .contains_key(&placement.node)
+            {
+                format!("nodeclaim/{}", placement.node)
+            } else {
+                format!("node/{}", placement.node)
+            };
             for pod in &placement.pods {
-                let message = format!("Pod should schedule on: node/{}", placement.node);
+                let message = format!("Pod should schedule on: {target}");
                 self.pod_event(pod, EventType::Normal, "Nominated", message)
                     .await;
             }

@@ -5,16 +5,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube_core::ResourceExt;
 
 use super::eligibility::{is_provisionable, is_reschedulable};
 use crate::api::labels::{DISRUPTED_TAINT_KEY, INITIALIZED_LABEL, UNREGISTERED_TAINT_KEY};
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect};
 use crate::catalog::Catalog;
+use crate::disruption::candidates::do_not_disrupt_active;
+use crate::disruption::pdb::FullyBlocking;
 use crate::replacement;
 use crate::resources::Resources;
+use crate::scheduling::requirements::Requirements;
+use crate::scheduling::volumes::Volumes;
 use crate::scheduling::{ExistingNode, PodInfo};
 use crate::seams::kube::{ListOptions, ResourceKind};
 use crate::seams::{KubeApi, KubeApiExt, KubeError};
@@ -24,7 +31,7 @@ use crate::validation::validate_nodepool;
 /// Taints a node carries only until it is initialized (upstream's `KnownEphemeralTaints`): the
 /// node lifecycle controller's not-ready and unreachable taints, an external cloud provider's
 /// uninitialized taint, and Karpenter's unregistered taint. Matched by key and effect.
-const EPHEMERAL_TAINTS: [(&str, TaintEffect); 4] = [
+pub(crate) const EPHEMERAL_TAINTS: [(&str, TaintEffect); 4] = [
     ("node.kubernetes.io/not-ready", TaintEffect::NoSchedule),
     ("node.kubernetes.io/unreachable", TaintEffect::NoSchedule),
     (
@@ -44,6 +51,16 @@ pub struct Objects<'a> {
     pub pods: Vec<&'a Pod>,
     pub daemonsets: Vec<&'a DaemonSet>,
     pub namespaces: Vec<&'a Namespace>,
+    /// Read for the budgets that fully block eviction (their pods on deleting nodes get no
+    /// replacement capacity; see [`crate::disruption::pdb::FullyBlocking`]).
+    pub pdbs: Vec<&'a PodDisruptionBudget>,
+    /// When the snapshot is taken: `do-not-disrupt` durations are judged against it.
+    pub now: Timestamp,
+    /// The cluster's PVCs, PVs and StorageClasses, for volume topology; `None` where they are
+    /// not known (a disruption dry run over plain objects): then volumes constrain nothing.
+    pub volumes: Option<Volumes>,
+    /// The EC2NodeClasses, for the capacity each launches (`Snapshot::node_classes`).
+    pub node_classes: Vec<&'a EC2NodeClass>,
 }
 
 /// Inputs of one scheduling run.
@@ -64,6 +81,20 @@ pub struct Snapshot {
     pub in_flight: BTreeMap<String, BTreeSet<String>>,
     /// Deleting, interrupted NodeClaims no pass has planned replacement capacity for yet.
     pub unplanned_interrupted: BTreeSet<String>,
+    /// Pending pods left out of the pass, with why (a PVC, PV or StorageClass they need does
+    /// not exist): each gets a FailedScheduling event.
+    pub ignored: Vec<Ignored>,
+    /// The EC2NodeClass of each usable NodePool, by pool name (instance-type capacity depends on
+    /// it: [`crate::catalog::nodeclass`]).
+    pub node_classes: BTreeMap<String, EC2NodeClass>,
+}
+
+/// A pending pod the pass leaves out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ignored {
+    /// `namespace/name`.
+    pub pod: String,
+    pub reason: String,
 }
 
 /// What [`nodes_going_away`] needs to know about a Node.
@@ -233,7 +264,11 @@ fn with_ready_node_class<'a>(
 impl Snapshot {
     /// Reads everything a pass needs by listing through the seam (one-off passes such as a dry
     /// run). Fails only when a list call fails (retry the pass).
-    pub async fn read(kube: &dyn KubeApi, catalog: &Catalog) -> Result<Self, KubeError> {
+    pub async fn read(
+        kube: &dyn KubeApi,
+        catalog: &Catalog,
+        now: Timestamp,
+    ) -> Result<Self, KubeError> {
         let all = ListOptions::default();
         let pools: Vec<NodePool> = kube.list_decodable(&ResourceKind::NODE_POOL, &all).await?;
         let classes: Vec<EC2NodeClass> = kube
@@ -247,6 +282,18 @@ impl Snapshot {
             kube.list_decodable(&ResourceKind::DAEMON_SET, &all).await?;
         let namespaces: Vec<Namespace> =
             kube.list_decodable(&ResourceKind::NAMESPACE, &all).await?;
+        let pdbs: Vec<PodDisruptionBudget> = kube
+            .list_decodable(&ResourceKind::POD_DISRUPTION_BUDGET, &all)
+            .await?;
+        let pvcs: Vec<PersistentVolumeClaim> = kube
+            .list_decodable(&ResourceKind::PERSISTENT_VOLUME_CLAIM, &all)
+            .await?;
+        let volumes: Vec<PersistentVolume> = kube
+            .list_decodable(&ResourceKind::PERSISTENT_VOLUME, &all)
+            .await?;
+        let storage_classes: Vec<StorageClass> = kube
+            .list_decodable(&ResourceKind::STORAGE_CLASS, &all)
+            .await?;
         Ok(Self::assemble(
             Objects {
                 pools,
@@ -255,13 +302,17 @@ impl Snapshot {
                 pods: pods.iter().collect(),
                 daemonsets: daemonsets.iter().collect(),
                 namespaces: namespaces.iter().collect(),
+                pdbs: pdbs.iter().collect(),
+                now,
+                volumes: Some(Volumes::from_objects(&pvcs, &volumes, &storage_classes)),
+                node_classes: classes.iter().collect(),
             },
             catalog,
         ))
     }
 
     /// What a pass needs, from the controller's watch-fed caches.
-    pub fn from_state(state: &ClusterState, catalog: &Catalog) -> Self {
+    pub fn from_state(state: &ClusterState, catalog: &Catalog, now: Timestamp) -> Self {
         Self::assemble(
             Objects {
                 pools: with_ready_node_class(
@@ -273,6 +324,14 @@ impl Snapshot {
                 pods: state.pods.iter().map(|o| &**o).collect(),
                 daemonsets: state.daemonsets.iter().map(|o| &**o).collect(),
                 namespaces: state.namespaces.iter().map(|o| &**o).collect(),
+                pdbs: state.pdbs.iter().map(|o| &**o).collect(),
+                now,
+                volumes: Some(Volumes::from_objects(
+                    state.volume_claims.iter().map(|o| &**o),
+                    state.volumes.iter().map(|o| &**o),
+                    state.storage_classes.iter().map(|o| &**o),
+                )),
+                node_classes: state.node_classes.iter().map(|o| &**o).collect(),
             },
             catalog,
         )
@@ -291,6 +350,10 @@ impl Snapshot {
             pods,
             daemonsets,
             namespaces,
+            pdbs,
+            now,
+            volumes,
+            node_classes,
         } = objects;
         let mut snapshot = Snapshot {
             pools: pools
@@ -311,9 +374,26 @@ impl Snapshot {
                 })
                 .filter_map(|c| c.metadata.name.clone())
                 .collect(),
-            daemonsets: daemonsets.iter().filter_map(|ds| daemon_pod(ds)).collect(),
+            daemonsets: {
+                let live = daemon_pods(&pods);
+                daemonsets
+                    .iter()
+                    .filter_map(|ds| daemon_pod(ds, &live))
+                    .collect()
+            },
             ..Default::default()
         };
+        snapshot.node_classes = snapshot
+            .pools
+            .iter()
+            .filter_map(|pool| {
+                let class = &pool.spec.template.spec.node_class_ref;
+                let found = node_classes
+                    .iter()
+                    .find(|c| c.metadata.name.as_deref() == Some(class.name.as_str()))?;
+                Some((pool.name_any(), (*found).clone()))
+            })
+            .collect();
         let going_away = nodes_going_away(
             nodes.iter().map(|n| NodeFacts::of(n)),
             claims.iter().map(|c| ClaimFacts::of(c)),
@@ -334,7 +414,31 @@ impl Snapshot {
             })
             .collect();
         let by_name = snapshot.add_nodes(&nodes, &booting, &going_away);
-        for claim in &claims {
+        snapshot.add_in_flight(&claims, &by_name, &node_classes, catalog);
+        let rescheduled = Rescheduled {
+            now,
+            blocking: FullyBlocking::new(pdbs),
+            interrupted: claims
+                .iter()
+                .filter(|c| replacement::is_interrupted(c))
+                .filter_map(|c| c.metadata.name.clone())
+                .collect(),
+        };
+        snapshot.add_pods(&pods, &by_name, &going_away, &rescheduled, volumes.as_ref());
+        snapshot.pending.sort_by(|a, b| a.key.cmp(&b.key));
+        snapshot
+    }
+
+    /// Adds every NodeClaim not yet a registered node (and not deleting) as in-flight
+    /// capacity, judged with its EC2NodeClass's capacity.
+    fn add_in_flight(
+        &mut self,
+        claims: &[&NodeClaim],
+        by_name: &BTreeMap<String, usize>,
+        node_classes: &[&EC2NodeClass],
+        catalog: &Catalog,
+    ) {
+        for claim in claims {
             let registered = claim
                 .status
                 .as_ref()
@@ -343,16 +447,19 @@ impl Snapshot {
             if registered || claim.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            snapshot.nodes.push(in_flight(claim, catalog));
+            let class = node_classes
+                .iter()
+                .find(|c| {
+                    c.metadata.name.as_deref() == Some(claim.spec.node_class_ref.name.as_str())
+                })
+                .copied()
+                .filter(|c| crate::catalog::nodeclass::changes_capacity(c));
+            self.nodes.push(in_flight(claim, catalog, class));
             if let Some(name) = &claim.metadata.name {
-                snapshot
-                    .in_flight
+                self.in_flight
                     .insert(name.clone(), replacement::replaces(claim));
             }
         }
-        snapshot.add_pods(&pods, &by_name, &going_away);
-        snapshot.pending.sort_by(|a, b| a.key.cmp(&b.key));
-        snapshot
     }
 
     /// Adds every Node as capacity; returns each one's index in `nodes` by name. A node of a
@@ -416,7 +523,15 @@ impl Snapshot {
         pods: &[&Pod],
         by_name: &BTreeMap<String, usize>,
         going_away: &BTreeMap<String, Option<String>>,
+        rescheduled: &Rescheduled,
+        volumes: Option<&Volumes>,
     ) {
+        let no_templates = BTreeMap::new();
+        // The pod's volume topology; `Err` with why when a claim, volume or class is missing.
+        let terms = |pod: &Pod| match volumes {
+            Some(volumes) if Volumes::uses_claims(pod) => volumes.terms(pod, &no_templates),
+            _ => Ok(Vec::new()),
+        };
         for pod in pods {
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
             if matches!(phase, Some("Succeeded" | "Failed")) {
@@ -424,42 +539,175 @@ impl Snapshot {
             }
             let bound = pod.spec.as_ref().and_then(|s| s.node_name.clone());
             if let Some(node) = bound.as_ref().filter(|node| by_name.contains_key(*node)) {
-                let Ok(info) = PodInfo::from_pod(pod, Vec::new()) else {
+                // A running pod's volumes exist; if one is gone the pod still uses the node, and
+                // wherever it moves it is unconstrained by what is gone.
+                let terms = terms(pod).unwrap_or_default();
+                let Some(info) = PodInfo::from_pod(pod, terms.clone())
+                    .ok()
+                    .or_else(|| bound_pod_info(pod, terms))
+                else {
                     continue;
                 };
                 // Replacement first: a pod on a node going away is scheduled again now, so its
                 // new capacity is ready before it is evicted.
                 if let Some(claim) = going_away.get(node)
                     && is_reschedulable(pod)
+                    && rescheduled.currently(pod, claim.as_deref())
                 {
                     self.displaced.insert(info.key.clone(), claim.clone());
                     self.pending.push(info.clone());
                 }
                 self.nodes[by_name[node]].pods.push(info);
-            } else if is_provisionable(pod)
-                && let Ok(info) = PodInfo::from_pod(pod, Vec::new())
-            {
-                self.pending.push(info);
+            } else if is_provisionable(pod) && !refuses_karpenter_nodes(pod) {
+                match terms(pod)
+                    .and_then(|terms| PodInfo::from_pod(pod, terms).map_err(|err| err.to_string()))
+                {
+                    Ok(info) => self.pending.push(info),
+                    // Upstream ignores the pod until its volumes exist (or a spec it cannot
+                    // schedule, such as `matchFields`, changes), and says why.
+                    Err(reason) => self.ignored.push(Ignored {
+                        pod: format!(
+                            "{}/{}",
+                            pod.namespace().unwrap_or_else(|| "default".into()),
+                            pod.name_any()
+                        ),
+                        reason,
+                    }),
+                }
             }
         }
     }
 }
 
-/// The pod a DaemonSet runs on every node it fits (its template), as the scheduler sees it.
-fn daemon_pod(ds: &DaemonSet) -> Option<PodInfo> {
+/// A bound pod whose node affinity the scheduler cannot read (a DaemonSet pod's `matchFields` on
+/// its node's name): it is placed already, so it counts on its node without that affinity;
+/// dropping it would leave its requests and host ports out of the node's usage.
+fn bound_pod_info(pod: &Pod, volume_terms: Vec<Requirements>) -> Option<PodInfo> {
+    let mut pod = pod.clone();
+    if let Some(affinity) = pod.spec.as_mut().and_then(|s| s.affinity.as_mut()) {
+        affinity.node_affinity = None;
+    }
+    PodInfo::from_pod(&pod, volume_terms).ok()
+}
+
+/// A pod whose every required node-affinity term asks for `karpenter.sh/nodepool DoesNotExist`
+/// (Karpenter's own controller pods, pods meant for a managed node group): it can never run on a
+/// node Karpenter launches, so upstream leaves it out without an event.
+fn refuses_karpenter_nodes(pod: &Pod) -> bool {
+    let terms = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    !terms.is_empty()
+        && terms.iter().all(|term| {
+            term.match_expressions.iter().flatten().any(|e| {
+                e.key == crate::api::labels::NODEPOOL_LABEL && e.operator == "DoesNotExist"
+            })
+        })
+}
+
+/// Which pods of a deleting node are scheduled again now (upstream's
+/// `IsCurrentlyReschedulable`): not those an active `karpenter.sh/do-not-disrupt` or a fully
+/// blocking PodDisruptionBudget keeps on the node, since replacement capacity for them would sit
+/// empty until the node's terminationGracePeriod (if any) forces them off.
+///
+/// Except on an interrupted node (spot warning, scheduled maintenance, stopping instance): its
+/// instance goes whatever protects the pods, so they all get replacement capacity first (our
+/// replacement-first handling, deliberate difference 11; upstream drains such a node at once).
+struct Rescheduled {
+    now: Timestamp,
+    blocking: FullyBlocking,
+    /// Interrupted NodeClaims, by name.
+    interrupted: BTreeSet<String>,
+}
+
+impl Rescheduled {
+    /// Whether `pod`, on a node going away whose NodeClaim is `claim`, is scheduled again now.
+    fn currently(&self, pod: &Pod, claim: Option<&str>) -> bool {
+        if claim.is_some_and(|c| self.interrupted.contains(c)) {
+            return true;
+        }
+        let do_not_disrupt = pod
+            .annotations()
+            .get(crate::api::labels::DO_NOT_DISRUPT_ANNOTATION)
+            .is_some_and(|value| {
+                let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                do_not_disrupt_active(value, created, self.now)
+            });
+        !do_not_disrupt && !self.blocking.covers(pod)
+    }
+}
+
+/// The pod a DaemonSet runs on every node it fits, as the scheduler sees it: its newest live pod
+/// (so requests a LimitRange, VPA or webhook set count, as upstream counts them) with the
+/// template's node affinity (a live pod's names its node), else its template.
+fn daemon_pod(ds: &DaemonSet, live: &BTreeMap<String, Vec<&Pod>>) -> Option<PodInfo> {
+    let namespace = ds.namespace().unwrap_or_else(|| "default".into());
+    let key = format!("{namespace}/{}", ds.name_any());
     let template = ds.spec.clone().map(|s| s.template).unwrap_or_default();
-    let pod = Pod {
-        metadata: template.metadata.unwrap_or_default(),
-        spec: template.spec,
-        status: None,
+    let newest = live.get(&key).and_then(|pods| {
+        pods.iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .max_by(|a, b| {
+                let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                created(a)
+                    .cmp(&created(b))
+                    .then_with(|| a.name_any().cmp(&b.name_any()))
+            })
+    });
+    let pod = match newest {
+        Some(live) => {
+            let mut pod = (*live).clone();
+            if let Some(spec) = pod.spec.as_mut() {
+                spec.node_name = None;
+                let template_affinity = template
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.affinity.as_ref())
+                    .and_then(|a| a.node_affinity.clone());
+                spec.affinity
+                    .get_or_insert_with(Default::default)
+                    .node_affinity = template_affinity;
+            }
+            pod
+        }
+        None => Pod {
+            metadata: template.metadata.unwrap_or_default(),
+            spec: template.spec,
+            status: None,
+        },
     };
-    PodInfo::from_pod(&pod, Vec::new()).ok()
+    let mut info = PodInfo::from_pod(&pod, Vec::new()).ok()?;
+    info.daemonset = Some(key);
+    Some(info)
+}
+
+/// Live pods by the DaemonSet (`namespace/name`) that owns them.
+fn daemon_pods<'p>(pods: &[&'p Pod]) -> BTreeMap<String, Vec<&'p Pod>> {
+    let mut out: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
+    for pod in pods {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            continue;
+        }
+        if let Some(owner) = crate::scheduling::pod::daemonset_of(pod) {
+            out.entry(owner).or_default().push(pod);
+        }
+    }
+    out
 }
 
 /// A NodeClaim without a node yet, as capacity the scheduler can place pods on: its labels and
 /// single-valued requirements, its taints, and its allocatable (from status once launched, else
 /// the smallest allocatable among its instance-type options: a safe under-estimate).
-fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
+fn in_flight(claim: &NodeClaim, catalog: &Catalog, class: Option<&EC2NodeClass>) -> ExistingNode {
     let mut labels = claim.labels().clone();
     for r in &claim.spec.requirements {
         if r.operator == crate::api::Operator::In && r.values.len() == 1 {
@@ -488,7 +736,13 @@ fn in_flight(claim: &NodeClaim, catalog: &Catalog) -> ExistingNode {
             options
                 .iter()
                 .filter_map(|name| catalog.get(name))
-                .map(|it| it.allocatable.clone())
+                .map(|it| match class {
+                    // As the claim's EC2NodeClass launches it (root volume, kubelet settings).
+                    Some(class) => {
+                        crate::catalog::nodeclass::instance_type_for(it, class).allocatable
+                    }
+                    None => it.allocatable.clone(),
+                })
                 .reduce(|a, b| {
                     let mut min = a.clone();
                     for (name, amount) in a.iter() {

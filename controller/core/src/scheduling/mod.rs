@@ -8,6 +8,7 @@ pub mod pod;
 pub mod requirements;
 mod solver;
 pub mod topology;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -84,11 +85,17 @@ impl ExistingNode {
     }
 }
 
+/// No NodePool with a catalog of its own: every pool uses [`Input::catalog`].
+pub static NO_POOL_CATALOGS: BTreeMap<String, Catalog> = BTreeMap::new();
+
 /// Everything one scheduling run looks at.
 #[derive(Clone, Copy, Debug)]
 pub struct Input<'a> {
     pub node_pools: &'a [NodePool],
     pub catalog: &'a Catalog,
+    /// By NodePool name: the catalog as that pool's EC2NodeClass launches it, where it differs
+    /// from `catalog` (see [`crate::catalog::nodeclass`]). [`NO_POOL_CATALOGS`] when none does.
+    pub pool_catalogs: &'a BTreeMap<String, Catalog>,
     pub nodes: &'a [ExistingNode],
     /// One pod per DaemonSet (its template): daemon overhead on every compatible node.
     pub daemonsets: &'a [PodInfo],

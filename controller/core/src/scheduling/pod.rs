@@ -34,6 +34,19 @@ pub fn is_owned_by_daemonset(pod: &Pod) -> bool {
     is_owned_by(pod, "apps/v1", "DaemonSet")
 }
 
+/// `namespace/name` of the `apps/v1` DaemonSet that owns `pod`, if one does.
+pub fn daemonset_of(pod: &Pod) -> Option<String> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|o| o.api_version == "apps/v1" && o.kind == "DaemonSet")?;
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    Some(format!("{namespace}/{}", owner.name))
+}
+
 /// Owned by a `v1` Node (a static pod's mirror).
 pub fn is_owned_by_node(pod: &Pod) -> bool {
     is_owned_by(pod, "v1", "Node")
@@ -122,6 +135,10 @@ pub struct PodInfo {
     pub created: String,
     /// Owned by a DaemonSet (never provisioned for; counted as daemon overhead instead).
     pub daemonset_owned: bool,
+    /// The DaemonSet (`namespace/name`) whose pod this is, or whose template it stands for:
+    /// how a node's running daemon is matched to its DaemonSet (labels are not enough: real
+    /// DaemonSet pods carry `controller-revision-hash` and `pod-template-generation`).
+    pub daemonset: Option<String>,
 }
 
 /// Why a pod cannot be considered at all.
@@ -373,6 +390,7 @@ impl PodInfo {
                 .map(|t| t.0.to_string())
                 .unwrap_or_default(),
             daemonset_owned: is_owned_by_daemonset(pod),
+            daemonset: daemonset_of(pod),
             labels,
         };
         if let Some(affinity) = &spec.affinity {

@@ -8,8 +8,9 @@
 pub mod reflector;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 pub use reflector::Reflector;
 
@@ -27,8 +28,12 @@ pub struct ClusterState {
     pub pods: Reflector<Pod>,
     pub daemonsets: Reflector<DaemonSet>,
     pub namespaces: Reflector<Namespace>,
-    /// Read by disruption only (synced by its pass, not by [`ClusterState::sync`]).
+    /// Read by provisioning (fully blocking budgets) and disruption.
     pub pdbs: Reflector<PodDisruptionBudget>,
+    /// Volume topology of pending pods (provisioning) and of pods moved by disruption.
+    pub volume_claims: Reflector<PersistentVolumeClaim>,
+    pub volumes: Reflector<PersistentVolume>,
+    pub storage_classes: Reflector<StorageClass>,
 }
 
 impl Default for ClusterState {
@@ -48,6 +53,9 @@ impl ClusterState {
             daemonsets: Reflector::new(ResourceKind::DAEMON_SET),
             namespaces: Reflector::new(ResourceKind::NAMESPACE),
             pdbs: Reflector::new(ResourceKind::POD_DISRUPTION_BUDGET),
+            volume_claims: Reflector::new(ResourceKind::PERSISTENT_VOLUME_CLAIM),
+            volumes: Reflector::new(ResourceKind::PERSISTENT_VOLUME),
+            storage_classes: Reflector::new(ResourceKind::STORAGE_CLASS),
         }
     }
 
@@ -62,6 +70,10 @@ impl ClusterState {
         changed |= self.pods.sync(kube).await?;
         changed |= self.daemonsets.sync(kube).await?;
         changed |= self.namespaces.sync(kube).await?;
+        changed |= self.pdbs.sync(kube).await?;
+        changed |= self.volume_claims.sync(kube).await?;
+        changed |= self.volumes.sync(kube).await?;
+        changed |= self.storage_classes.sync(kube).await?;
         Ok(changed)
     }
 }

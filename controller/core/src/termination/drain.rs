@@ -172,13 +172,17 @@ pub fn is_drainable(pod: &Pod, now: Timestamp) -> bool {
         && !is_stuck_terminating(pod, now)
 }
 
-/// `karpenter.sh/do-not-disrupt: "true"`.
-pub fn is_do_not_disrupt(pod: &Pod) -> bool {
+/// `karpenter.sh/do-not-disrupt` in force: `"true"`, or a duration (`"30m"`) the pod is younger
+/// than (upstream's `IsDoNotDisruptActive`). Any other value protects nothing, as upstream.
+pub fn is_do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
     pod.metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))
-        .is_some_and(|v| v == "true")
+        .is_some_and(|value| {
+            let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            crate::disruption::candidates::do_not_disrupt_active(value, created, now)
+        })
 }
 
 /// Whether a replacement node has to hold this pod: a drainable pod no DaemonSet brings back.
@@ -244,7 +248,7 @@ pub fn plan(
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if is_terminating(pod) {
             out.terminating += 1;
-        } else if is_do_not_disrupt(pod) {
+        } else if is_do_not_disrupt(pod, now) {
             out.do_not_disrupt += 1;
         } else if backoff.get(&uid).is_some_and(|b| b.refused_by_budget) {
             out.refused_by_budget += 1;
@@ -277,7 +281,7 @@ pub fn plan(
     };
     for pod in waiting.iter().filter(|p| tier(p) == current) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if is_terminating(pod) || is_do_not_disrupt(pod) || forced.contains(&uid.as_str()) {
+        if is_terminating(pod) || is_do_not_disrupt(pod, now) || forced.contains(&uid.as_str()) {
             continue;
         }
         if backoff.get(&uid).is_some_and(|b| b.retry_at > now) {

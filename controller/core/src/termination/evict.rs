@@ -115,7 +115,7 @@ impl Termination {
             .filter(|p| {
                 drain::is_drainable(p, now)
                     && !drain::is_terminating(p)
-                    && !drain::is_do_not_disrupt(p)
+                    && !drain::is_do_not_disrupt(p, now)
                     && p.metadata.uid.as_ref().is_some_and(|uid| {
                         self.backoff().get(uid).is_some_and(|b| b.refused_by_budget)
                     })

@@ -77,6 +77,12 @@ impl Termination {
                 .nodes_termination_duration
                 .get_or_create(&labels)
                 .observe(now.duration_since(started).as_secs_f64().max(0.0));
+            if let Some(created) = node.metadata.creation_timestamp.as_ref() {
+                metrics
+                    .nodes_lifetime_duration
+                    .get_or_create(&labels)
+                    .observe(now.duration_since(created.0).as_secs_f64().max(0.0));
+            }
         }
         Ok(())
     }

@@ -651,11 +651,23 @@ impl Termination {
             .drop_finalizer(&ResourceKind::NODE_CLAIM, &claim.metadata)
             .await?
         {
-            self.ctx
-                .metrics
+            let metrics = &self.ctx.metrics;
+            let capacity_type = claim
+                .labels()
+                .get(crate::api::labels::CAPACITY_TYPE_LABEL)
+                .cloned()
+                .unwrap_or_default();
+            metrics
                 .nodeclaims_terminated
-                .get_or_create(&Metrics::nodepool(&nodepool))
+                .get_or_create(&crate::metrics::NodePoolCapacityLabels {
+                    nodepool: nodepool.clone(),
+                    capacity_type,
+                })
                 .inc();
+            metrics
+                .nodeclaims_termination_duration
+                .get_or_create(&Metrics::nodepool(&nodepool))
+                .observe(now.duration_since(started).as_secs_f64().max(0.0));
         }
         Ok(())
     }

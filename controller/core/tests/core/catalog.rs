@@ -956,3 +956,86 @@ fn a_file_that_is_not_a_catalog_is_rejected_as_a_whole() {
             .is_empty()
     );
 }
+
+/// An EC2NodeClass from its spec fields (the rest defaulted).
+fn class(spec: serde_json::Value) -> karpenter_core::api::EC2NodeClass {
+    let mut value = serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "custom"},
+        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]}
+    });
+    for (key, field) in spec.as_object().into_iter().flatten() {
+        value["spec"][key] = field.clone();
+    }
+    serde_json::from_value(value).expect("class decodes")
+}
+
+/// Review B6: a 100Gi root volume makes a node with 100Gi of ephemeral storage (the global
+/// catalog assumed 20Gi for every class), less kube-reserved's 1Gi and the 10% eviction
+/// threshold.
+#[test]
+fn a_root_volume_sets_the_ephemeral_storage_of_every_type_of_its_class() {
+    let class = class(serde_json::json!({"blockDeviceMappings": [
+        {"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "100Gi", "volumeType": "gp3"}}
+    ]}));
+    let m5 = karpenter_core::catalog::nodeclass::instance_type_for(it("m5.large"), &class);
+    assert_eq!(m5.capacity.get(EPHEMERAL_STORAGE), 100 * GI);
+    assert_eq!(
+        m5.allocatable.get(EPHEMERAL_STORAGE),
+        100 * GI - GI - 10 * GI
+    );
+    // Everything else as the catalog has it.
+    assert_eq!(m5.allocatable.get(CPU), it("m5.large").allocatable.get(CPU));
+    assert_eq!(
+        m5.allocatable.get(MEMORY),
+        it("m5.large").allocatable.get(MEMORY)
+    );
+}
+
+#[test]
+fn kubelet_settings_set_pods_and_what_the_kubelet_holds_back() {
+    let class = class(serde_json::json!({"kubelet": {
+        "maxPods": 110, "podsPerCore": 20,
+        "systemReserved": {"cpu": "100m"}, "kubeReserved": {"memory": "500Mi"},
+        "evictionHard": {"memory.available": "5%"}
+    }}));
+    let base = it("m5.xlarge");
+    let m5 = karpenter_core::catalog::nodeclass::instance_type_for(base, &class);
+    // 4 vCPUs × 20 pods per core = 80 < maxPods 110.
+    assert_eq!(m5.capacity.get(PODS), 80);
+    let default_reserved = kube_reserved(base.capacity.get(CPU), 80);
+    assert_eq!(
+        m5.allocatable.get(CPU),
+        base.capacity.get(CPU) - default_reserved.get(CPU) - 100
+    );
+    let memory = base.capacity.get(MEMORY);
+    let eviction = (memory as f64 / 100.0 * 5.0).ceil() as i64;
+    assert_eq!(m5.allocatable.get(MEMORY), memory - 500 * MI - eviction);
+}
+
+#[test]
+fn a_class_without_capacity_settings_shares_the_catalog() {
+    let plain = class(serde_json::json!({}));
+    assert!(karpenter_core::catalog::nodeclass::for_node_class(catalog(), &plain).is_none());
+    let bottlerocket = class(serde_json::json!({
+        "amiSelectorTerms": [{"alias": "bottlerocket@latest"}],
+        "kubelet": {"podsPerCore": 1}
+    }));
+    let adjusted = karpenter_core::catalog::nodeclass::for_node_class(catalog(), &bottlerocket)
+        .expect("a kubelet setting");
+    assert_eq!(
+        adjusted.get("m5.xlarge").expect("type").capacity.get(PODS),
+        it("m5.xlarge").capacity.get(PODS),
+        "Bottlerocket ignores podsPerCore"
+    );
+}
+
+#[test]
+fn raid0_instance_store_is_the_ephemeral_storage_of_types_that_have_one() {
+    let class = class(serde_json::json!({"instanceStorePolicy": "RAID0"}));
+    let with_nvme = karpenter_core::catalog::nodeclass::instance_type_for(it("m5d.large"), &class);
+    assert_eq!(with_nvme.capacity.get(EPHEMERAL_STORAGE), 75_000_000_000);
+    let without = karpenter_core::catalog::nodeclass::instance_type_for(it("m5.large"), &class);
+    assert_eq!(without.capacity.get(EPHEMERAL_STORAGE), 20 * GI);
+}

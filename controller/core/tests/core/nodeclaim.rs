@@ -599,3 +599,186 @@ fn a_claim_whose_node_class_resolves_no_subnets_is_deleted_at_once() {
     );
     assert!(w.cloud.instances().is_empty());
 }
+
+/// The status of NodePool `default` condition `type_`: (status, reason).
+fn pool_condition(w: &World, type_: &str) -> Option<(String, String)> {
+    let pool = w.kube.objects(&ResourceKind::NODE_POOL).first().cloned()?;
+    let found = pool["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == json!(type_))?
+        .clone();
+    Some((
+        found["status"].as_str()?.to_string(),
+        found["reason"].as_str()?.to_string(),
+    ))
+}
+
+/// Review H3: a node that registers marks its NodePool `NodeRegistrationHealthy=True`; one that
+/// never registers marks it `False` (`RegistrationFailed`), so `kubectl describe nodepool` shows
+/// a launch path that yields nodes that never join.
+#[test]
+fn registrations_and_registration_timeouts_set_the_nodepools_registration_health() {
+    let w = world();
+    w.kube
+        .apply(&ResourceKind::NODE_POOL, super::validation::nodepool());
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-a", &["m5.large"], &["on-demand"]),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    let launched = w.claim("default-a").expect("claim");
+    w.register_node(&launched, json!([]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
+    assert_eq!(
+        pool_condition(&w, "NodeRegistrationHealthy"),
+        Some(("True".into(), "NodeRegistrationHealthy".into()))
+    );
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-b", &["m5.large"], &["on-demand"]),
+    );
+    let steps = w.reconcile();
+    assert!(
+        steps
+            .iter()
+            .any(|(n, s)| n == "default-b" && *s == Ok(Step::Launched))
+    );
+    w.clock.advance(Duration::from_secs(15 * 60 + 1));
+    let steps = w.reconcile();
+    assert!(
+        steps
+            .iter()
+            .any(|(n, s)| n == "default-b" && *s == Ok(Step::DeletedRegistrationTimeout)),
+        "{steps:?}"
+    );
+    assert_eq!(
+        pool_condition(&w, "NodeRegistrationHealthy"),
+        Some(("False".into(), "RegistrationFailed".into()))
+    );
+}
+
+impl World {
+    /// The claim's `Initialized` condition: status and reason.
+    fn initialized(&self, name: &str) -> Option<(String, String)> {
+        let claim = self.claim(name)?;
+        let conditions = claim.status?.conditions;
+        karpenter_core::api::conditions::get(&conditions, "Initialized")
+            .map(|c| (format!("{:?}", c.status), c.reason.clone()))
+    }
+}
+
+/// Review D2: initialization waits for what upstream waits for, says which in an Unknown
+/// reason, and ignores extended resources nobody requested (a GPU type bought for CPU pods, with
+/// no device plugin, initializes).
+#[test]
+fn initialization_waits_for_ephemeral_taints_and_requested_resources_only_and_says_which() {
+    let w = world();
+    let gpu_claim = |name: &str| {
+        objects::nodeclaim(name)
+            .of_types(&["g4dn.xlarge"])
+            .capacity_types(&["on-demand"])
+            .json()
+    };
+    let mut requested = gpu_claim("default-a");
+    requested["spec"]["resources"] = json!({"requests": {"cpu": "1", "nvidia.com/gpu": "1"}});
+    w.kube.apply(&ResourceKind::NODE_CLAIM, requested);
+    w.kube
+        .apply(&ResourceKind::NODE_CLAIM, gpu_claim("default-b"));
+    w.reconcile();
+    let mut names = Vec::new();
+    for (i, name) in ["default-a", "default-b"].iter().enumerate() {
+        let launched = w.claim(name).expect("claim");
+        let provider_id = launched
+            .status
+            .and_then(|s| s.provider_id)
+            .expect("launched");
+        let node_name = format!("ip-10-0-0-{i}.ec2.internal");
+        let mut node = objects::ready_node(&node_name, &provider_id);
+        node["spec"]["taints"] = json!([
+            {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
+        ]);
+        node["status"]["allocatable"]["nvidia.com/gpu"] = json!("0");
+        w.kube.apply(&ResourceKind::NODE, node);
+        names.push(node_name);
+    }
+    w.reconcile();
+    w.reconcile();
+    for name in ["default-a", "default-b"] {
+        assert_eq!(
+            w.initialized(name),
+            Some(("Unknown".into(), "KnownEphemeralTaintsExist".into())),
+            "{name}"
+        );
+    }
+    for node_name in &names {
+        let mut node = w
+            .kube
+            .object_named(&ResourceKind::NODE, node_name)
+            .expect("node");
+        node["spec"]["taints"] = json!([]);
+        w.kube.apply(&ResourceKind::NODE, node);
+    }
+    w.reconcile();
+    assert_eq!(
+        w.initialized("default-a"),
+        Some(("Unknown".into(), "ResourceNotRegistered".into())),
+        "the GPU it was bought for is not advertised yet"
+    );
+    assert_eq!(
+        w.initialized("default-b"),
+        Some(("True".into(), "Initialized".into())),
+        "nobody asked for its GPU"
+    );
+}
+
+/// Review D3: registration copies the claim's annotations, and leaves the taints to a node that
+/// says it registers with them itself (`karpenter.sh/do-not-sync-taints`, which our user data
+/// sets), so a startup taint its agent already removed is not put back.
+#[test]
+fn registration_copies_annotations_and_leaves_taints_to_a_node_that_owns_them() {
+    let w = world();
+    let mut tainted = claim("default-a", &["m5.large"], &["on-demand"]);
+    tainted["metadata"]["annotations"] = json!({"example.com/owner": "team-a"});
+    tainted["spec"]["taints"] = json!([{"key": "team", "value": "a", "effect": "NoSchedule"}]);
+    w.kube.apply(&ResourceKind::NODE_CLAIM, tainted);
+    w.reconcile();
+    let launched = w.claim("default-a").expect("claim");
+    w.register_node(
+        &launched,
+        json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]),
+    );
+    let mut node = w.kube.objects(&ResourceKind::NODE)[0].clone();
+    node["metadata"]["labels"] = json!({"karpenter.sh/do-not-sync-taints": "true"});
+    w.kube.apply(&ResourceKind::NODE, node);
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
+    let node = &w.kube.objects(&ResourceKind::NODE)[0];
+    assert_eq!(node["spec"]["taints"], json!([]), "{node}");
+    assert_eq!(
+        node["metadata"]["annotations"]["example.com/owner"],
+        json!("team-a")
+    );
+}
+
+#[test]
+fn registration_syncs_taints_and_startup_taints_onto_a_node_without_the_opt_out() {
+    let w = world();
+    let mut tainted = claim("default-a", &["m5.large"], &["on-demand"]);
+    tainted["spec"]["taints"] = json!([{"key": "team", "value": "a", "effect": "NoSchedule"}]);
+    w.kube.apply(&ResourceKind::NODE_CLAIM, tainted);
+    w.reconcile();
+    let launched = w.claim("default-a").expect("claim");
+    w.register_node(
+        &launched,
+        json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
+    let node = &w.kube.objects(&ResourceKind::NODE)[0];
+    let keys: Vec<&str> = node["spec"]["taints"]
+        .as_array()
+        .expect("taints")
+        .iter()
+        .filter_map(|t| t["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["team", "example.com/agent-not-ready"], "{node}");
+}

@@ -522,3 +522,392 @@ fn a_nodepool_whose_ec2nodeclass_is_missing_not_ready_or_not_yet_resolved_gets_n
         assert_eq!(outcome.created.len(), 1, "ready again: {outcome:?}");
     });
 }
+
+/// Review H1: an unschedulable pod retried every 10 s got a FailedScheduling event every pass.
+/// Upstream records it once per pod per 5 minutes, whatever the message says.
+#[test]
+fn a_pod_retried_every_ten_seconds_gets_one_failed_scheduling_event_per_five_minutes() {
+    let w = world();
+    w.kube
+        .apply(&ResourceKind::POD, pending_pod("huge", "1000"));
+    let failed = |w: &World| {
+        w.kube
+            .recorded_events()
+            .iter()
+            .filter(|e| e.reason == "FailedScheduling")
+            .count()
+    };
+    for _ in 0..29 {
+        futures::executor::block_on(w.provisioner.provision()).expect("pass");
+        w.clock.advance(Duration::from_secs(10));
+    }
+    assert_eq!(failed(&w), 1, "one event in the first 290 s");
+    w.clock.advance(Duration::from_secs(10));
+    futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(failed(&w), 2, "recorded again once 5 minutes have passed");
+}
+
+/// Review H1: nominations share upstream's token bucket (5/s, burst 10), so a 40-pod pass
+/// records 10 Nominated events at once and the rest are dropped, not queued.
+#[test]
+fn nominations_are_limited_to_a_burst_of_ten_then_five_a_second() {
+    let w = world();
+    for i in 0..40 {
+        w.kube
+            .apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "100m"));
+    }
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.nominated, 40, "every pod is placed");
+    let nominated = |w: &World| {
+        w.kube
+            .recorded_events()
+            .iter()
+            .filter(|e| e.reason == "Nominated")
+            .count()
+    };
+    assert_eq!(nominated(&w), 10);
+    // One second later the bucket holds 5 tokens; pods already nominated are not recorded again
+    // within 2 minutes, so only new pods use them.
+    w.clock.advance(Duration::from_secs(1));
+    for i in 40..50 {
+        w.kube
+            .apply(&ResourceKind::POD, pending_pod(&format!("web-{i}"), "100m"));
+    }
+    futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(nominated(&w), 15);
+}
+
+/// A node going away (tainted `karpenter.sh/disrupted`) with one pod bound to it; `tweak` adds
+/// what protects the pod.
+fn node_going_away_with(w: &World, tweak: impl FnOnce(&mut Value)) {
+    w.kube.apply(&ResourceKind::NODE, json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-a", "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true", "kubernetes.io/arch": "amd64"}},
+        "spec": {"taints": [{"key": "team", "value": "a", "effect": "NoSchedule"},
+                            {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }));
+    let mut pod = objects::running_pod("db-0", "node-a", |p| {
+        p["metadata"]["labels"] = json!({"app": "db"});
+        p["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    });
+    pod = objects::tolerating(pod, "team", "a");
+    tweak(&mut pod);
+    w.kube.apply(&ResourceKind::POD, pod);
+}
+
+/// Review A2: upstream reschedules a deleting node's pods only if they can leave it
+/// (`IsCurrentlyReschedulable`); a do-not-disrupt pod stays until the node's grace period ends,
+/// so capacity bought for it would sit empty.
+#[test]
+fn a_do_not_disrupt_pod_on_a_node_going_away_gets_no_replacement_capacity() {
+    let w = world();
+    node_going_away_with(&w, |p| {
+        p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    });
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{:?}", outcome.created);
+}
+
+/// Review F1: a duration protects a pod only while the pod is younger than it, in provisioning
+/// as in the drain.
+#[test]
+fn a_do_not_disrupt_duration_protects_a_pod_until_it_is_that_old() {
+    let w = world();
+    node_going_away_with(&w, |p| {
+        p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "30m"});
+    });
+    w.clock.advance(Duration::from_secs(29 * 60));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(
+        outcome.created.is_empty(),
+        "29 minutes old: still protected"
+    );
+    w.clock.advance(Duration::from_secs(2 * 60));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "31 minutes old: rescheduled");
+}
+
+#[test]
+fn a_pod_a_budget_fully_blocks_gets_no_replacement_capacity_and_others_do() {
+    let w = world();
+    node_going_away_with(&w, |_| {});
+    w.kube.apply(
+        &ResourceKind::POD_DISRUPTION_BUDGET,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}}
+        }),
+    );
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{:?}", outcome.created);
+    // A budget that allows one disruption does not block: the pod is rescheduled.
+    w.kube.apply(
+        &ResourceKind::POD_DISRUPTION_BUDGET,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+        }),
+    );
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+}
+
+/// A pending pod mounting claim `data`.
+fn pod_with_claim(name: &str) -> Value {
+    let mut pod = pending_pod(name, "1");
+    pod["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]);
+    pod
+}
+
+/// The zones a created NodeClaim allows.
+fn claim_zones(w: &World, name: &str) -> Vec<String> {
+    let claim = w
+        .kube
+        .object_named(&ResourceKind::NODE_CLAIM, name)
+        .expect("claim");
+    claim["spec"]["requirements"]
+        .as_array()
+        .expect("requirements")
+        .iter()
+        .filter(|r| r["key"] == "topology.kubernetes.io/zone" && r["operator"] == "In")
+        .flat_map(|r| r["values"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Review A1: the controller ignored volume topology (only `karpenter plan` had it), so a
+/// StatefulSet pod whose EBS volume lives in one zone got a node in another and stayed Pending.
+#[test]
+fn a_pod_whose_volume_lives_in_one_zone_gets_a_node_in_that_zone() {
+    let w = world();
+    w.kube.apply(&ResourceKind::PERSISTENT_VOLUME, json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "pv-data"},
+        "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0a"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["us-west-2c"]}]}]}}}
+    }));
+    w.kube.apply(&ResourceKind::PERSISTENT_VOLUME_CLAIM, json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                 "volumeName": "pv-data", "storageClassName": "gp3"}
+    }));
+    w.kube.apply(&ResourceKind::POD, pod_with_claim("db-0"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+    assert_eq!(claim_zones(&w, &outcome.created[0]), ["us-west-2c"]);
+}
+
+#[test]
+fn a_pod_whose_claim_does_not_exist_gets_no_node_and_an_event_saying_so() {
+    let w = world();
+    w.kube.apply(&ResourceKind::POD, pod_with_claim("db-0"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{outcome:?}");
+    assert_eq!(outcome.unschedulable, 1);
+    let event = w
+        .kube
+        .recorded_events()
+        .into_iter()
+        .find(|e| e.reason == "FailedScheduling")
+        .expect("event");
+    assert!(
+        event
+            .message
+            .contains("persistentvolumeclaim \"data\" not found"),
+        "{}",
+        event.message
+    );
+}
+
+#[test]
+fn an_unbound_claim_of_a_wait_for_first_consumer_class_takes_the_classes_allowed_zones() {
+    let w = world();
+    w.kube.apply(
+        &ResourceKind::STORAGE_CLASS,
+        json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "gp3"},
+            "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [
+                {"key": "topology.ebs.csi.aws.com/zone", "values": ["us-west-2a"]}]}]
+        }),
+    );
+    w.kube.apply(&ResourceKind::PERSISTENT_VOLUME_CLAIM, json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                 "storageClassName": "gp3"}
+    }));
+    w.kube.apply(&ResourceKind::POD, pod_with_claim("db-0"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+    assert_eq!(claim_zones(&w, &outcome.created[0]), ["us-west-2a"]);
+}
+
+/// Review A3: a pod that refuses Karpenter's nodes is left out silently (it got a
+/// FailedScheduling event every pass); a pod with `matchFields` gets one saying why (it was
+/// dropped without a word).
+#[test]
+fn a_pod_refusing_karpenter_nodes_is_left_out_silently_and_match_fields_is_reported() {
+    let w = world();
+    let mut refusing = pending_pod("controller", "1");
+    refusing["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}]}]}}});
+    w.kube.apply(&ResourceKind::POD, refusing);
+    let mut fields = pending_pod("pinned", "1");
+    fields["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}}});
+    w.kube.apply(&ResourceKind::POD, fields);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{outcome:?}");
+    let events: Vec<(String, String)> = w
+        .kube
+        .recorded_events()
+        .into_iter()
+        .map(|e| (e.key.name, e.reason))
+        .collect();
+    assert_eq!(
+        events,
+        [("pinned".to_string(), "FailedScheduling".to_string())]
+    );
+}
+
+/// Review B6: a pod asking for 50Gi of ephemeral storage was unschedulable whatever the
+/// EC2NodeClass's root volume, because every type was judged with a 20Gi one.
+#[test]
+fn a_pod_needing_more_scratch_space_than_the_default_root_volume_fits_a_class_with_a_larger_one() {
+    let w = world();
+    let mut pod = pending_pod("scratch", "1");
+    pod["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = json!("50Gi");
+    w.kube.apply(&ResourceKind::POD, pod);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(
+        outcome.created.is_empty(),
+        "20Gi root volumes cannot hold it"
+    );
+    let mut class = ready_class();
+    class["spec"]["blockDeviceMappings"] = json!([
+        {"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "100Gi", "volumeType": "gp3"}}
+    ]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+    // The claim, in flight, counts with its class's capacity: a second pass buys nothing more.
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{outcome:?}");
+}
+
+/// Found by the fault swarm (`pdb-never-allows` with a spot warning, seed 21): an interrupted
+/// node goes whatever protects its pods, so they get replacement capacity first even under a
+/// budget that allows no eviction.
+#[test]
+fn pods_of_an_interrupted_node_get_replacement_capacity_whatever_protects_them() {
+    let w = world();
+    node_going_away_with(&w, |p| {
+        p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    });
+    let mut node = w
+        .kube
+        .object_named(&ResourceKind::NODE, "node-a")
+        .expect("node");
+    node["spec"]["providerID"] = json!("aws:///us-west-2a/i-0a");
+    w.kube.apply(&ResourceKind::NODE, node);
+    let mut claim = objects::nodeclaim("default-a").running_as("i-0a").json();
+    claim["status"]["nodeName"] = json!("node-a");
+    claim["metadata"]["annotations"] = json!({"karpenter.sh/interruption": "spot-interruption"});
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+}
+
+/// A DaemonSet `agent` in `default` whose template asks for `cpu` and binds `host_port` (0: none),
+/// tolerating the pool's taint.
+fn daemonset(cpu: &str, host_port: i32) -> Value {
+    let mut container =
+        json!({"name": "agent", "image": "agent", "resources": {"requests": {"cpu": cpu}}});
+    if host_port > 0 {
+        container["ports"] =
+            json!([{"containerPort": host_port, "hostPort": host_port, "protocol": "TCP"}]);
+    }
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default", "uid": "ds-agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {"containers": [container],
+                     "tolerations": [{"operator": "Exists"}]}}}
+    })
+}
+
+/// Review B2: a LimitRange gave the DaemonSet's pods 1 CPU though its template asks for none.
+/// Upstream counts the live pod; judged by the template the node looked empty and a 7.5-CPU
+/// pod was sent to an 8-CPU node that cannot hold it. The running daemon pod (with the
+/// `matchFields` affinity and revision labels every real one has) also counts on its node once.
+#[test]
+fn daemon_overhead_comes_from_the_live_pods_a_limit_range_mutated() {
+    let w = world();
+    w.kube.apply(&ResourceKind::DAEMON_SET, daemonset("0", 0));
+    w.kube.apply(&ResourceKind::NODE, json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-a", "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true", "kubernetes.io/arch": "amd64"}},
+        "spec": {"taints": [{"key": "team", "value": "a", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }));
+    w.kube.apply(&ResourceKind::POD, json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "agent-x7k2p", "namespace": "default", "uid": "uid-agent",
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "labels": {"app": "agent", "controller-revision-hash": "6d5f8", "pod-template-generation": "1"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "ds-agent", "controller": true}]},
+        "spec": {"nodeName": "node-a",
+                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                     {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}}},
+                 "containers": [{"name": "agent", "image": "agent", "resources": {"requests": {"cpu": "1"}}}],
+                 "tolerations": [{"operator": "Exists"}]},
+        "status": {"phase": "Running"}
+    }));
+    w.kube
+        .apply(&ResourceKind::POD, pending_pod("big", "7500m"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(
+        outcome.created.len(),
+        1,
+        "node-a has 7 CPUs left, not 8: {outcome:?}"
+    );
+}
+
+/// Review B2: a DaemonSet binding host port 9100 (node-exporter) holds it on every new node,
+/// so a pending pod wanting 9100 cannot go there; it was planned onto one where it could
+/// never bind.
+#[test]
+fn a_pending_pod_cannot_take_a_host_port_every_new_node_gives_a_daemonset() {
+    let w = world();
+    w.kube
+        .apply(&ResourceKind::DAEMON_SET, daemonset("100m", 9100));
+    let mut pod = pending_pod("exporter", "1");
+    pod["spec"]["containers"][0]["ports"] =
+        json!([{"containerPort": 9100, "hostPort": 9100, "protocol": "TCP"}]);
+    w.kube.apply(&ResourceKind::POD, pod);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{outcome:?}");
+    let event = w
+        .kube
+        .recorded_events()
+        .into_iter()
+        .find(|e| e.reason == "FailedScheduling")
+        .expect("event");
+    assert!(
+        event.message.contains("host port 9100/TCP"),
+        "{}",
+        event.message
+    );
+}

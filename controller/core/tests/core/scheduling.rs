@@ -734,6 +734,7 @@ impl Scenario {
         let results = solve(Input {
             node_pools: &self.pools,
             catalog: &self.catalog,
+            pool_catalogs: &karpenter_core::scheduling::NO_POOL_CATALOGS,
             nodes: &self.nodes,
             daemonsets: &self.daemonsets,
             pods: &self.pods,

@@ -650,6 +650,7 @@ fn run(world: &World) -> Results {
     solve(Input {
         node_pools: &world.pools,
         catalog: &world.catalog,
+        pool_catalogs: &karpenter_core::scheduling::NO_POOL_CATALOGS,
         nodes: &world.nodes,
         daemonsets: &daemonsets,
         pods: &pods,

@@ -367,6 +367,38 @@ fn a_do_not_disrupt_pod_is_never_evicted_and_without_a_grace_period_blocks_visib
     assert_eq!(w.instance_state("default-a"), Some(InstanceState::Running));
 }
 
+/// Review F1: `karpenter.sh/do-not-disrupt: "30m"` protects the pod until it is 30 minutes old;
+/// `"true"` was the only value the drain honoured.
+#[test]
+fn a_do_not_disrupt_duration_holds_the_drain_until_the_pod_is_that_old() {
+    let mut w = world();
+    let node = w.node("default-a", None);
+    let created = w.clock.now().to_string();
+    w.kube.apply(
+        &ResourceKind::POD,
+        pod("batch", &node, |p| {
+            p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "30m"});
+            p["metadata"]["creationTimestamp"] = json!(created);
+        }),
+    );
+    w.delete(&ResourceKind::NODE_CLAIM, "default-a");
+    assert_eq!(w.terminate("default-a"), Stage::DrainBlocked { waiting: 1 });
+    w.clock.advance(Duration::from_secs(20 * 60));
+    assert_eq!(w.terminate("default-a"), Stage::DrainBlocked { waiting: 1 });
+    assert_eq!(
+        w.eviction_attempts("default/batch"),
+        0,
+        "protected for 30 minutes"
+    );
+    w.clock.advance(Duration::from_secs(11 * 60));
+    w.terminate("default-a");
+    assert_eq!(
+        w.eviction_attempts("default/batch"),
+        1,
+        "evicted once 30 minutes old"
+    );
+}
+
 #[test]
 fn the_termination_grace_period_deletes_blocked_pods_at_the_deadline_minus_their_own_grace() {
     let mut w = world();
@@ -601,8 +633,15 @@ fn the_instance_is_terminated_and_finalizers_removed_only_after_ec2_reports_it_t
     assert!(w.claim("default-a").is_none(), "claim finalizer removed");
     let pool = Metrics::nodepool("default");
     assert_eq!(w.metrics.nodes_terminated.get_or_create(&pool).get(), 1);
+    let on_demand = karpenter_core::metrics::NodePoolCapacityLabels {
+        nodepool: "default".into(),
+        capacity_type: "on-demand".into(),
+    };
     assert_eq!(
-        w.metrics.nodeclaims_terminated.get_or_create(&pool).get(),
+        w.metrics
+            .nodeclaims_terminated
+            .get_or_create(&on_demand)
+            .get(),
         1
     );
 }
@@ -699,7 +738,13 @@ fn metrics_are_encoded_under_upstream_names() {
     let metrics = Metrics::new();
     let pool = Metrics::nodepool("default");
     metrics.nodes_terminated.get_or_create(&pool).inc();
-    metrics.nodeclaims_terminated.get_or_create(&pool).inc();
+    metrics
+        .nodeclaims_terminated
+        .get_or_create(&karpenter_core::metrics::NodePoolCapacityLabels {
+            nodepool: "default".into(),
+            capacity_type: "spot".into(),
+        })
+        .inc();
     metrics.nodes_drained.get_or_create(&pool).inc();
     metrics
         .pods_drained
@@ -710,7 +755,7 @@ fn metrics_are_encoded_under_upstream_names() {
     let text = metrics.encode();
     for line in [
         "karpenter_nodes_terminated_total{nodepool=\"default\"} 1",
-        "karpenter_nodeclaims_terminated_total{nodepool=\"default\"} 1",
+        "karpenter_nodeclaims_terminated_total{nodepool=\"default\",capacity_type=\"spot\"} 1",
         "karpenter_nodes_drained_total{nodepool=\"default\"} 1",
         "karpenter_pods_drained_total{reason=\"Forceful Termination\"} 1",
         "karpenter_interruption_deleted_messages_total 1",

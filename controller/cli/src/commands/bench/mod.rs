@@ -36,6 +36,7 @@ pub fn run(pods: usize, runs: usize) -> ExitCode {
             solve(Input {
                 node_pools: &pools,
                 catalog: &catalog,
+                pool_catalogs: &karpenter_core::scheduling::NO_POOL_CATALOGS,
                 nodes: &[],
                 daemonsets: &[],
                 pods: &infos,

@@ -69,9 +69,12 @@ impl<'a> Solver<'a> {
         }
         requirements.add(NODEPOOL_LABEL, Requirement::single(&name));
         let taints = template.spec.taints.as_slice();
-        let mut types: Vec<TypeView> = self
+        let catalog = self
             .input
-            .catalog
+            .pool_catalogs
+            .get(&name)
+            .unwrap_or(self.input.catalog);
+        let mut types: Vec<TypeView> = catalog
             .instance_types
             .iter()
             .map(|it| self.type_view(it, &requirements, taints))
@@ -94,6 +97,20 @@ impl<'a> Solver<'a> {
                 limits.push((self.space.intern(resource), amount));
             }
         }
+        let daemon_host_ports = self
+            .input
+            .daemonsets
+            .iter()
+            .filter(|ds| tolerates(&ds.tolerations, taints).is_ok())
+            .filter(|ds| {
+                let mut ds_reqs = ds.node_selector.clone();
+                if let Some(first) = ds.required_terms.first() {
+                    ds_reqs.add_all(first);
+                }
+                requirements.compatible(&ds_reqs, is_well_known).is_ok()
+            })
+            .flat_map(|ds| ds.host_ports.iter().cloned())
+            .collect();
         Pool {
             name,
             taints,
@@ -103,6 +120,7 @@ impl<'a> Solver<'a> {
             nodes_limit,
             used: Vec::new(),
             node_count: 0,
+            daemon_host_ports,
         }
     }
 
@@ -161,7 +179,7 @@ impl<'a> Solver<'a> {
                 let running = node
                     .pods
                     .iter()
-                    .any(|p| p.daemonset_owned && p.labels == ds.labels);
+                    .any(|p| p.daemonset.is_some() && p.daemonset == ds.daemonset);
                 let mut ds_reqs = ds.node_selector.clone();
                 if let Some(first) = ds.required_terms.first() {
                     ds_reqs.add_all(first);

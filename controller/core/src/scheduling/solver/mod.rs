@@ -42,6 +42,9 @@ struct Pool<'a> {
     /// Capacity of existing nodes plus the worst case of every planned claim.
     used: Dense,
     node_count: i64,
+    /// Host ports the pool's DaemonSets bind on each of its new nodes (upstream's
+    /// `DaemonOverheadGroup.HostPortUsage`): a pending pod cannot take them there.
+    daemon_host_ports: Vec<HostPort>,
 }
 
 /// A NodeClaim being planned.
@@ -133,7 +136,8 @@ impl<'a> Solver<'a> {
         for pod in input.pods.iter().chain(input.daemonsets) {
             space.learn(&pod.requests);
         }
-        for it in &input.catalog.instance_types {
+        let pool_types = input.pool_catalogs.values().flat_map(|c| &c.instance_types);
+        for it in input.catalog.instance_types.iter().chain(pool_types) {
             space.learn(&it.allocatable);
             space.learn(&it.capacity);
         }

@@ -293,6 +293,16 @@ impl Solver<'_> {
         pool.requirements
             .compatible(reqs, is_well_known)
             .map_err(|e| format!("incompatible requirements, {e}"))?;
+        if let Some(port) = pod
+            .host_ports
+            .iter()
+            .find(|h| pool.daemon_host_ports.iter().any(|d| d.conflicts(h)))
+        {
+            return Err(format!(
+                "host port {}/{} is bound by a DaemonSet pod on every new node",
+                port.port, port.protocol
+            ));
+        }
         if let Some(limit) = pool.nodes_limit
             && pool.node_count >= limit
         {
@@ -341,7 +351,7 @@ impl Solver<'_> {
             max_alloc: vec![0; width],
             max_capacity: vec![0; width],
             pods: Vec::new(),
-            host_ports: Vec::new(),
+            host_ports: pool.daemon_host_ports.clone(),
             pinned: vec![None; self.keys.len()],
         };
         self.refresh_maxima(&mut claim);

@@ -1,5 +1,6 @@
 //! Volume topology: where a pending pod's persistent volumes let it run, as alternatives of node
-//! requirements (the pod must land on a node satisfying one of them).
+//! requirements (the pod must land on a node satisfying one of them). One implementation for
+//! the controller (its snapshot, from the watch-fed caches) and `karpenter plan` (from files).
 //!
 //! - A claim bound to a PersistentVolume (`spec.volumeName`): the PV's
 //!   `spec.nodeAffinity.required` terms, ORed. Local and hostPath volumes lose their hostname term:
@@ -44,7 +45,7 @@ const CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// PVCs, PVs and StorageClasses of the input.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Volumes {
+pub struct Volumes {
     /// By `(namespace, name)`.
     pub claims: BTreeMap<(String, String), PersistentVolumeClaim>,
     pub volumes: BTreeMap<String, PersistentVolume>,
@@ -60,6 +61,49 @@ struct Claim<'a> {
 }
 
 impl Volumes {
+    /// The claims, volumes and classes a cluster holds.
+    pub fn from_objects<'a>(
+        claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
+        volumes: impl IntoIterator<Item = &'a PersistentVolume>,
+        classes: impl IntoIterator<Item = &'a StorageClass>,
+    ) -> Self {
+        let mut out = Self::default();
+        for claim in claims {
+            let key = (
+                claim
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".to_string()),
+                claim.metadata.name.clone().unwrap_or_default(),
+            );
+            out.claims.insert(key, claim.clone());
+        }
+        for volume in volumes {
+            let name = volume.metadata.name.clone().unwrap_or_default();
+            out.volumes.insert(name, volume.clone());
+        }
+        for class in classes {
+            let name = class.metadata.name.clone().unwrap_or_default();
+            out.classes.insert(name, class.clone());
+        }
+        out
+    }
+
+    /// Whether `pod` mounts a claim (directly or as a generic ephemeral volume): only such pods
+    /// need [`Volumes::terms`].
+    pub fn uses_claims(pod: &Pod) -> bool {
+        pod.spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .any(|v| {
+                v.persistent_volume_claim.is_some()
+                    || v.ephemeral
+                        .as_ref()
+                        .is_some_and(|e| e.volume_claim_template.is_some())
+            })
+    }
+
     /// The pod's volume alternatives (empty: unconstrained), or why it cannot be scheduled.
     /// `claim_templates` are claims its controller creates with it, used when the input does not
     /// hold them yet.

@@ -129,8 +129,23 @@ pub const GRANTS: &[Grant] = &[
         "PersistentVolumeClaim",
         "",
         "persistentvolumeclaims",
-        &["get"],
-        "termination: volumes of pods that stay on the node",
+        &["get", "list", "watch"],
+        "state reflectors (volume topology of pending pods); termination: volumes of pods that \
+         stay on the node",
+    ),
+    grant(
+        "PersistentVolume",
+        "",
+        "persistentvolumes",
+        &["list", "watch"],
+        "state reflectors: the zone a bound claim's volume lives in",
+    ),
+    grant(
+        "StorageClass",
+        "storage.k8s.io",
+        "storageclasses",
+        &["list", "watch"],
+        "state reflectors: allowed topologies and the default class of unbound claims",
     ),
     grant(
         "PodDisruptionBudget",

@@ -54,6 +54,8 @@ fn kind_of(grant: &Grant) -> ResourceKind {
         "Pod" | "Eviction" => ResourceKind::POD,
         "Namespace" => ResourceKind::NAMESPACE,
         "PersistentVolumeClaim" => ResourceKind::PERSISTENT_VOLUME_CLAIM,
+        "PersistentVolume" => ResourceKind::PERSISTENT_VOLUME,
+        "StorageClass" => ResourceKind::STORAGE_CLASS,
         "PodDisruptionBudget" => ResourceKind::POD_DISRUPTION_BUDGET,
         "DaemonSet" => ResourceKind::DAEMON_SET,
         "VolumeAttachment" => ResourceKind::VOLUME_ATTACHMENT,

@@ -15,11 +15,13 @@
 //!   `unhealthyPodEvictionPolicy: AlwaysAllow`.
 //! - Pods that are `Pending`, finished or already being deleted are evicted without a budget check
 //!   (Kubernetes' `canIgnorePDB`).
-//! - A pod matched by more than one budget cannot be evicted: 429 here. Kubernetes answered 429
-//!   until 1.26 and 500 since; 429 keeps it a retryable "not now" for the caller, which is how the
-//!   controller must treat it either way (the answer changes only when the budgets do).
+//! - A pod matched by more than one budget cannot be evicted: a 500 (`InternalError`, "This pod
+//!   has more than one PodDisruptionBudget, which the eviction subresource does not support."), as
+//!   Kubernetes answers since 1.26 (429 before). Callers must recognise it by its message, as
+//!   upstream Karpenter does, and treat it as a budget refusal.
 
 use karpenter_core::seams::KubeError;
+use karpenter_core::seams::kube::MULTIPLE_BUDGETS_MESSAGE;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use serde_json::{Value, json};
 
@@ -74,15 +76,9 @@ impl State {
         let (pdb, selector) = match budgets.as_slice() {
             [] => return Ok(()),
             [one] => one,
-            many => {
-                let names: Vec<&str> = many
-                    .iter()
-                    .filter_map(|(pdb, _)| pdb["metadata"]["name"].as_str())
-                    .collect();
-                return Err(KubeError::TooManyRequests(format!(
-                    "pods {namespace}/{name}: this pod has more than one PodDisruptionBudget \
-                     ({}), which the eviction subresource does not support",
-                    names.join(",")
+            _ => {
+                return Err(KubeError::Unavailable(format!(
+                    "Internal error occurred: {MULTIPLE_BUDGETS_MESSAGE}"
                 )));
             }
         };

@@ -67,6 +67,11 @@ impl From<KubeError> for ApiError {
             KubeError::Invalid(m) => Self::new(422, "Invalid", m),
             KubeError::Gone(m) => Self::new(410, "Expired", m),
             KubeError::Forbidden(m) => Self::new(403, "Forbidden", m),
+            // The API server's own failures (the eviction subresource's "more than one
+            // PodDisruptionBudget") are 500s; everything else unavailable is a 503.
+            KubeError::Unavailable(m) if m.starts_with("Internal error occurred") => {
+                Self::new(500, "InternalError", m)
+            }
             KubeError::Unavailable(m) => Self::new(503, "ServiceUnavailable", m),
             KubeError::Decode(m) => Self::new(400, "BadRequest", m),
         }

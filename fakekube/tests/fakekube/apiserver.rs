@@ -1131,7 +1131,7 @@ fn a_pod_under_two_budgets_cannot_be_evicted() {
     let err =
         block_on(server.evict(&key("default", "p"), &DeleteOptions::default())).expect_err("two");
     assert!(
-        matches!(err, KubeError::TooManyRequests(ref m) if m.contains("more than one")),
+        matches!(err, KubeError::Unavailable(ref m) if m.contains("more than one PodDisruptionBudget")),
         "{err:?}"
     );
 }

@@ -145,6 +145,11 @@ pub enum Patch {
     Json(Value),
 }
 
+/// What the API server's eviction subresource says (with a 500, since Kubernetes 1.26) when a pod
+/// is matched by several PodDisruptionBudgets: no eviction can succeed until the budgets change,
+/// so callers treat it as a budget refusal (upstream Karpenter matches the same text).
+pub const MULTIPLE_BUDGETS_MESSAGE: &str = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
+
 /// Options of a delete.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeleteOptions {

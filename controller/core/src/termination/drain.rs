@@ -206,6 +206,8 @@ pub struct PodAction {
     pub uid: String,
     /// For a forced delete: the grace period granted, seconds.
     pub grace_seconds: i64,
+    /// The pod's own `terminationGracePeriodSeconds` (what a forced delete cut short), seconds.
+    pub own_grace_seconds: i64,
 }
 
 /// What one drain step does and what it leaves.
@@ -270,6 +272,7 @@ pub fn plan(
                     key: pod_key(pod),
                     uid,
                     grace_seconds: left.min(grace).max(FORCED_GRACE_SECONDS_MIN),
+                    own_grace_seconds: grace,
                 });
             }
         }
@@ -292,6 +295,7 @@ pub fn plan(
             key: pod_key(pod),
             uid,
             grace_seconds: grace_seconds(pod),
+            own_grace_seconds: grace_seconds(pod),
         });
     }
     out

@@ -154,8 +154,8 @@ impl Termination {
         }
         let terminating = deadline.map(rfc3339).unwrap_or_default();
         let message = format!(
-            "Deleting the pod to accommodate the terminationTime {terminating} of the node. The pod was granted {} seconds of grace-period. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
-            action.grace_seconds
+            "Deleting the pod to accommodate the terminationTime {terminating} of the node. The pod was granted {} seconds of grace-period of its {} terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
+            action.grace_seconds, action.own_grace_seconds
         );
         self.ctx
             .recorder
@@ -206,7 +206,12 @@ impl Termination {
                 let regarding = Reference::pod(key, Some(action.uid.clone()));
                 self.ctx
                     .recorder
-                    .publish(regarding, EventType::Normal, "Evicted", "Evicted pod")
+                    .publish(
+                        regarding,
+                        EventType::Normal,
+                        "Evicted",
+                        format!("Evicted pod: {reason}"),
+                    )
                     .await;
                 self.ctx
                     .metrics
@@ -224,7 +229,13 @@ impl Termination {
             }
             Err(err) => err,
         };
-        let budget = matches!(err, KubeError::TooManyRequests(_));
+        // 429: a budget says not now; 500 "more than one PodDisruptionBudget": no eviction can
+        // succeed until the budgets change. Both are budget refusals, as upstream treats them.
+        let budget = match &err {
+            KubeError::TooManyRequests(_) => true,
+            KubeError::Unavailable(m) => m.contains(MULTIPLE_BUDGETS_MESSAGE),
+            _ => false,
+        };
         let next = EvictionBackoff::after_failure(self.backoff().get(&action.uid), now, budget);
         if next.failures == 1 && budget {
             let message = format!(

@@ -62,13 +62,20 @@ use crate::events::{EventType, Reference};
 use crate::metrics::{Metrics, ReasonLabels, StageLabels};
 use crate::replacement::{self, rfc3339};
 use crate::seams::ec2::InstanceState;
-use crate::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
+use crate::seams::kube::{
+    DeleteOptions, DeleteOutcome, MULTIPLE_BUDGETS_MESSAGE, ObjectKey, Patch, ResourceKind,
+};
 use crate::seams::{Ec2Error, KubeApiExt, KubeError, Retryable};
 use drain::{DrainPlan, EvictionBackoff};
 
 /// How long after launch an instance EC2 does not show may still be one it has not made visible
 /// yet (eventual consistency); after that, absence means EC2 has forgotten a terminated instance.
 pub const EC2_CONSISTENCY_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// How long `Drained` stays `Unknown` after the node is tainted, however empty it looks (upstream's
+/// `MinDrainTime`, 5 s): a pod the scheduler bound before it saw the `karpenter.sh/disrupted`
+/// taint shows up in the next list and is evicted instead of being terminated with its node.
+pub const MIN_DRAIN_TIME: Duration = Duration::from_secs(5);
 
 /// Operating errors of one NodeClaim's termination; retried on the next step.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -559,6 +566,9 @@ impl Termination {
                 .await?;
             return Ok(Some(waiting));
         }
+        if !past_deadline && self.within_min_drain_time(claim, node, conds, now).await? {
+            return Ok(Some(Stage::Draining { waiting: 0 }));
+        }
         self.record_drained(claim, node, conds, plan.waiting)
             .await?;
         let attachments = self
@@ -573,7 +583,7 @@ impl Termination {
                 "AwaitingVolumeDetachment",
                 &*message,
             );
-            let event = Some((EventType::Warning, "AwaitingVolumeDetachment"));
+            let event = Some((EventType::Normal, "AwaitingVolumeDetachment"));
             self.set_condition(claim, Some(node), conds, condition, event)
                 .await?;
             return Ok(Some(Stage::AwaitingVolumeDetachment { attachments }));
@@ -596,6 +606,36 @@ impl Termination {
         self.set_condition(claim, Some(node), conds, detached, None)
             .await?;
         Ok(None)
+    }
+
+    /// True while the node has been draining for less than [`MIN_DRAIN_TIME`], counted from the
+    /// moment `Drained` became `Unknown` (set here when an empty node is first seen, right after
+    /// the taint): pods bound by a scheduler that had not seen the taint yet are still evicted.
+    async fn within_min_drain_time(
+        &self,
+        claim: &NodeClaim,
+        node: &Node,
+        conds: &mut Vec<Condition>,
+        now: Timestamp,
+    ) -> Result<bool, KubeError> {
+        match conditions::get(conds, cond::DRAINED) {
+            Some(c) if c.status == ConditionStatus::True => Ok(false),
+            Some(c) if c.status == ConditionStatus::Unknown => {
+                let since = c.last_transition_time.0;
+                Ok(since > now || now.duration_since(since).unsigned_abs() < MIN_DRAIN_TIME)
+            }
+            _ => {
+                let condition = (
+                    cond::DRAINED,
+                    ConditionStatus::Unknown,
+                    "Draining",
+                    "0 pods are waiting to be evicted",
+                );
+                self.set_condition(claim, Some(node), conds, condition, None)
+                    .await?;
+                Ok(true)
+            }
+        }
     }
 
     /// `Drained=True` (counted in `karpenter_nodes_drained_total` the first time), or `False`

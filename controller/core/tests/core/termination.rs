@@ -137,6 +137,13 @@ impl World {
             .unwrap_or_else(|| panic!("{claim} was not reconciled"))
     }
 
+    /// Termination passes over an empty node until its minimum drain time (5 s) has passed; the
+    /// next pass goes on past the drain.
+    pub fn through_min_drain_time(&mut self, claim: &str) {
+        assert_eq!(self.terminate(claim), Stage::Draining { waiting: 0 });
+        self.clock.advance(Duration::from_secs(5));
+    }
+
     /// Pods evicted so far (successfully), in order.
     pub fn evicted(&self) -> Vec<String> {
         self.kube
@@ -515,6 +522,7 @@ fn pods_that_tolerate_the_disrupted_taint_mirror_pods_and_finished_pods_are_not_
         }),
     );
     w.delete(&ResourceKind::NODE_CLAIM, "default-a");
+    w.through_min_drain_time("default-a");
     assert_eq!(w.terminate("default-a"), Stage::InstanceTerminating);
     assert!(w.evicted().is_empty());
     assert_eq!(
@@ -567,6 +575,7 @@ fn volume_attachments_of_drained_pods_are_waited_for_before_the_instance_is_term
         }),
     );
     w.delete(&ResourceKind::NODE_CLAIM, "default-a");
+    w.through_min_drain_time("default-a");
     assert_eq!(
         w.terminate("default-a"),
         Stage::AwaitingVolumeDetachment { attachments: 1 }
@@ -605,6 +614,7 @@ fn the_instance_is_terminated_and_finalizers_removed_only_after_ec2_reports_it_t
     let mut w = world();
     let node = w.node("default-a", None);
     w.delete(&ResourceKind::NODE_CLAIM, "default-a");
+    w.through_min_drain_time("default-a");
     assert_eq!(w.terminate("default-a"), Stage::InstanceTerminating);
     assert_eq!(
         w.instance_state("default-a"),
@@ -673,7 +683,7 @@ fn deleting_the_node_deletes_its_nodeclaim() {
     );
     assert_eq!(
         out[1],
-        ("default-a".to_string(), Ok(Stage::InstanceTerminating)),
+        ("default-a".to_string(), Ok(Stage::Draining { waiting: 0 })),
         "and its termination starts in the same pass"
     );
 }
@@ -792,4 +802,72 @@ fn a_notready_node_whose_instance_is_gone_is_not_drained() {
     assert!(w.evicted().is_empty(), "nothing to drain on a dead node");
     w.clock.advance(Duration::from_secs(31));
     assert_eq!(w.terminate("default-a"), Stage::Terminated);
+}
+
+#[test]
+fn an_empty_node_stays_draining_for_five_seconds_so_a_pod_bound_before_the_taint_was_seen_is_evicted()
+ {
+    let mut w = world();
+    let node = w.node("default-a", None);
+    w.delete(&ResourceKind::NODE_CLAIM, "default-a");
+    assert_eq!(w.terminate("default-a"), Stage::Draining { waiting: 0 });
+    assert_eq!(
+        w.condition("default-a", "Drained"),
+        Some((ConditionStatus::Unknown, "Draining".into()))
+    );
+    // The scheduler had not seen the taint yet and bound a pod to the node.
+    w.clock.advance(Duration::from_secs(2));
+    w.kube.apply(&ResourceKind::POD, pod("late", &node, |_| {}));
+    assert_eq!(w.terminate("default-a"), Stage::Draining { waiting: 1 });
+    assert_eq!(w.evicted(), ["default/late"]);
+    w.clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        w.terminate("default-a"),
+        Stage::Draining { waiting: 0 },
+        "still inside the minimum drain time"
+    );
+    assert!(
+        !matches!(
+            w.instance_state("default-a"),
+            Some(InstanceState::ShuttingDown | InstanceState::Terminated)
+        ),
+        "the instance is not terminated yet"
+    );
+    w.clock.advance(Duration::from_secs(2));
+    assert_eq!(w.terminate("default-a"), Stage::InstanceTerminating);
+}
+
+#[test]
+fn a_pod_under_two_budgets_is_refused_with_a_500_and_reported_as_blocked_by_a_pdb() {
+    let mut w = world();
+    let node = w.node("default-a", None);
+    w.kube.apply(
+        &ResourceKind::POD,
+        pod("web", &node, |p| {
+            p["metadata"]["labels"] = json!({"app": "web"});
+        }),
+    );
+    for name in ["web-a", "web-b"] {
+        w.kube.apply(
+            &ResourceKind::POD_DISRUPTION_BUDGET,
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
+        );
+    }
+    w.delete(&ResourceKind::NODE_CLAIM, "default-a");
+    assert_eq!(w.terminate("default-a"), Stage::DrainBlocked { waiting: 1 });
+    assert!(w.evicted().is_empty());
+    assert!(
+        w.event_reasons().contains(&"FailedDraining".to_string()),
+        "{:?}",
+        w.event_reasons()
+    );
+    let code = |code: &str| {
+        w.metrics
+            .eviction_requests
+            .get_or_create(&karpenter_core::metrics::CodeLabels { code: code.into() })
+            .get()
+    };
+    assert_eq!(code("500"), 1);
 }

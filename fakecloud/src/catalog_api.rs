@@ -11,10 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use karpenter_core::api::labels;
-use karpenter_core::catalog::{CapacityType, InstanceType, NVIDIA_GPU, builtin};
+use karpenter_core::catalog::{
+    AWS_NEURON, AWS_NEURON_CORE, CapacityType, EFA, InstanceType, NVIDIA_GPU, builtin,
+};
 use karpenter_core::resources::PODS;
 use karpenter_core::seams::catalog::{
-    CatalogError, CatalogSource, Gpu, InstanceTypeInfo, SpotPrice, ZoneOffering,
+    CatalogError, CatalogSource, Gpu, InstanceTypeInfo, NeuronDevice, SpotPrice, ZoneOffering,
 };
 
 use crate::FakeCloud;
@@ -64,6 +66,17 @@ fn described(it: &InstanceType) -> InstanceTypeInfo {
         bare_metal: it.name.ends_with(".metal"),
         local_nvme_gb: number(labels::INSTANCE_LOCAL_NVME_LABEL),
         gpus: gpus.into_iter().collect(),
+        // A Neuron type the built-in table does not know: one device holding all its cores.
+        neuron_devices: Some(it.capacity.get(AWS_NEURON))
+            .filter(|n| *n > 0)
+            .map(|count| NeuronDevice {
+                name: label(labels::INSTANCE_ACCELERATOR_NAME_LABEL).unwrap_or_default(),
+                count,
+                cores_per_device: it.capacity.get(AWS_NEURON_CORE) / count,
+            })
+            .into_iter()
+            .collect(),
+        efa_interfaces: it.capacity.get(EFA),
         usage_classes: usage
             .into_iter()
             .filter(|u| *u != "reserved")

@@ -13,7 +13,7 @@ use aws_sdk_ec2::types::{self as ec2t, LocationType};
 use aws_sdk_pricing::types::{Filter as PriceFilter, FilterType};
 use karpenter_core::seams::Clock;
 use karpenter_core::seams::catalog::{
-    CatalogError, CatalogSource, Gpu, InstanceTypeInfo, SpotPrice, ZoneOffering,
+    CatalogError, CatalogSource, Gpu, InstanceTypeInfo, NeuronDevice, SpotPrice, ZoneOffering,
 };
 use karpenter_core::seams::ec2::Filter;
 
@@ -121,6 +121,26 @@ pub fn instance_type_info(t: &ec2t::InstanceTypeInfo) -> InstanceTypeInfo {
                     .collect()
             })
             .unwrap_or_default(),
+        neuron_devices: t
+            .neuron_info()
+            .map(|n| {
+                n.neuron_devices()
+                    .iter()
+                    .map(|d| NeuronDevice {
+                        name: d.name().unwrap_or_default().to_string(),
+                        count: d.count().map_or(0, i64::from),
+                        cores_per_device: d
+                            .core_info()
+                            .and_then(|c| c.count())
+                            .map_or(0, i64::from),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        efa_interfaces: network
+            .and_then(|n| n.efa_info())
+            .and_then(|e| e.maximum_efa_interfaces())
+            .map_or(0, i64::from),
         usage_classes: t
             .supported_usage_classes()
             .iter()

@@ -317,6 +317,11 @@ fn instance_type_xml(x: &mut Xml, t: &InstanceTypeInfo) {
             "encryptionInTransitSupported",
             t.encryption_in_transit.to_string(),
         );
+        if t.efa_interfaces > 0 {
+            x.leaf("efaSupported", "true").node("efaInfo", |x| {
+                x.leaf("maximumEfaInterfaces", t.efa_interfaces.to_string());
+            });
+        }
         if let Some(mbps) = t.network_baseline_mbps {
             x.items("networkCards", [mbps], |x, mbps| {
                 x.leaf("networkCardIndex", "0")
@@ -339,6 +344,17 @@ fn instance_type_xml(x: &mut Xml, t: &InstanceTypeInfo) {
                     .leaf("count", g.count.to_string())
                     .node("memoryInfo", |x| {
                         x.leaf("sizeInMiB", g.memory_mib.to_string());
+                    });
+            });
+        });
+    }
+    if !t.neuron_devices.is_empty() {
+        x.node("neuronInfo", |x| {
+            x.items("neuronDevices", &t.neuron_devices, |x, d| {
+                x.leaf("name", &d.name)
+                    .leaf("count", d.count.to_string())
+                    .node("coreInfo", |x| {
+                        x.leaf("count", d.cores_per_device.to_string());
                     });
             });
         });

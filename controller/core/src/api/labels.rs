@@ -210,3 +210,10 @@ pub const INSTANCE_GPU_MANUFACTURER_LABEL: &str = "karpenter.k8s.aws/instance-gp
 pub const INSTANCE_GPU_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-gpu-count";
 /// Memory per GPU in MiB.
 pub const INSTANCE_GPU_MEMORY_LABEL: &str = "karpenter.k8s.aws/instance-gpu-memory";
+pub const INSTANCE_ACCELERATOR_NAME_LABEL: &str = "karpenter.k8s.aws/instance-accelerator-name";
+pub const INSTANCE_ACCELERATOR_MANUFACTURER_LABEL: &str =
+    "karpenter.k8s.aws/instance-accelerator-manufacturer";
+pub const INSTANCE_ACCELERATOR_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-accelerator-count";
+pub const INSTANCE_TENANCY_LABEL: &str = "karpenter.k8s.aws/instance-tenancy";
+/// The zone's id (`usw2-az1`): the same physical zone in every account, unlike its name.
+pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";

@@ -11,14 +11,8 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use super::overhead::{
-    DEFAULT_EPHEMERAL_STORAGE, VM_MEMORY_OVERHEAD_PERCENT, compute_allocatable, eni_limited_pods,
-    memory_capacity,
-};
-use super::{CapacityType, Catalog, InstanceType, NVIDIA_GPU, Offering};
-use crate::api::labels;
-use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
-use crate::seams::catalog::{Gpu, InstanceTypeInfo};
+use super::{CapacityType, Catalog, InstanceType, Offering};
+use crate::seams::catalog::{Gpu, InstanceTypeInfo, NeuronDevice};
 
 /// The region the built-in prices are for.
 pub const REGION: &str = "us-west-2";
@@ -40,23 +34,6 @@ enum Processor {
     Amd,
     /// AWS Graviton (arm64).
     Graviton,
-}
-
-impl Processor {
-    fn manufacturer(self) -> &'static str {
-        match self {
-            Processor::Intel => "intel",
-            Processor::Amd => "amd",
-            Processor::Graviton => "aws",
-        }
-    }
-
-    fn arch(self) -> &'static str {
-        match self {
-            Processor::Graviton => "arm64",
-            Processor::Intel | Processor::Amd => "amd64",
-        }
-    }
 }
 
 /// A size of the fixed-performance families (c, m, r): vCPUs and ENI limits, which EC2 keeps the
@@ -326,8 +303,12 @@ struct GpuType {
     processor: Processor,
     vcpus: i64,
     memory_mib: i64,
+    /// Empty (with a zero count) on Neuron types.
     gpu_name: &'static str,
     gpu_count: i64,
+    /// `(device name as EC2 spells it, devices, NeuronCores per device)` on Inferentia/Trainium.
+    neuron: Option<(&'static str, i64, i64)>,
+    efa_interfaces: i64,
     /// Per GPU, as EC2 reports it.
     gpu_memory_mib: i64,
     nvme_gb: Option<i64>,
@@ -340,7 +321,7 @@ struct GpuType {
     price: f64,
 }
 
-const GPU_TYPES: [GpuType; 6] = [
+const GPU_TYPES: [GpuType; 8] = [
     GpuType {
         name: "g4dn.xlarge",
         processor: Intel,
@@ -349,6 +330,8 @@ const GPU_TYPES: [GpuType; 6] = [
         gpu_name: "t4",
         gpu_count: 1,
         gpu_memory_mib: 16384,
+        neuron: None,
+        efa_interfaces: 0,
         nvme_gb: Some(125),
         max_enis: 3,
         ipv4_per_eni: 10,
@@ -366,6 +349,8 @@ const GPU_TYPES: [GpuType; 6] = [
         gpu_name: "t4",
         gpu_count: 1,
         gpu_memory_mib: 16384,
+        neuron: None,
+        efa_interfaces: 0,
         nvme_gb: Some(225),
         max_enis: 3,
         ipv4_per_eni: 10,
@@ -383,6 +368,8 @@ const GPU_TYPES: [GpuType; 6] = [
         gpu_name: "a10g",
         gpu_count: 1,
         gpu_memory_mib: 22888,
+        neuron: None,
+        efa_interfaces: 0,
         nvme_gb: Some(250),
         max_enis: 4,
         ipv4_per_eni: 15,
@@ -400,6 +387,8 @@ const GPU_TYPES: [GpuType; 6] = [
         gpu_name: "a10g",
         gpu_count: 1,
         gpu_memory_mib: 22888,
+        neuron: None,
+        efa_interfaces: 0,
         nvme_gb: Some(450),
         max_enis: 4,
         ipv4_per_eni: 15,
@@ -417,6 +406,8 @@ const GPU_TYPES: [GpuType; 6] = [
         gpu_name: "a10g",
         gpu_count: 4,
         gpu_memory_mib: 22888,
+        neuron: None,
+        efa_interfaces: 1,
         nvme_gb: Some(3800),
         max_enis: 15,
         ipv4_per_eni: 50,
@@ -435,6 +426,8 @@ const GPU_TYPES: [GpuType; 6] = [
         gpu_name: "v100",
         gpu_count: 1,
         gpu_memory_mib: 16384,
+        neuron: None,
+        efa_interfaces: 0,
         nvme_gb: None,
         max_enis: 4,
         ipv4_per_eni: 15,
@@ -444,6 +437,62 @@ const GPU_TYPES: [GpuType; 6] = [
         encryption_in_transit: false,
         price: 3.06,
     },
+    // Neuron: Inferentia2 and Trainium, one device of two NeuronCores each.
+    GpuType {
+        name: "inf2.xlarge",
+        processor: Amd,
+        vcpus: 4,
+        memory_mib: 16384,
+        gpu_name: "",
+        gpu_count: 0,
+        gpu_memory_mib: 0,
+        neuron: Some(("Inferentia2", 1, 2)),
+        efa_interfaces: 0,
+        nvme_gb: None,
+        max_enis: 4,
+        ipv4_per_eni: 15,
+        network_mbps: 2083,
+        ebs_mbps: 10000,
+        hypervisor: "nitro",
+        encryption_in_transit: true,
+        price: 0.7582,
+    },
+    GpuType {
+        name: "trn1.2xlarge",
+        processor: Intel,
+        vcpus: 8,
+        memory_mib: 32768,
+        gpu_name: "",
+        gpu_count: 0,
+        gpu_memory_mib: 0,
+        neuron: Some(("Trainium", 1, 2)),
+        efa_interfaces: 0,
+        nvme_gb: Some(474),
+        max_enis: 4,
+        ipv4_per_eni: 15,
+        network_mbps: 3125,
+        ebs_mbps: 20000,
+        hypervisor: "nitro",
+        encryption_in_transit: true,
+        price: 1.34375,
+    },
+];
+
+/// EFA interfaces of the fixed-performance types that have them: the largest size of the
+/// Ice Lake, Milan, Sapphire Rapids and Graviton3 families (`NetworkInfo.EfaInfo`).
+const EFA_TYPES: [&str; 12] = [
+    "c6i.32xlarge",
+    "m6i.32xlarge",
+    "r6i.32xlarge",
+    "c6a.48xlarge",
+    "m6a.48xlarge",
+    "r6a.48xlarge",
+    "c7i.48xlarge",
+    "m7i.48xlarge",
+    "r7i.48xlarge",
+    "c7g.16xlarge",
+    "m7g.16xlarge",
+    "r7g.16xlarge",
 ];
 
 /// Everything about one instance type, the expanded form of a row above.
@@ -461,6 +510,9 @@ struct Spec {
     encryption_in_transit: bool,
     /// `(name, count, memory MiB per GPU)`; all built-in GPUs are NVIDIA's.
     gpu: Option<(&'static str, i64, i64)>,
+    /// `(name, devices, NeuronCores per device)`.
+    neuron: Option<(&'static str, i64, i64)>,
+    efa_interfaces: i64,
     price: f64,
 }
 
@@ -492,6 +544,10 @@ fn specs() -> Vec<Spec> {
                 hypervisor: "nitro",
                 encryption_in_transit: family.encryption_in_transit,
                 gpu: None,
+                neuron: None,
+                efa_interfaces: i64::from(
+                    EFA_TYPES.contains(&format!("{}.{size_name}", family.name).as_str()),
+                ),
                 price: round_price(family.large_price * size.vcpus as f64 / 2.0),
             });
         }
@@ -515,6 +571,8 @@ fn specs() -> Vec<Spec> {
                 hypervisor: "nitro",
                 encryption_in_transit: false,
                 gpu: None,
+                neuron: None,
+                efa_interfaces: 0,
                 price: round_price(large_price * size.price_factor),
             });
         }
@@ -532,7 +590,10 @@ fn specs() -> Vec<Spec> {
             nvme_gb: gpu.nvme_gb,
             hypervisor: gpu.hypervisor,
             encryption_in_transit: gpu.encryption_in_transit,
-            gpu: Some((gpu.gpu_name, gpu.gpu_count, gpu.gpu_memory_mib)),
+            gpu: Some((gpu.gpu_name, gpu.gpu_count, gpu.gpu_memory_mib))
+                .filter(|(_, count, _)| *count > 0),
+            neuron: gpu.neuron,
+            efa_interfaces: gpu.efa_interfaces,
             price: gpu.price,
         });
     }
@@ -564,78 +625,9 @@ pub fn spot_price(instance_type: &str, zone: &str, on_demand: f64) -> f64 {
     round_price(on_demand * share)
 }
 
+/// One built-in type: its `DescribeInstanceTypes` form computed into a catalog entry by the same
+/// code as the live catalog's ([`super::live::instance_type`]), with the built-in offerings.
 fn instance_type(spec: Spec) -> InstanceType {
-    let arch = spec.processor.arch();
-    let mut capacity = Resources::from_pairs([
-        (CPU, spec.vcpus * 1000),
-        (
-            MEMORY,
-            memory_capacity(spec.memory_mib, arch, VM_MEMORY_OVERHEAD_PERCENT),
-        ),
-        (PODS, eni_limited_pods(spec.max_enis, spec.ipv4_per_eni, 0)),
-        (EPHEMERAL_STORAGE, DEFAULT_EPHEMERAL_STORAGE),
-    ]);
-    if let Some((_, count, _)) = spec.gpu {
-        capacity.set(NVIDIA_GPU, count);
-    }
-    let (overhead, allocatable) = compute_allocatable(&capacity);
-
-    let (family, size) = spec.name.split_once('.').unwrap_or((&spec.name, ""));
-    let category: String = family
-        .chars()
-        .take_while(|c| c.is_ascii_lowercase())
-        .collect();
-    let generation: String = family[category.len()..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect();
-    let mut l = BTreeMap::new();
-    let mut put = |key: &str, value: String| {
-        l.insert(key.to_string(), value);
-    };
-    put(labels::INSTANCE_TYPE_LABEL, spec.name.clone());
-    put(labels::ARCH_LABEL, arch.to_string());
-    put(labels::OS_LABEL, "linux".to_string());
-    put(labels::REGION_LABEL, REGION.to_string());
-    put(labels::INSTANCE_CATEGORY_LABEL, category.clone());
-    put(labels::INSTANCE_FAMILY_LABEL, family.to_string());
-    put(labels::INSTANCE_GENERATION_LABEL, generation);
-    put(labels::INSTANCE_SIZE_LABEL, size.to_string());
-    put(labels::INSTANCE_CPU_LABEL, spec.vcpus.to_string());
-    put(
-        labels::INSTANCE_CPU_MANUFACTURER_LABEL,
-        spec.processor.manufacturer().to_string(),
-    );
-    put(labels::INSTANCE_MEMORY_LABEL, spec.memory_mib.to_string());
-    put(
-        labels::INSTANCE_HYPERVISOR_LABEL,
-        spec.hypervisor.to_string(),
-    );
-    put(
-        labels::INSTANCE_NETWORK_BANDWIDTH_LABEL,
-        spec.network_mbps.to_string(),
-    );
-    put(
-        labels::INSTANCE_EBS_BANDWIDTH_LABEL,
-        spec.ebs_mbps.to_string(),
-    );
-    put(
-        labels::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED_LABEL,
-        spec.encryption_in_transit.to_string(),
-    );
-    if let Some(gb) = spec.nvme_gb {
-        put(labels::INSTANCE_LOCAL_NVME_LABEL, gb.to_string());
-    }
-    if let Some((name, count, memory_mib)) = spec.gpu {
-        put(labels::INSTANCE_GPU_NAME_LABEL, name.to_string());
-        put(
-            labels::INSTANCE_GPU_MANUFACTURER_LABEL,
-            "nvidia".to_string(),
-        );
-        put(labels::INSTANCE_GPU_COUNT_LABEL, count.to_string());
-        put(labels::INSTANCE_GPU_MEMORY_LABEL, memory_mib.to_string());
-    }
-
     let mut offerings = Vec::with_capacity(ZONES.len() * 2);
     for zone in ZONES {
         offerings.push(Offering {
@@ -651,15 +643,13 @@ fn instance_type(spec: Spec) -> InstanceType {
             available: true,
         });
     }
-
-    InstanceType {
-        name: spec.name,
-        labels: l,
-        capacity,
-        overhead,
-        allocatable,
-        offerings,
-    }
+    let info = info(spec);
+    super::live::instance_type(REGION, &info, offerings).unwrap_or_else(|| {
+        panic!(
+            "{}: a built-in type the catalog cannot use",
+            info.instance_type
+        )
+    })
 }
 
 fn build() -> Catalog {
@@ -708,6 +698,16 @@ fn info(spec: Spec) -> InstanceTypeInfo {
             })
             .into_iter()
             .collect(),
+        neuron_devices: spec
+            .neuron
+            .map(|(name, count, cores_per_device)| NeuronDevice {
+                name: name.to_string(),
+                count,
+                cores_per_device,
+            })
+            .into_iter()
+            .collect(),
+        efa_interfaces: spec.efa_interfaces,
         usage_classes: vec!["on-demand".to_string(), "spot".to_string()],
     }
 }

@@ -21,7 +21,10 @@ use super::overhead::{
     DEFAULT_EPHEMERAL_STORAGE, VM_MEMORY_OVERHEAD_PERCENT, compute_allocatable, eni_limited_pods,
     memory_capacity,
 };
-use super::{CapacityType, Catalog, InstanceType, NVIDIA_GPU, Offering};
+use super::{
+    AMD_GPU, AWS_NEURON, AWS_NEURON_CORE, CapacityType, Catalog, EFA, HABANA_GAUDI, InstanceType,
+    NVIDIA_GPU, Offering, POD_ENI,
+};
 use crate::api::labels;
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 use crate::seams::Clock;
@@ -139,14 +142,10 @@ pub fn instance_type(
         ),
         (EPHEMERAL_STORAGE, DEFAULT_EPHEMERAL_STORAGE),
     ]);
-    let nvidia: i64 = info
-        .gpus
-        .iter()
-        .filter(|g| g.manufacturer.eq_ignore_ascii_case("nvidia"))
-        .map(|g| g.count)
-        .sum();
-    if nvidia > 0 {
-        capacity.set(NVIDIA_GPU, nvidia);
+    for (resource, amount) in extended_resources(info) {
+        if amount > 0 {
+            capacity.set(resource, amount);
+        }
     }
     let (overhead, allocatable) = compute_allocatable(&capacity);
     Some(InstanceType {
@@ -157,6 +156,42 @@ pub fn instance_type(
         allocatable,
         offerings,
     })
+}
+
+/// The extended resources nodes of the type advertise once their device plugins (and the VPC
+/// resource controller) run, as upstream's AWS provider predicts them: GPUs by manufacturer,
+/// Neuron devices and their cores, EFA interfaces, branch interfaces for security groups for pods.
+pub fn extended_resources(info: &InstanceTypeInfo) -> [(&'static str, i64); 7] {
+    let gpus = |manufacturer: &str| -> i64 {
+        info.gpus
+            .iter()
+            .filter(|g| g.manufacturer.eq_ignore_ascii_case(manufacturer))
+            .map(|g| g.count)
+            .sum()
+    };
+    let neuron: i64 = info.neuron_devices.iter().map(|d| d.count).sum();
+    let neuron_cores: i64 = info
+        .neuron_devices
+        .iter()
+        .map(|d| d.count * d.cores_per_device)
+        .sum();
+    [
+        (NVIDIA_GPU, gpus("nvidia")),
+        (AMD_GPU, gpus("amd")),
+        (HABANA_GAUDI, gpus("habana")),
+        (AWS_NEURON, neuron),
+        (AWS_NEURON_CORE, neuron_cores),
+        (EFA, info.efa_interfaces),
+        (
+            POD_ENI,
+            super::trunking::branch_interfaces(&info.instance_type),
+        ),
+    ]
+}
+
+/// `Inferentia2` → `inferentia2`, `Radeon Pro V520` → `radeon-pro-v520` (upstream's label form).
+fn kebab(name: &str) -> String {
+    name.to_lowercase().replace(' ', "-")
 }
 
 /// The single-valued labels upstream derives from `DescribeInstanceTypes`.
@@ -207,19 +242,32 @@ fn type_labels(region: &str, arch: &str, info: &InstanceTypeInfo) -> BTreeMap<St
     if let Some(gb) = info.local_nvme_gb {
         put(labels::INSTANCE_LOCAL_NVME_LABEL, gb.to_string());
     }
-    if let Some(gpu) = info.gpus.first() {
-        put(labels::INSTANCE_GPU_NAME_LABEL, gpu.name.to_lowercase());
+    // Upstream labels a type's GPU or Neuron device only when it has exactly one model.
+    if let [gpu] = info.gpus.as_slice() {
+        put(labels::INSTANCE_GPU_NAME_LABEL, kebab(&gpu.name));
         put(
             labels::INSTANCE_GPU_MANUFACTURER_LABEL,
-            gpu.manufacturer.to_lowercase(),
+            kebab(&gpu.manufacturer),
         );
-        let count: i64 = info.gpus.iter().map(|g| g.count).sum();
-        put(labels::INSTANCE_GPU_COUNT_LABEL, count.to_string());
+        put(labels::INSTANCE_GPU_COUNT_LABEL, gpu.count.to_string());
         put(
             labels::INSTANCE_GPU_MEMORY_LABEL,
             gpu.memory_mib.to_string(),
         );
     }
+    if let [device] = info.neuron_devices.as_slice() {
+        put(labels::INSTANCE_ACCELERATOR_NAME_LABEL, kebab(&device.name));
+        put(
+            labels::INSTANCE_ACCELERATOR_MANUFACTURER_LABEL,
+            "aws".to_string(),
+        );
+        put(
+            labels::INSTANCE_ACCELERATOR_COUNT_LABEL,
+            device.count.to_string(),
+        );
+    }
+    // Dedicated tenancy is not launched (deliberate difference 21): every type is `default`.
+    put(labels::INSTANCE_TENANCY_LABEL, "default".to_string());
     l
 }
 

@@ -9,6 +9,7 @@ pub mod file;
 pub mod live;
 pub mod nodeclass;
 pub mod overhead;
+pub mod trunking;
 pub mod unavailable;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,18 @@ pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
 
 /// The extended resource NVIDIA's device plugin advertises, one per GPU.
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+/// AMD's device plugin: one per GPU.
+pub const AMD_GPU: &str = "amd.com/gpu";
+/// The Neuron device plugin: one per Inferentia/Trainium device ...
+pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
+/// ... and one per NeuronCore.
+pub const AWS_NEURON_CORE: &str = "aws.amazon.com/neuroncore";
+/// Habana's device plugin: one per Gaudi accelerator.
+pub const HABANA_GAUDI: &str = "habana.ai/gaudi";
+/// The EFA device plugin: one per EFA interface the type supports.
+pub const EFA: &str = "vpc.amazonaws.com/efa";
+/// The VPC resource controller (security groups for pods): one per branch network interface.
+pub const POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
 
 /// Capacity type of an offering (the `karpenter.sh/capacity-type` label value).
 #[derive(

@@ -24,6 +24,17 @@ pub struct Gpu {
     pub memory_mib: i64,
 }
 
+/// One Neuron device model of an instance type (`NeuronInfo.NeuronDevices[]`: Inferentia,
+/// Trainium).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeuronDevice {
+    /// As EC2 spells it (`Inferentia2`, `Trainium`); labels lower-case it.
+    pub name: String,
+    pub count: i64,
+    /// `CoreInfo.Count`: NeuronCores of one device.
+    pub cores_per_device: i64,
+}
+
 /// One instance type as `DescribeInstanceTypes` describes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstanceTypeInfo {
@@ -53,6 +64,10 @@ pub struct InstanceTypeInfo {
     pub local_nvme_gb: Option<i64>,
     /// `GpuInfo.Gpus`.
     pub gpus: Vec<Gpu>,
+    /// `NeuronInfo.NeuronDevices`.
+    pub neuron_devices: Vec<NeuronDevice>,
+    /// `NetworkInfo.EfaInfo.MaximumEfaInterfaces` (0 without EFA support).
+    pub efa_interfaces: i64,
     /// `SupportedUsageClasses`: `on-demand`, `spot`, `capacity-block`.
     pub usage_classes: Vec<String>,
 }

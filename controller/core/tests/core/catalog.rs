@@ -360,6 +360,7 @@ fn m5_large_has_the_figures_upstream_karpenter_computes() {
             labels::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED_LABEL,
             "false",
         ),
+        (labels::INSTANCE_TENANCY_LABEL, "default"),
     ];
     let actual: Vec<(&str, &str)> = m5
         .labels
@@ -456,8 +457,16 @@ fn every_builtin_type_carries_its_instance_attribute_labels() {
         assert_eq!(label(it, labels::OS_LABEL), "linux");
         assert_eq!(label(it, labels::INSTANCE_FAMILY_LABEL), family);
         assert_eq!(label(it, labels::INSTANCE_SIZE_LABEL), size);
-        assert_eq!(label(it, labels::INSTANCE_CATEGORY_LABEL), &family[..1]);
-        assert_eq!(label(it, labels::INSTANCE_GENERATION_LABEL), &family[1..2]);
+        // `inf2`: category `inf`, generation `2`.
+        let letters = family.chars().take_while(char::is_ascii_lowercase).count();
+        assert_eq!(
+            label(it, labels::INSTANCE_CATEGORY_LABEL),
+            &family[..letters]
+        );
+        assert_eq!(
+            label(it, labels::INSTANCE_GENERATION_LABEL),
+            &family[letters..letters + 1]
+        );
         assert_eq!(
             label(it, labels::INSTANCE_CPU_LABEL),
             (it.capacity.get(CPU) / 1000).to_string()
@@ -480,7 +489,8 @@ fn every_builtin_type_carries_its_instance_attribute_labels() {
         )));
         assert!(["nitro", "xen"].contains(&label(it, labels::INSTANCE_HYPERVISOR_LABEL)));
         let has_nvme = it.labels.contains_key(labels::INSTANCE_LOCAL_NVME_LABEL);
-        let d_variant = family.ends_with('d') || family.starts_with('g');
+        // d variants, the GPU types and Trainium (474 GB of NVMe) have instance storage.
+        let d_variant = family.ends_with('d') || family.starts_with('g') || family == "trn1";
         assert_eq!(has_nvme, d_variant, "{}", it.name);
     }
     assert_eq!(
@@ -1038,4 +1048,35 @@ fn raid0_instance_store_is_the_ephemeral_storage_of_types_that_have_one() {
     assert_eq!(with_nvme.capacity.get(EPHEMERAL_STORAGE), 75_000_000_000);
     let without = karpenter_core::catalog::nodeclass::instance_type_for(it("m5.large"), &class);
     assert_eq!(without.capacity.get(EPHEMERAL_STORAGE), 20 * GI);
+}
+
+#[test]
+fn aws_extended_resources_come_with_the_types_that_have_them() {
+    use karpenter_core::catalog::{AWS_NEURON, AWS_NEURON_CORE, EFA, NVIDIA_GPU, POD_ENI};
+    let capacity = |name: &str, resource: &str| it(name).capacity.get(resource);
+    // Security groups for pods: branch interfaces on trunking-compatible types only.
+    assert_eq!(capacity("m5.large", POD_ENI), 9);
+    assert_eq!(capacity("c6i.8xlarge", POD_ENI), 84);
+    assert_eq!(capacity("m5.24xlarge", POD_ENI), 107);
+    assert_eq!(capacity("t3.large", POD_ENI), 0, "burstables cannot trunk");
+    assert_eq!(capacity("p3.2xlarge", POD_ENI), 0, "nor can Xen types");
+    // Neuron devices and their cores, with upstream's accelerator labels.
+    assert_eq!(capacity("inf2.xlarge", AWS_NEURON), 1);
+    assert_eq!(capacity("inf2.xlarge", AWS_NEURON_CORE), 2);
+    assert_eq!(
+        label(it("inf2.xlarge"), labels::INSTANCE_ACCELERATOR_NAME_LABEL),
+        "inferentia2"
+    );
+    assert_eq!(
+        label(
+            it("trn1.2xlarge"),
+            labels::INSTANCE_ACCELERATOR_MANUFACTURER_LABEL
+        ),
+        "aws"
+    );
+    assert_eq!(capacity("trn1.2xlarge", NVIDIA_GPU), 0);
+    // EFA on the types EC2 gives it.
+    assert_eq!(capacity("c7i.48xlarge", EFA), 1);
+    assert_eq!(capacity("g5.12xlarge", EFA), 1);
+    assert_eq!(capacity("c7i.24xlarge", EFA), 0);
 }

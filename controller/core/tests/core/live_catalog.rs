@@ -264,3 +264,70 @@ fn a_first_refresh_that_fails_leaves_no_catalog() {
     assert!(block_on(live.refresh()).is_err());
     assert!(live.catalog().is_none());
 }
+
+#[test]
+fn amd_and_habana_gpus_and_neuron_devices_become_their_device_plugins_resources_and_labels() {
+    use karpenter_core::api::labels;
+    use karpenter_core::catalog::{AMD_GPU, AWS_NEURON_CORE, EFA, HABANA_GAUDI, NVIDIA_GPU};
+    use karpenter_core::catalog::{CapacityType, Offering};
+    use karpenter_core::seams::catalog::{Gpu, NeuronDevice};
+    let offering = vec![Offering {
+        zone: "us-west-2a".into(),
+        capacity_type: CapacityType::OnDemand,
+        price: 1.0,
+        available: true,
+    }];
+    let base = builtin::instance_type_infos()
+        .into_iter()
+        .find(|i| i.instance_type == "m5.4xlarge")
+        .expect("m5.4xlarge");
+    let amd = InstanceTypeInfo {
+        instance_type: "g4ad.16xlarge".into(),
+        gpus: vec![Gpu {
+            name: "Radeon Pro V520".into(),
+            manufacturer: "AMD".into(),
+            count: 4,
+            memory_mib: 8192,
+        }],
+        ..base.clone()
+    };
+    let it = live::instance_type("us-west-2", &amd, offering.clone()).expect("type");
+    assert_eq!(it.capacity.get(AMD_GPU), 4);
+    assert_eq!(it.capacity.get(NVIDIA_GPU), 0);
+    assert_eq!(
+        it.labels[labels::INSTANCE_GPU_NAME_LABEL],
+        "radeon-pro-v520"
+    );
+    assert_eq!(it.labels[labels::INSTANCE_GPU_MANUFACTURER_LABEL], "amd");
+    let gaudi = InstanceTypeInfo {
+        instance_type: "dl1.24xlarge".into(),
+        gpus: vec![Gpu {
+            name: "Gaudi HL-205".into(),
+            manufacturer: "Habana".into(),
+            count: 8,
+            memory_mib: 32768,
+        }],
+        efa_interfaces: 4,
+        ..base.clone()
+    };
+    let it = live::instance_type("us-west-2", &gaudi, offering.clone()).expect("type");
+    assert_eq!(it.capacity.get(HABANA_GAUDI), 8);
+    assert_eq!(it.capacity.get(EFA), 4);
+    let trainium = InstanceTypeInfo {
+        instance_type: "trn1.32xlarge".into(),
+        neuron_devices: vec![NeuronDevice {
+            name: "Trainium".into(),
+            count: 16,
+            cores_per_device: 2,
+        }],
+        ..base
+    };
+    let it = live::instance_type("us-west-2", &trainium, offering).expect("type");
+    assert_eq!(it.capacity.get(AWS_NEURON_CORE), 32);
+    assert_eq!(it.labels[labels::INSTANCE_ACCELERATOR_COUNT_LABEL], "16");
+    assert_eq!(
+        it.capacity.get(karpenter_core::catalog::POD_ENI),
+        0,
+        "a type the branch table does not know promises no pod-eni"
+    );
+}

@@ -1014,6 +1014,33 @@ fn an_extended_resource_request_needs_a_type_that_offers_it() {
     assert!(reason.contains("nvidia.com/gpu"), "{reason}");
 }
 
+#[test]
+fn security_group_pods_and_neuron_pods_get_the_builtin_types_that_advertise_their_resources() {
+    let out = scenario()
+        .catalog(Catalog::builtin())
+        .pods([
+            // The VPC resource controller injects this request into security-groups-for-pods pods.
+            pod("sgp")
+                .cpu("1")
+                .request("vpc.amazonaws.com/pod-eni", "1"),
+            pod("inference")
+                .cpu("1")
+                .request("aws.amazon.com/neuroncore", "2"),
+        ])
+        .solve();
+    let sgp = type_names(out.claim_of("sgp"));
+    assert!(!sgp.is_empty());
+    assert!(
+        sgp.iter()
+            .all(|t| !t.starts_with("t3") && !t.starts_with("t4g") && t != "p3.2xlarge"),
+        "only trunking-compatible types: {sgp:?}"
+    );
+    assert_eq!(
+        type_names(out.claim_of("inference")),
+        vec!["inf2.xlarge", "trn1.2xlarge"]
+    );
+}
+
 // ================================================================================================
 // DaemonSet overhead
 // ================================================================================================

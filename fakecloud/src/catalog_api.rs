@@ -141,6 +141,25 @@ impl FakeCloud {
         prices
     }
 
+    /// `DescribeAvailabilityZones`: every zone the catalog sells in, with its id (a configured
+    /// subnet's id for its zone, else AWS's shape of id, as the subnets fakecloud makes have).
+    pub fn availability_zones(&self) -> BTreeMap<String, String> {
+        let state = self.lock();
+        let region = state.config.region.clone();
+        let mut out: BTreeMap<String, String> = state
+            .network
+            .subnets
+            .values()
+            .map(|r| (r.subnet.zone.clone(), r.subnet.zone_id.clone()))
+            .collect();
+        drop(state);
+        for offering in FakeCloud::zone_offerings(self) {
+            out.entry(offering.zone.clone())
+                .or_insert_with(|| builtin::zone_id(&region, &offering.zone));
+        }
+        out
+    }
+
     /// On-demand $/hour by type (the first zone's; EC2 prices a type alike in every zone).
     pub fn on_demand_price_list(&self) -> BTreeMap<String, f64> {
         self.instance_types()
@@ -172,5 +191,9 @@ impl CatalogSource for FakeCloud {
 
     async fn on_demand_prices(&self) -> Result<BTreeMap<String, f64>, CatalogError> {
         Ok(self.on_demand_price_list())
+    }
+
+    async fn zone_ids(&self) -> Result<BTreeMap<String, String>, CatalogError> {
+        Ok(self.availability_zones())
     }
 }

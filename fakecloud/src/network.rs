@@ -48,7 +48,7 @@ impl Network {
                     tags.insert("Name".into(), format!("{cluster_name}-private-{zone}"));
                     Subnet {
                         subnet_id: resource_id(rng, "subnet"),
-                        zone_id: zone_id(region, &zone),
+                        zone_id: karpenter_core::catalog::builtin::zone_id(region, &zone),
                         zone,
                         available_ip_address_count: free_ips,
                         tags,
@@ -164,28 +164,6 @@ fn zones(catalog: &Catalog) -> Vec<String> {
     zones.sort();
     zones.dedup();
     zones
-}
-
-/// `us-west-2a` → `usw2-az1`, the shape of AWS zone ids.
-fn zone_id(region: &str, zone: &str) -> String {
-    let short: String = region
-        .split('-')
-        .enumerate()
-        .map(|(i, part)| {
-            if i == 0 || part.chars().all(|c| c.is_ascii_digit()) {
-                part.to_string()
-            } else {
-                part.chars().take(1).collect()
-            }
-        })
-        .collect();
-    let index = zone
-        .chars()
-        .last()
-        .filter(char::is_ascii_lowercase)
-        .map(|c| (c as u8 - b'a' + 1).to_string())
-        .unwrap_or_else(|| "1".into());
-    format!("{short}-az{index}")
 }
 
 /// `ip-10-0-1-4.us-west-2.compute.internal` (`ec2.internal` in us-east-1).

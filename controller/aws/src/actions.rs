@@ -110,6 +110,10 @@ pub const ACTIONS: &[Action] = &[
         "Ec2::create_tags; Ec2::create_fleet and Ec2::create_launch_template tag what they create",
     ),
     owned_ec2("ec2:DeleteLaunchTemplate", "Ec2::delete_launch_template"),
+    regional(
+        "ec2:DescribeAvailabilityZones",
+        "CatalogSource::zone_ids: zone ids for topology.k8s.aws/zone-id",
+    ),
     regional("ec2:DescribeImages", "Ec2::describe_images"),
     regional(
         "ec2:DescribeInstanceTypeOfferings",

@@ -306,4 +306,13 @@ impl CatalogSource for AwsCatalog {
             .filter_map(|doc| price_list_entry(doc))
             .collect())
     }
+
+    async fn zone_ids(&self) -> Result<BTreeMap<String, String>, CatalogError> {
+        let out = self.ec2.describe_availability_zones().send().await.seam()?;
+        Ok(out
+            .availability_zones()
+            .iter()
+            .filter_map(|z| Some((z.zone_name()?.to_string(), z.zone_id()?.to_string())))
+            .collect())
+    }
 }

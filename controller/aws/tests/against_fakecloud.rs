@@ -564,7 +564,9 @@ async fn a_catalog_built_from_the_wire_equals_the_builtin_catalog() {
         zone_offerings: source.zone_offerings().await.expect("offerings"),
         spot_prices: source.spot_prices().await.expect("spot prices"),
         on_demand_prices: source.on_demand_prices().await.expect("price list"),
+        zone_ids: source.zone_ids().await.expect("zones"),
     };
+    assert_eq!(inputs.zone_ids["us-west-2b"], "usw2-az2");
     assert!(
         inputs.instance_types.len() > 100,
         "{} types: every page was followed",
@@ -658,6 +660,7 @@ async fn every_seam_call(f: &Fixture) {
     catalog.instance_types().await.unwrap();
     catalog.zone_offerings().await.unwrap();
     catalog.spot_prices().await.unwrap();
+    catalog.zone_ids().await.unwrap();
     catalog.on_demand_prices().await.unwrap();
 }
 

@@ -448,6 +448,31 @@ pub async fn describe_instance_types(world: &World, p: &Params, rid: &str) -> Re
     })
 }
 
+/// `DescribeAvailabilityZones`: the region's zones with their ids (no filters; the controller
+/// asks for all of them).
+pub async fn describe_availability_zones(world: &World, p: &Params, rid: &str) -> Reply {
+    if let Some(name) = p.get("Filter.1.Name") {
+        return error(
+            400,
+            "InvalidParameterValue",
+            &format!("The filter '{name}' is not supported by this fake"),
+            rid,
+        );
+    }
+    let region = world.account.region();
+    let zones = world.account.cloud.availability_zones();
+    answer("DescribeAvailabilityZones", rid, |x| {
+        x.items("availabilityZoneInfo", &zones, |x, (name, id)| {
+            x.leaf("zoneName", name)
+                .leaf("zoneId", id)
+                .leaf("zoneState", "available")
+                .leaf("regionName", &region)
+                .leaf("zoneType", "availability-zone")
+                .leaf("optInStatus", "opt-in-not-required");
+        });
+    })
+}
+
 pub async fn describe_instance_type_offerings(world: &World, p: &Params, rid: &str) -> Reply {
     let location_type = p.get("LocationType").unwrap_or("region");
     let region = world.account.region();

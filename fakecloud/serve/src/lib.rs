@@ -370,6 +370,9 @@ async fn ec2_action(world: &World, action: &str, p: &Params, rid: &str) -> Reply
         "DescribeSecurityGroups" => ec2_describe::describe_security_groups(world, p, rid).await,
         "DescribeImages" => ec2_describe::describe_images(world, p, rid).await,
         "DescribeInstanceTypes" => ec2_describe::describe_instance_types(world, p, rid).await,
+        "DescribeAvailabilityZones" => {
+            ec2_describe::describe_availability_zones(world, p, rid).await
+        }
         "DescribeInstanceTypeOfferings" => {
             ec2_describe::describe_instance_type_offerings(world, p, rid).await
         }

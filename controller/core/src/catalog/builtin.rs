@@ -653,7 +653,38 @@ fn instance_type(spec: Spec) -> InstanceType {
 }
 
 fn build() -> Catalog {
-    Catalog::new(specs().into_iter().map(instance_type).collect())
+    Catalog::new(specs().into_iter().map(instance_type).collect()).with_zone_ids(zone_ids())
+}
+
+/// The built-in zones' ids, in AWS's shape (`us-west-2a` → `usw2-az1`). Real accounts map names
+/// to ids in their own order; `fakecloud` uses this same mapping for the subnets it makes.
+pub fn zone_ids() -> BTreeMap<String, String> {
+    ZONES
+        .iter()
+        .map(|zone| (zone.to_string(), zone_id(REGION, zone)))
+        .collect()
+}
+
+/// `us-west-2a` → `usw2-az1`: the region's initials and digits, then the zone letter's position.
+pub fn zone_id(region: &str, zone: &str) -> String {
+    let short: String = region
+        .split('-')
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 || part.chars().all(|c| c.is_ascii_digit()) {
+                part.to_string()
+            } else {
+                part.chars().take(1).collect()
+            }
+        })
+        .collect();
+    let index = zone
+        .chars()
+        .last()
+        .filter(char::is_ascii_lowercase)
+        .map(|c| (c as u8 - b'a' + 1).to_string())
+        .unwrap_or_else(|| "1".into());
+    format!("{short}-az{index}")
 }
 
 /// The built-in types as `DescribeInstanceTypes` describes them: what `fakecloud` answers that

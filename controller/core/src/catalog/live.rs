@@ -52,6 +52,8 @@ pub struct CatalogInputs {
     pub spot_prices: Vec<SpotPrice>,
     /// On-demand $/hour by type.
     pub on_demand_prices: BTreeMap<String, f64>,
+    /// Zone name → zone id.
+    pub zone_ids: BTreeMap<String, String>,
 }
 
 /// The catalog of `region` from `inputs`. A type gets an offering per zone it is sold in and
@@ -86,7 +88,7 @@ pub fn build(region: &str, inputs: &CatalogInputs) -> Catalog {
             instance_type(region, info, offerings)
         })
         .collect();
-    Catalog::new(types)
+    Catalog::new(types).with_zone_ids(inputs.zone_ids.clone())
 }
 
 fn offering(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {
@@ -330,13 +332,15 @@ impl LiveCatalog {
             let loaded = async {
                 let types = self.source.instance_types().await?;
                 let zones = self.source.zone_offerings().await?;
-                Ok::<_, CatalogError>((types, zones))
+                let zone_ids = self.source.zone_ids().await?;
+                Ok::<_, CatalogError>((types, zones, zone_ids))
             }
             .await;
             match loaded {
-                Ok((types, zones)) => {
+                Ok((types, zones, zone_ids)) => {
                     self.inputs.instance_types = types;
                     self.inputs.zone_offerings = zones;
+                    self.inputs.zone_ids = zone_ids;
                     self.types_loaded_at = Some(now);
                     read = true;
                 }

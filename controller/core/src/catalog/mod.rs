@@ -103,6 +103,10 @@ pub struct InstanceType {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
     pub instance_types: Vec<InstanceType>,
+    /// Zone name → zone id of the region (`DescribeAvailabilityZones`): the
+    /// `topology.k8s.aws/zone-id` of each offering's zone. A zone missing here has no zone id,
+    /// and a requirement on zone ids excludes its offerings.
+    pub zone_ids: BTreeMap<String, String>,
 }
 
 impl Catalog {
@@ -113,7 +117,21 @@ impl Catalog {
                 .sort_by(|a, b| (&a.zone, a.capacity_type).cmp(&(&b.zone, b.capacity_type)));
         }
         instance_types.sort_by(|a, b| a.name.cmp(&b.name));
-        Self { instance_types }
+        Self {
+            instance_types,
+            zone_ids: BTreeMap::new(),
+        }
+    }
+
+    /// The same types in a region whose zones have these ids.
+    pub fn with_zone_ids(mut self, zone_ids: BTreeMap<String, String>) -> Self {
+        self.zone_ids = zone_ids;
+        self
+    }
+
+    /// The id of `zone`, if the catalog knows it.
+    pub fn zone_id(&self, zone: &str) -> Option<&str> {
+        self.zone_ids.get(zone).map(String::as_str)
     }
 
     /// The built-in `us-west-2` catalog (see [`builtin`]), as an owned copy for callers that

@@ -202,5 +202,6 @@ pub fn for_node_class(catalog: &Catalog, class: &EC2NodeClass) -> Option<Catalog
             .iter()
             .map(|it| instance_type_for(it, class))
             .collect(),
+        zone_ids: catalog.zone_ids.clone(),
     })
 }

@@ -14,7 +14,8 @@ use super::{Flow, LAUNCH_ATTEMPTS_MAX, Lifecycle, Step, condition_true, fleet, k
 use crate::api::conditions::nodeclaim as cond;
 use crate::api::ec2nodeclass::InstanceStorePolicy;
 use crate::api::labels::{
-    ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODECLAIM_TAG, NODEPOOL_LABEL, ZONE_LABEL,
+    ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODECLAIM_TAG, NODEPOOL_LABEL,
+    ZONE_ID_LABEL, ZONE_LABEL,
 };
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, Operator, ProviderId};
 use crate::catalog::{CapacityType, Catalog, InstanceType, UNAVAILABLE_TTL};
@@ -324,6 +325,9 @@ impl Lifecycle {
                 launched.capacity_type.label().to_string(),
             ),
         ]);
+        if let Some(id) = self.ctx.catalog.zone_id(&launched.zone) {
+            labels.insert(ZONE_ID_LABEL.to_string(), id.to_string());
+        }
         for (k, v) in instance_type.iter().flat_map(|t| &t.labels) {
             labels.entry(k.clone()).or_insert_with(|| v.clone());
         }
@@ -416,7 +420,11 @@ pub async fn launch(
             "no instance type of the claim fits its requests".into(),
         ));
     }
-    let zone_allowed = |z: &str| reqs.get(ZONE_LABEL).is_none_or(|r| r.has(z));
+    let zone_id = reqs.get(ZONE_ID_LABEL);
+    let zone_allowed = |z: &str| {
+        reqs.get(ZONE_LABEL).is_none_or(|r| r.has(z))
+            && zone_id.is_none_or(|r| ctx.catalog.zone_id(z).is_some_and(|id| r.has(id)))
+    };
     let subnets = resolve::subnets(ctx.ec2.as_ref(), class, zone_allowed).await?;
     let security_groups = resolve::security_groups(ctx.ec2.as_ref(), class).await?;
     let capacity_type = [CapacityType::Spot, CapacityType::OnDemand]

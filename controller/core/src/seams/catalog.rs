@@ -136,4 +136,9 @@ pub trait CatalogSource: Send + Sync {
 
     /// US dollars per hour by instance type.
     async fn on_demand_prices(&self) -> Result<BTreeMap<String, f64>, CatalogError>;
+
+    /// `DescribeAvailabilityZones`: zone name → zone id (`us-west-2a` → `usw2-az1`). Names map
+    /// to physical zones differently in every account; ids do not, which is why users select on
+    /// `topology.k8s.aws/zone-id`.
+    async fn zone_ids(&self) -> Result<BTreeMap<String, String>, CatalogError>;
 }

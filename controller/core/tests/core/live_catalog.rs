@@ -25,6 +25,7 @@ fn builtin_inputs() -> CatalogInputs {
     let mut inputs = CatalogInputs {
         instance_types: builtin::instance_type_infos(),
         on_demand_prices: builtin::on_demand_prices(),
+        zone_ids: builtin::zone_ids(),
         ..CatalogInputs::default()
     };
     for it in &catalog.instance_types {
@@ -171,6 +172,10 @@ impl CatalogSource for Source {
             *price *= 2.0;
         }
         Ok(prices)
+    }
+
+    async fn zone_ids(&self) -> Result<BTreeMap<String, String>, CatalogError> {
+        Ok(self.inputs().zone_ids)
     }
 }
 

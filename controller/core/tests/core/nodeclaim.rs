@@ -782,3 +782,23 @@ fn registration_syncs_taints_and_startup_taints_onto_a_node_without_the_opt_out(
         .collect();
     assert_eq!(keys, ["team", "example.com/agent-not-ready"], "{node}");
 }
+
+#[test]
+fn a_claim_requiring_a_zone_id_launches_in_that_zone_and_is_labelled_with_its_id() {
+    let w = world();
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        objects::nodeclaim("default-a")
+            .of_types(&["m5.large"])
+            .capacity_types(&["on-demand"])
+            .requirement("topology.k8s.aws/zone-id", &["usw2-az3"])
+            .json(),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    let labels = w
+        .claim("default-a")
+        .and_then(|c| c.metadata.labels)
+        .unwrap_or_default();
+    assert_eq!(labels["topology.kubernetes.io/zone"], "us-west-2c");
+    assert_eq!(labels["topology.k8s.aws/zone-id"], "usw2-az3");
+}

@@ -1041,6 +1041,51 @@ fn security_group_pods_and_neuron_pods_get_the_builtin_types_that_advertise_thei
     );
 }
 
+#[test]
+fn zone_id_selectors_and_spreads_are_met_through_the_offerings_zones() {
+    let out = scenario()
+        .catalog(Catalog::builtin())
+        .pods([
+            pod("pinned")
+                .cpu("1")
+                .node_selector("topology.k8s.aws/zone-id", "usw2-az2"),
+            pod("nowhere")
+                .cpu("1")
+                .node_selector("topology.k8s.aws/zone-id", "use1-az9"),
+            pod("s1").cpu("1").label("app", "s").spread(Spread::on(
+                "topology.k8s.aws/zone-id",
+                1,
+                "app=s",
+            )),
+            pod("s2").cpu("1").label("app", "s").spread(Spread::on(
+                "topology.k8s.aws/zone-id",
+                1,
+                "app=s",
+            )),
+            pod("s3").cpu("1").label("app", "s").spread(Spread::on(
+                "topology.k8s.aws/zone-id",
+                1,
+                "app=s",
+            )),
+        ])
+        .solve();
+    let pinned = out.claim_of("pinned");
+    assert_eq!(
+        claim_single_value(pinned, "topology.k8s.aws/zone-id").as_deref(),
+        Some("usw2-az2")
+    );
+    let reason = out.reason("nowhere");
+    assert!(reason.contains("zone-id"), "{reason}");
+    let ids: BTreeSet<String> = ["s1", "s2", "s3"]
+        .iter()
+        .map(|p| {
+            claim_single_value(out.claim_of(p), "topology.k8s.aws/zone-id")
+                .unwrap_or_else(|| panic!("{p} has one zone id"))
+        })
+        .collect();
+    assert_eq!(ids.len(), 3, "spread over the three zone ids: {ids:?}");
+}
+
 // ================================================================================================
 // DaemonSet overhead
 // ================================================================================================

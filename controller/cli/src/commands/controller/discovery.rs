@@ -159,6 +159,9 @@ impl<S: CatalogSource> CatalogSource for WithoutPricing<S> {
     async fn spot_prices(&self) -> Result<Vec<SpotPrice>, CatalogError> {
         self.0.spot_prices().await
     }
+    async fn zone_ids(&self) -> Result<BTreeMap<String, String>, CatalogError> {
+        self.0.zone_ids().await
+    }
     async fn on_demand_prices(&self) -> Result<BTreeMap<String, f64>, CatalogError> {
         Err(CatalogError::Unavailable(
             "ISOLATED_VPC: the Pricing API is not called".into(),

@@ -2,7 +2,7 @@
 //! limits; existing nodes with what already runs on them; topology groups, their keys and every
 //! domain each key can take.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::dense::add;
@@ -77,7 +77,7 @@ impl<'a> Solver<'a> {
         let mut types: Vec<TypeView> = catalog
             .instance_types
             .iter()
-            .map(|it| self.type_view(it, &requirements, taints))
+            .map(|it| self.type_view(it, &catalog.zone_ids, &requirements, taints))
             .filter(|view| view.compatible(&requirements))
             .collect();
         types.sort_by(|a, b| {
@@ -129,6 +129,7 @@ impl<'a> Solver<'a> {
     fn type_view(
         &self,
         it: &'a InstanceType,
+        zone_ids: &'a BTreeMap<String, String>,
         requirements: &Requirements,
         taints: &[Taint],
     ) -> TypeView<'a> {
@@ -152,6 +153,7 @@ impl<'a> Solver<'a> {
         alloc.iter_mut().zip(&daemon).for_each(|(a, d)| *a -= d);
         TypeView {
             it,
+            zone_ids,
             name: Arc::from(it.name.as_str()),
             alloc,
             capacity: self.space.dense(&it.capacity),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Solver;
 use super::dense::add;
-use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL};
+use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
 use crate::scheduling::requirements::Requirement;
 use crate::scheduling::{NodePlacement, PlannedClaim, Results, Unschedulable};
 
@@ -20,24 +20,13 @@ impl Solver<'_> {
         let mut lists: HashMap<(usize, Vec<u32>), TypeNames> = HashMap::new();
         for claim in &self.claims {
             let pool = &self.pools[claim.pool];
-            let zone = claim.requirements.get(ZONE_LABEL);
-            let capacity_type = claim.requirements.get(CAPACITY_TYPE_LABEL);
             let mut capacity_types = BTreeSet::new();
             let mut priced: Vec<(f64, u32)> = Vec::with_capacity(claim.types.len());
             for &t in &claim.types {
                 let mut cheapest: Option<f64> = None;
-                for o in pool.types[t as usize]
-                    .it
-                    .offerings
-                    .iter()
-                    .filter(|o| o.available)
-                {
-                    if zone.is_none_or(|r| r.has(&o.zone))
-                        && capacity_type.is_none_or(|r| r.has(o.capacity_type.label()))
-                    {
-                        capacity_types.insert(o.capacity_type.label());
-                        cheapest = Some(cheapest.map_or(o.price, |c| c.min(o.price)));
-                    }
+                for o in pool.types[t as usize].offerings(&claim.requirements) {
+                    capacity_types.insert(o.capacity_type.label());
+                    cheapest = Some(cheapest.map_or(o.price, |c| c.min(o.price)));
                 }
                 if let Some(price) = cheapest {
                     priced.push((price, t));

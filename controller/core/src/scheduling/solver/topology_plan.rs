@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::types::is_type_attribute;
 use super::{Constraints, Pool, Solver};
-use crate::api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL, is_well_known};
+use crate::api::labels::is_well_known;
 use crate::scheduling::pod::tolerates;
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::topology::{Group, GroupKind};
@@ -353,8 +353,7 @@ impl<'a> Solver<'a> {
                     &merged_owned
                 };
                 let universe = &self.universe[k];
-                let type_key =
-                    key == ZONE_LABEL || key == CAPACITY_TYPE_LABEL || is_type_attribute(key);
+                let type_key = super::types::is_offering_key(key) || is_type_attribute(key);
                 let mut found = vec![false; universe.len()];
                 if type_key {
                     let mut left = universe.len();

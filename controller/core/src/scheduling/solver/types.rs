@@ -1,7 +1,7 @@
 //! Instance types as a NodePool sees them ([`TypeView`]: allocatable after daemon overhead, the
 //! offerings requirements allow), the per-run compatibility cache, and the `minValues` check.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -9,9 +9,9 @@ use super::dense::Dense;
 use super::{MinValuesPolicy, Solver};
 use crate::api::Operator;
 use crate::api::labels::{
-    AWS_WELL_KNOWN_LABELS, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL,
+    AWS_WELL_KNOWN_LABELS, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_ID_LABEL, ZONE_LABEL,
 };
-use crate::catalog::InstanceType;
+use crate::catalog::{InstanceType, Offering};
 use crate::scheduling::requirements::Requirements;
 
 /// Instance-type attribute labels: a type without one of them has it as "does not exist".
@@ -22,6 +22,8 @@ pub(super) fn is_type_attribute(key: &str) -> bool {
 /// One instance type as a NodePool sees it.
 pub(super) struct TypeView<'a> {
     pub(super) it: &'a InstanceType,
+    /// Zone name → zone id of the catalog the type comes from (`topology.k8s.aws/zone-id`).
+    pub(super) zone_ids: &'a BTreeMap<String, String>,
     pub(super) name: Arc<str>,
     /// Allocatable minus the pool's daemon overhead on this type.
     pub(super) alloc: Dense,
@@ -29,12 +31,12 @@ pub(super) struct TypeView<'a> {
     pub(super) daemon: Dense,
 }
 
-impl TypeView<'_> {
+impl<'a> TypeView<'a> {
     /// Whether the type can satisfy `reqs`: shared label keys intersect, and some available
     /// offering matches the zone and capacity-type requirements.
     pub(super) fn compatible(&self, reqs: &Requirements) -> bool {
         for (key, req) in reqs.iter() {
-            if key == ZONE_LABEL || key == CAPACITY_TYPE_LABEL {
+            if is_offering_key(key) {
                 continue;
             }
             let ok = match self.it.labels.get(key) {
@@ -52,39 +54,54 @@ impl TypeView<'_> {
         self.cheapest(reqs).is_some()
     }
 
-    /// Price of the cheapest available offering `reqs` allows.
-    pub(super) fn cheapest(&self, reqs: &Requirements) -> Option<f64> {
+    /// The available offerings `reqs` allows (zone, zone id, capacity type).
+    pub(super) fn offerings<'r>(
+        &'r self,
+        reqs: &'r Requirements,
+    ) -> impl Iterator<Item = &'a Offering> + 'r {
         let zone = reqs.get(ZONE_LABEL);
+        let zone_id = reqs.get(ZONE_ID_LABEL);
         let capacity_type = reqs.get(CAPACITY_TYPE_LABEL);
+        let zone_ids = self.zone_ids;
         self.it
             .offerings
             .iter()
             .filter(|o| o.available)
-            .filter(|o| zone.is_none_or(|r| r.has(&o.zone)))
-            .filter(|o| capacity_type.is_none_or(|r| r.has(o.capacity_type.label())))
-            .map(|o| o.price)
-            .min_by(f64::total_cmp)
+            .filter(move |o| zone.is_none_or(|r| r.has(&o.zone)))
+            .filter(move |o| {
+                zone_id.is_none_or(|r| match zone_ids.get(&o.zone) {
+                    Some(id) => r.has(id),
+                    // A zone without a known id has the label as "does not exist".
+                    None => matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist),
+                })
+            })
+            .filter(move |o| capacity_type.is_none_or(|r| r.has(o.capacity_type.label())))
+    }
+
+    /// Price of the cheapest available offering `reqs` allows.
+    pub(super) fn cheapest(&self, reqs: &Requirements) -> Option<f64> {
+        self.offerings(reqs).map(|o| o.price).min_by(f64::total_cmp)
     }
 
     /// Values this type can give `key` under `reqs` (offerings for zone/capacity type).
     pub(super) fn values(&self, key: &str, reqs: &Requirements) -> Vec<String> {
-        let zone = reqs.get(ZONE_LABEL);
-        let capacity_type = reqs.get(CAPACITY_TYPE_LABEL);
-        let offerings = self
-            .it
-            .offerings
-            .iter()
-            .filter(|o| o.available)
-            .filter(|o| zone.is_none_or(|r| r.has(&o.zone)))
-            .filter(|o| capacity_type.is_none_or(|r| r.has(o.capacity_type.label())));
+        let offerings = self.offerings(reqs);
         match key {
             ZONE_LABEL => offerings.map(|o| o.zone.clone()).collect(),
+            ZONE_ID_LABEL => offerings
+                .filter_map(|o| self.zone_ids.get(&o.zone).cloned())
+                .collect(),
             CAPACITY_TYPE_LABEL => offerings
                 .map(|o| o.capacity_type.label().to_string())
                 .collect(),
             _ => self.it.labels.get(key).cloned().into_iter().collect(),
         }
     }
+}
+
+/// Keys whose values come from a type's offerings rather than its labels.
+pub(super) fn is_offering_key(key: &str) -> bool {
+    key == ZONE_LABEL || key == ZONE_ID_LABEL || key == CAPACITY_TYPE_LABEL
 }
 
 /// One cached compatibility result: pool, requirement set, per-type verdicts.

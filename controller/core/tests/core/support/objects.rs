@@ -63,7 +63,7 @@ pub fn nodeclaim(name: &str) -> NodeClaimBuilder {
 pub struct NodeClaimBuilder(Value);
 
 impl NodeClaimBuilder {
-    fn requirement(mut self, key: &str, values: &[&str]) -> Self {
+    pub fn requirement(mut self, key: &str, values: &[&str]) -> Self {
         let requirement = json!({"key": key, "operator": "In", "values": values});
         self.0["spec"]["requirements"]
             .as_array_mut()

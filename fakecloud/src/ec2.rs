@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use karpenter_core::seams::ec2::{
     CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
 };
 
 use fakekit::{FromInjected, list, serve};
@@ -250,6 +250,20 @@ impl Ec2 for FakeCloud {
                 Ok(())
             },
             |_| String::new(),
+        )
+        .await
+    }
+
+    async fn describe_instance_status(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<InstanceStatus>, Ec2Error> {
+        serve(
+            self,
+            Operation::DescribeInstanceStatus,
+            filters_text(filters),
+            |state, _| state.describe_instance_status(filters),
+            |statuses| list(statuses.iter().map(|s| s.instance_id.clone())),
         )
         .await
     }

@@ -34,6 +34,7 @@ pub enum Operation {
     CreateLaunchTemplate,
     DescribeLaunchTemplates,
     DeleteLaunchTemplate,
+    DescribeInstanceStatus,
     ReceiveMessage,
     DeleteMessage,
 }

@@ -298,6 +298,7 @@ impl State {
             user_data,
             join,
             warned: false,
+            status: Default::default(),
         };
         self.instances.insert(instance_id.clone(), record);
         self.timeline.at(

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use karpenter_core::catalog::CapacityType;
-use karpenter_core::seams::ec2::{Ec2Error, Filter, Instance, InstanceState};
+use karpenter_core::seams::ec2::{
+    Ec2Error, Filter, Instance, InstanceState, InstanceStatus, StatusCheck,
+};
 
 use crate::boot::Boot;
 use crate::bootstrap::{JoinError, KubeletView};
@@ -42,6 +44,41 @@ pub(crate) struct InstanceRecord {
     pub join: Result<KubeletView, JoinError>,
     /// A spot interruption warning was sent (EC2 sends one).
     pub warned: bool,
+    /// What `DescribeInstanceStatus` reports (set through the knobs).
+    pub status: StatusChecks,
+}
+
+/// An instance's status checks and scheduled events, as `DescribeInstanceStatus` reports them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusChecks {
+    /// The instance's own reachability check has failed since then.
+    pub instance_impaired_since: Option<Timestamp>,
+    /// The host's reachability check has failed since then.
+    pub system_impaired_since: Option<Timestamp>,
+    /// Codes of scheduled events (`instance-reboot`, `system-maintenance`, ...).
+    pub events: Vec<String>,
+}
+
+/// `DescribeInstanceStatus` filters the fake evaluates.
+const STATUS_FILTERS: [&str; 4] = [
+    "instance-id",
+    "instance-status.status",
+    "system-status.status",
+    "event.code",
+];
+
+/// One reachability check as EC2 reports it.
+fn check(impaired_since: Option<Timestamp>) -> StatusCheck {
+    StatusCheck {
+        name: "reachability".into(),
+        status: if impaired_since.is_some() {
+            "failed"
+        } else {
+            "passed"
+        }
+        .into(),
+        impaired_since,
+    }
 }
 
 impl InstanceRecord {
@@ -133,6 +170,48 @@ impl State {
             })
             .map(|r| r.instance.clone())
             .collect())
+    }
+
+    /// `DescribeInstanceStatus` without `IncludeAllInstances`: running, visible instances that
+    /// match `filters`, by id. A filter the fake does not evaluate is refused.
+    pub fn describe_instance_status(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<InstanceStatus>, Ec2Error> {
+        filters::check(filters, &STATUS_FILTERS)?;
+        let summary =
+            |since: Option<Timestamp>| if since.is_some() { "impaired" } else { "ok" }.to_string();
+        Ok(self
+            .instances
+            .values()
+            .filter(|r| self.visible(r) && r.instance.state == InstanceState::Running)
+            .filter(|r| {
+                filters::matches(filters, &BTreeMap::new(), |name| match name {
+                    "instance-id" => vec![r.instance.instance_id.clone()],
+                    "instance-status.status" => vec![summary(r.status.instance_impaired_since)],
+                    "system-status.status" => vec![summary(r.status.system_impaired_since)],
+                    "event.code" => r.status.events.clone(),
+                    _ => Vec::new(),
+                })
+            })
+            .map(|r| InstanceStatus {
+                instance_id: r.instance.instance_id.clone(),
+                instance_checks: vec![check(r.status.instance_impaired_since)],
+                system_checks: vec![check(r.status.system_impaired_since)],
+                events: r.status.events.clone(),
+            })
+            .collect())
+    }
+
+    /// Changes what `DescribeInstanceStatus` reports for a live instance; false if unknown.
+    pub fn set_status(&mut self, id: &str, change: impl FnOnce(&mut StatusChecks)) -> bool {
+        match self.instances.get_mut(id) {
+            Some(record) => {
+                change(&mut record.status);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Idempotent: unknown ids are skipped, instances already going away stay as they are.

@@ -145,6 +145,29 @@ impl FakeCloud {
         live
     }
 
+    /// Fails an instance's reachability check from now on (`system`: the host's check, else the
+    /// instance's own), as `DescribeInstanceStatus` then reports it; false if unknown.
+    pub fn impair_instance(&self, instance_id: &str, system: bool) -> bool {
+        let mut state = self.current();
+        let now = state.now;
+        state.set_status(instance_id, |s| {
+            let since = if system {
+                &mut s.system_impaired_since
+            } else {
+                &mut s.instance_impaired_since
+            };
+            since.get_or_insert(now);
+        })
+    }
+
+    /// Lists a scheduled event (`instance-retirement`, `system-reboot`, ...) for an instance in
+    /// `DescribeInstanceStatus`; false if unknown. (The AWS Health queue events of
+    /// [`schedule_maintenance`](Self::schedule_maintenance) are not mirrored here.)
+    pub fn schedule_instance_event(&self, instance_id: &str, code: &str) -> bool {
+        self.current()
+            .set_status(instance_id, |s| s.events.push(code.to_string()))
+    }
+
     /// Puts a raw body into the queue now (anything: foreign events, garbage). Its message id
     /// comes from a stream of its own, so injecting does not change the ids of the cloud's events.
     pub fn inject_message(&self, body: &str) {

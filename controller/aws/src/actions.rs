@@ -116,6 +116,10 @@ pub const ACTIONS: &[Action] = &[
     ),
     regional("ec2:DescribeImages", "Ec2::describe_images"),
     regional(
+        "ec2:DescribeInstanceStatus",
+        "Ec2::describe_instance_status: the instance-status health controller",
+    ),
+    regional(
         "ec2:DescribeInstanceTypeOfferings",
         "CatalogSource::zone_offerings: types offered per zone",
     ),

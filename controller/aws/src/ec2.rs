@@ -23,8 +23,8 @@ use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::Clock;
 use karpenter_core::seams::ec2::{
     CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, FleetError, FleetInstance,
-    Image, ImageQuery, Instance, InstanceState, LaunchTemplate, LaunchTemplateRequest,
-    SecurityGroup, Subnet,
+    Image, ImageQuery, Instance, InstanceState, InstanceStatus, LaunchTemplate,
+    LaunchTemplateRequest, SecurityGroup, StatusCheck, Subnet,
 };
 
 use crate::errors::{Class, SdkResultExt, failure};
@@ -641,5 +641,53 @@ impl Ec2 for AwsEc2 {
                 }
             }
         }
+    }
+
+    async fn describe_instance_status(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<InstanceStatus>, Ec2Error> {
+        let pages: Vec<_> = self
+            .ec2
+            .describe_instance_status()
+            .set_filters(Some(sdk_filters(filters)))
+            .into_paginator()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .seam()?;
+        let checks = |summary: Option<&ec2t::InstanceStatusSummary>| -> Vec<StatusCheck> {
+            summary
+                .map(|s| {
+                    s.details()
+                        .iter()
+                        .map(|d| StatusCheck {
+                            name: d.name().map(|n| n.as_str().to_string()).unwrap_or_default(),
+                            status: d
+                                .status()
+                                .map(|n| n.as_str().to_string())
+                                .unwrap_or_default(),
+                            impaired_since: d.impaired_since().map(timestamp),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut out: Vec<InstanceStatus> = pages
+            .iter()
+            .flat_map(|p| p.instance_statuses())
+            .map(|s| InstanceStatus {
+                instance_id: s.instance_id().unwrap_or_default().to_string(),
+                instance_checks: checks(s.instance_status()),
+                system_checks: checks(s.system_status()),
+                events: s
+                    .events()
+                    .iter()
+                    .filter_map(|e| e.code().map(|c| c.as_str().to_string()))
+                    .collect(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+        Ok(out)
     }
 }

@@ -621,6 +621,9 @@ async fn every_seam_call(f: &Fixture) {
     )
     .await
     .unwrap();
+    ec2.describe_instance_status(&[Filter::new("event.code", &["instance-retirement"])])
+        .await
+        .unwrap();
     ec2.terminate_instances(&[id]).await.unwrap();
     ec2.delete_launch_template("karpenter.k8s.aws/all")
         .await
@@ -679,6 +682,60 @@ async fn the_adapter_calls_exactly_the_actions_the_iam_policy_table_lists() {
     assert_eq!(
         called, listed,
         "called on the wire (left) vs controller/aws/src/actions.rs (right)"
+    );
+    f.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn describe_instance_status_reads_failed_checks_and_scheduled_events_over_the_wire() {
+    let f = fixture().await;
+    let ec2 = f.aws.ec2();
+    template(&f, "karpenter.k8s.aws/od").await;
+    let request = fleet(
+        &f,
+        "karpenter.k8s.aws/od",
+        CapacityType::OnDemand,
+        &["m5.large"],
+    )
+    .await;
+    let id = ec2.create_fleet(&request).await.unwrap().instances[0]
+        .instance_id
+        .clone();
+    visible(&f, &id).await;
+    assert!(f.world.account.cloud.impair_instance(&id, true));
+    assert!(
+        f.world
+            .account
+            .cloud
+            .schedule_instance_event(&id, "instance-retirement")
+    );
+    let impaired = [Filter::new("system-status.status", &["impaired"])];
+    let mut statuses = Vec::new();
+    // Only running instances are reported: wait out the launch's pending state.
+    for _ in 0..40 {
+        statuses = ec2
+            .describe_instance_status(&impaired)
+            .await
+            .expect("status");
+        if !statuses.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let status = statuses
+        .iter()
+        .find(|s| s.instance_id == id)
+        .expect("reported");
+    assert_eq!(status.system_checks[0].status, "failed");
+    assert!(status.system_checks[0].impaired_since.is_some());
+    assert_eq!(status.instance_checks[0].status, "passed");
+    assert_eq!(status.events, ["instance-retirement"]);
+    let ok_only = [Filter::new("instance-status.status", &["impaired"])];
+    assert!(
+        ec2.describe_instance_status(&ok_only)
+            .await
+            .unwrap()
+            .is_empty()
     );
     f.server.shutdown().await;
 }

@@ -44,6 +44,13 @@ pub struct MessageTypeLabels {
     pub message_type: String,
 }
 
+/// `category` label: the `DescribeInstanceStatus` category that found an instance unhealthy
+/// (`InstanceStatus`, `SystemStatus`, `EventStatus`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct CategoryLabels {
+    pub category: String,
+}
+
 /// `action_type` label: what the interruption controller did.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ActionLabels {
@@ -53,6 +60,14 @@ pub struct ActionLabels {
 /// `nodepool`, `capacity_type` (upstream's `nodeclaims_terminated_total`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct NodePoolCapacityLabels {
+    pub nodepool: String,
+    pub capacity_type: String,
+}
+
+/// `reason`, `nodepool`, `capacity_type` (upstream's `nodeclaims_disrupted_total`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct DisruptedLabels {
+    pub reason: String,
     pub nodepool: String,
     pub capacity_type: String,
 }
@@ -130,6 +145,9 @@ pub struct Metrics {
     /// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`: NodeClaims
     /// created (`reason`: `provisioning` or a disruption method).
     pub nodeclaims_created: Family<CreatedLabels, Counter>,
+    /// `karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}`: claims deleted for
+    /// a reason of their own (interruption kinds, instance status; disruption methods later).
+    pub nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
     /// `karpenter_nodeclaims_termination_duration_seconds{nodepool}`: deletion request to the
     /// claim's finalizer removal.
     pub nodeclaims_termination_duration: HistogramFamily<NodePoolLabels>,
@@ -172,6 +190,9 @@ pub struct Metrics {
     pub interruption_received: Family<MessageTypeLabels, Counter>,
     /// `karpenter_interruption_deleted_messages_total`.
     pub interruption_deleted: Counter,
+    /// `karpenter_interruption_instance_status_unhealthy_total{category}`: each (instance,
+    /// category) counted once while it stays unhealthy.
+    pub instance_status_unhealthy: Family<CategoryLabels, Counter>,
     /// `karpenter_interruption_malformed_messages_total` (ours): bodies that did not parse.
     pub interruption_malformed: Counter,
     /// `karpenter_interruption_actions_performed_total{action_type}`.
@@ -193,6 +214,7 @@ impl Metrics {
             nodes_terminated: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_created: Family::default(),
+            nodeclaims_disrupted: Family::default(),
             nodeclaims_termination_duration: Family::new_with_constructor(
                 claim_termination_histogram,
             ),
@@ -212,6 +234,7 @@ impl Metrics {
             pods_termination_blocked: Family::default(),
             interruption_received: Family::default(),
             interruption_deleted: Counter::default(),
+            instance_status_unhealthy: Family::default(),
             interruption_malformed: Counter::default(),
             interruption_actions: Family::default(),
             interruption_queue_duration: Histogram::new(exponential_buckets(0.5, 2.0, 12)),
@@ -230,6 +253,11 @@ impl Metrics {
             "nodeclaims_created",
             "Number of nodeclaims created in total by Karpenter, by reason, nodepool and whether minValues was relaxed.",
             self.nodeclaims_created.clone(),
+        );
+        r.register(
+            "nodeclaims_disrupted",
+            "Number of nodeclaims disrupted in total by Karpenter, by reason, nodepool and capacity type.",
+            self.nodeclaims_disrupted.clone(),
         );
         r.register(
             "nodes_created",
@@ -339,6 +367,11 @@ impl Metrics {
             self.interruption_deleted.clone(),
         );
         r.register(
+            "interruption_instance_status_unhealthy",
+            "Count of unique unhealthy instance statuses detected from EC2 DescribeInstanceStatus, by status check category.",
+            self.instance_status_unhealthy.clone(),
+        );
+        r.register(
             "interruption_malformed_messages",
             "Count of queue messages that were not interruption events (logged and deleted).",
             self.interruption_malformed.clone(),
@@ -379,6 +412,11 @@ impl Metrics {
                 nodepool: "default".into(),
                 capacity_type: "spot".into(),
             });
+        let _ = self.nodeclaims_disrupted.get_or_create(&DisruptedLabels {
+            reason: "spot_interrupted".into(),
+            nodepool: "default".into(),
+            capacity_type: "spot".into(),
+        });
         let _ = self.nodeclaims_created.get_or_create(&CreatedLabels {
             reason: "provisioning".into(),
             nodepool: "default".into(),
@@ -409,6 +447,11 @@ impl Metrics {
         let _ = self.interruption_actions.get_or_create(&ActionLabels {
             action_type: "CordonAndDrain".into(),
         });
+        let _ = self
+            .instance_status_unhealthy
+            .get_or_create(&CategoryLabels {
+                category: "InstanceStatus".into(),
+            });
     }
 
     /// Counts one created NodeClaim (`created`: the object as stored) for `reason`

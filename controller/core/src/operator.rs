@@ -87,6 +87,8 @@ pub enum StepError {
     NodeClassStatus(KubeError),
     #[error("drift detection: {0}")]
     Drift(KubeError),
+    #[error("instance status: {0}")]
+    InstanceHealth(crate::interruption::health::HealthError),
 }
 
 impl StepError {
@@ -103,6 +105,7 @@ impl StepError {
             StepError::Disruption(_) => "disruption",
             StepError::NodeClassStatus(_) => "ec2nodeclass_status",
             StepError::Drift(_) => "drift_detection",
+            StepError::InstanceHealth(_) => "interruption.instancestatus",
         }
     }
 }
@@ -119,6 +122,8 @@ pub enum LoopReport {
     Expired(Vec<String>),
     /// What a disruption pass did.
     Disrupted(PassOutcome),
+    /// NodeClaims of impaired instances the instance-status controller acted on.
+    InstanceHealth(crate::interruption::health::HealthReport),
     /// A pass that failed as a whole (retried by its loop).
     Failed(StepError),
 }
@@ -187,6 +192,24 @@ impl Drop for OperatorHandle {
 
 /// The loops that write status from what they read: the NodePool counters, and the
 /// EC2NodeClass status controller followed by drift detection.
+/// The loops that run on their own interval: garbage collection and the instance-status
+/// health controller.
+fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'static, ()>; 2] {
+    let gc = loops::GarbageCollectionLoop {
+        collector: GarbageCollector::new(ctx.clone()),
+        interval: ctx.options.gc_interval.unwrap_or(nodeclaim::GC_INTERVAL),
+        reports: reports.clone(),
+    };
+    let health = loops::InstanceHealthLoop {
+        health: crate::interruption::health::InstanceHealth::new(ctx.clone()),
+        reports: reports.clone(),
+    };
+    [
+        Box::pin(run_singleton(gc, crate::runtime::Trigger::never())),
+        Box::pin(run_singleton(health, crate::runtime::Trigger::never())),
+    ]
+}
+
 fn status_loops(
     ctx: &Arc<Context>,
     informers: &Informers,
@@ -347,14 +370,9 @@ impl Operator {
                 ResourceKind::POD,
             ]),
         ))));
-        tasks.push(after_sync(Box::pin(run_singleton(
-            GarbageCollectionLoop {
-                collector: GarbageCollector::new(ctx.clone()),
-                interval: ctx.options.gc_interval.unwrap_or(nodeclaim::GC_INTERVAL),
-                reports: reports.clone(),
-            },
-            crate::runtime::Trigger::never(),
-        ))));
+        for future in interval_loops(&ctx, &reports) {
+            tasks.push(after_sync(future));
+        }
         for future in status_loops(&ctx, &informers, &reports) {
             tasks.push(after_sync(future));
         }

@@ -12,7 +12,7 @@ use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::Ec2;
 use karpenter_core::seams::ec2::{
     CreateFleetRequest, CreateFleetResponse, Ec2Error, Filter, FleetOverride, Instance,
-    InstanceState, LaunchTemplateRequest, Subnet,
+    InstanceState, LaunchTemplateRequest, StatusCheck, Subnet,
 };
 
 use crate::World;
@@ -263,6 +263,66 @@ pub async fn describe_instances(world: &World, p: &Params, rid: &str) -> Reply {
                 .open("groupSet")
                 .close("groupSet")
                 .items("instancesSet", [i], |x, i| instance_xml(x, account, i));
+        })
+        .maybe("nextToken", next);
+    })
+}
+
+/// `DescribeInstanceStatus` (running instances only, as without `IncludeAllInstances`).
+pub async fn describe_instance_status(world: &World, p: &Params, rid: &str) -> Reply {
+    if p.get("IncludeAllInstances") == Some("true") || !p.list("InstanceId").is_empty() {
+        return error(
+            400,
+            "InvalidParameterCombination",
+            "This fake answers DescribeInstanceStatus by filters only",
+            rid,
+        );
+    }
+    let statuses = match world
+        .account
+        .cloud
+        .describe_instance_status(&p.filters())
+        .await
+    {
+        Ok(statuses) => statuses,
+        Err(e) => return seam_error(&e, rid),
+    };
+    let (shown, next) = match page(&statuses, p, (5, 1000), false, rid) {
+        Ok(page) => page,
+        Err(reply) => return reply,
+    };
+    let cloud = &world.account.cloud;
+    let summary = |x: &mut Xml, name: &str, checks: &[StatusCheck]| {
+        let impaired = checks.iter().any(|c| c.status == "failed");
+        x.node(name, |x| {
+            x.leaf("status", if impaired { "impaired" } else { "ok" })
+                .items("details", checks, |x, c| {
+                    x.leaf("name", &c.name).leaf("status", &c.status);
+                    if let Some(since) = c.impaired_since {
+                        x.leaf("impairedSince", iso(since));
+                    }
+                });
+        });
+    };
+    answer("DescribeInstanceStatus", rid, |x| {
+        x.items("instanceStatusSet", &shown, |x, s| {
+            let zone = cloud
+                .instance(&s.instance_id)
+                .map(|i| i.zone)
+                .unwrap_or_default();
+            x.leaf("instanceId", &s.instance_id)
+                .leaf("availabilityZone", zone)
+                .node("instanceState", |x| {
+                    x.leaf("code", "16").leaf("name", "running");
+                });
+            summary(x, "systemStatus", &s.system_checks);
+            summary(x, "instanceStatus", &s.instance_checks);
+            x.items("eventsSet", &s.events, |x, code| {
+                x.leaf("code", code).leaf(
+                    "description",
+                    format!("The instance is scheduled for {code}"),
+                );
+            });
         })
         .maybe("nextToken", next);
     })

@@ -361,6 +361,7 @@ async fn ec2_action(world: &World, action: &str, p: &Params, rid: &str) -> Reply
         "CreateFleet" => ec2::create_fleet(world, p, rid).await,
         "RunInstances" => ec2_run::run_instances(world, p, rid).await,
         "DescribeInstances" => ec2::describe_instances(world, p, rid).await,
+        "DescribeInstanceStatus" => ec2::describe_instance_status(world, p, rid).await,
         "TerminateInstances" => ec2::terminate_instances(world, p, rid).await,
         "CreateTags" => ec2::create_tags(world, p, rid).await,
         "CreateLaunchTemplate" => ec2::create_launch_template(world, p, rid).await,

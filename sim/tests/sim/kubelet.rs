@@ -280,7 +280,13 @@ fn a_booted_instance_registers_as_a_ready_node_with_its_labels_taints_and_capaci
     }
     assert_eq!(ready(&node)["status"], "True");
 
-    assert_eq!(w.tick(), TickReport::default(), "registered once");
+    // Registered once; its pod-eni (an extended resource) is reported as a device plugin would.
+    let next = w.tick();
+    assert!(next.registered.is_empty(), "registered once: {next:?}");
+    assert_eq!(
+        w.node(&instance.private_dns_name)["status"]["allocatable"]["vpc.amazonaws.com/pod-eni"],
+        "9"
+    );
 }
 
 #[test]

@@ -26,12 +26,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_core::ResourceExt;
 
 use super::messages::{InterruptionMessage, Kind, parse};
-use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL};
+use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL};
 use crate::api::{NodeClaim, ProviderId};
 use crate::catalog::{CapacityType, UNAVAILABLE_TTL};
 use crate::context::{Context, InterruptionQueue};
 use crate::events::{EventType, Reference};
-use crate::metrics::{ActionLabels, MessageTypeLabels};
+use crate::metrics::{ActionLabels, DisruptedLabels, MessageTypeLabels};
 use crate::replacement::{self, Interruption};
 use crate::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, ResourceKind};
 use crate::seams::sqs::{Message, RECEIVE_COUNT_MAX};
@@ -97,7 +97,7 @@ pub struct InterruptionHandler {
 }
 
 /// What acting on one claim did.
-enum Acted {
+pub(super) enum Acted {
     Deleted,
     /// Already being deleted: nothing to do.
     AlreadyDeleting,
@@ -303,7 +303,8 @@ impl InterruptionHandler {
         if kind == Kind::RebalanceRecommendation {
             let mut names = Vec::new();
             for i in matched {
-                self.events(
+                events(
+                    &self.ctx,
                     &claims[i],
                     EventType::Normal,
                     "SpotRebalanceRecommendation",
@@ -312,7 +313,7 @@ impl InterruptionHandler {
                 .await;
                 names.push(claims[i].name_any());
             }
-            self.action("NoAction");
+            action(&self.ctx, "NoAction");
             return Ok(Outcome::Recorded { claims: names });
         }
         let interruption = Interruption {
@@ -338,75 +339,17 @@ impl InterruptionHandler {
         })
     }
 
-    /// Marks one claim interrupted and deletes it (its spot offering unavailable first, for a
-    /// spot warning), with events; `claim` is updated to what the delete returned.
+    /// Marks one claim interrupted and deletes it ([`interrupt`]).
     async fn interrupt(
         &self,
         claim: &mut NodeClaim,
         kind: Kind,
         interruption: &Interruption,
     ) -> Result<Acted, KubeError> {
-        if claim.metadata.deletion_timestamp.is_some() {
-            return Ok(Acted::AlreadyDeleting);
-        }
-        if kind == Kind::SpotInterrupted {
+        if kind == Kind::SpotInterrupted && claim.metadata.deletion_timestamp.is_none() {
             self.mark_unavailable(claim);
         }
-        let name = claim.name_any();
-        match replacement::mark_interrupted(self.ctx.kube.as_ref(), &name, interruption).await {
-            Ok(()) => {}
-            Err(KubeError::NotFound(_)) => return Ok(Acted::Gone),
-            Err(err) => return Err(err),
-        }
-        let (reason, text) = match kind {
-            Kind::SpotInterrupted => ("SpotInterrupted", "Spot interruption warning was triggered"),
-            Kind::ScheduledChange => (
-                "InstanceUnhealthy",
-                "An unhealthy warning was triggered for the instance",
-            ),
-            Kind::InstanceStopped => ("InstanceStopping", "Instance is stopping"),
-            _ => ("InstanceTerminating", "Instance is terminating"),
-        };
-        self.events(claim, EventType::Warning, reason, text).await;
-        let outcome = self
-            .ctx
-            .kube
-            .delete(
-                &ResourceKind::NODE_CLAIM,
-                &ObjectKey::cluster(name),
-                &DeleteOptions::default(),
-            )
-            .await?;
-        match outcome {
-            DeleteOutcome::Marked(value) => {
-                if let Ok(marked) = serde_json::from_value::<NodeClaim>(value) {
-                    *claim = marked;
-                }
-            }
-            DeleteOutcome::Deleted | DeleteOutcome::NotFound => {
-                claim.metadata.deletion_timestamp = Some(Time(self.ctx.now()));
-            }
-        }
-        // Warning, as upstream records it (alerts keyed on Warning events must see it).
-        self.events(
-            claim,
-            EventType::Warning,
-            "TerminatingOnInterruption",
-            "Interruption triggered termination for the NodeClaim",
-        )
-        .await;
-        self.action("CordonAndDrain");
-        Ok(Acted::Deleted)
-    }
-
-    fn action(&self, action: &str) {
-        self.ctx
-            .metrics
-            .interruption_actions
-            .get_or_create(&ActionLabels {
-                action_type: action.to_string(),
-            })
-            .inc();
+        interrupt(&self.ctx, claim, kind, interruption).await
     }
 
     /// The interrupted (instance type, zone) is out of spot capacity for a while: the
@@ -428,17 +371,100 @@ impl InterruptionHandler {
             );
         }
     }
+}
 
-    /// An event on the claim and, once it has one, its node. Best effort.
-    async fn events(&self, claim: &NodeClaim, type_: EventType, reason: &str, message: &str) {
-        let recorder = &self.ctx.recorder;
-        recorder
-            .publish(Reference::claim(claim), type_, reason, message)
-            .await;
-        if let Some(node) = claim.status.as_ref().and_then(|s| s.node_name.clone()) {
-            recorder
-                .publish(Reference::node_named(node), type_, reason, message)
-                .await;
+/// Marks one claim interrupted (`interruption`: its kind and eviction deadline) and deletes it,
+/// with upstream's events and the `CordonAndDrain` action; `claim` is updated to what the delete
+/// returned. Shared by the queue handler and the instance-status controller ([`super::health`]).
+pub(super) async fn interrupt(
+    ctx: &Context,
+    claim: &mut NodeClaim,
+    kind: Kind,
+    interruption: &Interruption,
+) -> Result<Acted, KubeError> {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Ok(Acted::AlreadyDeleting);
+    }
+    let name = claim.name_any();
+    match replacement::mark_interrupted(ctx.kube.as_ref(), &name, interruption).await {
+        Ok(()) => {}
+        Err(KubeError::NotFound(_)) => return Ok(Acted::Gone),
+        Err(err) => return Err(err),
+    }
+    let (reason, text) = match kind {
+        Kind::SpotInterrupted => ("SpotInterrupted", "Spot interruption warning was triggered"),
+        Kind::ScheduledChange | Kind::InstanceStatus | Kind::SystemStatus | Kind::EventStatus => (
+            "InstanceUnhealthy",
+            "An unhealthy warning was triggered for the instance",
+        ),
+        Kind::InstanceStopped => ("InstanceStopping", "Instance is stopping"),
+        _ => ("InstanceTerminating", "Instance is terminating"),
+    };
+    events(ctx, claim, EventType::Warning, reason, text).await;
+    let outcome = ctx
+        .kube
+        .delete(
+            &ResourceKind::NODE_CLAIM,
+            &ObjectKey::cluster(name),
+            &DeleteOptions::default(),
+        )
+        .await?;
+    match outcome {
+        DeleteOutcome::Marked(value) => {
+            if let Ok(marked) = serde_json::from_value::<NodeClaim>(value) {
+                *claim = marked;
+            }
         }
+        DeleteOutcome::Deleted | DeleteOutcome::NotFound => {
+            claim.metadata.deletion_timestamp = Some(Time(ctx.now()));
+        }
+    }
+    // Warning, as upstream records it (alerts keyed on Warning events must see it).
+    events(
+        ctx,
+        claim,
+        EventType::Warning,
+        "TerminatingOnInterruption",
+        "Interruption triggered termination for the NodeClaim",
+    )
+    .await;
+    action(ctx, "CordonAndDrain");
+    let labels = claim.labels();
+    ctx.metrics
+        .nodeclaims_disrupted
+        .get_or_create(&DisruptedLabels {
+            reason: kind.label().to_string(),
+            nodepool: labels.get(NODEPOOL_LABEL).cloned().unwrap_or_default(),
+            capacity_type: labels.get(CAPACITY_TYPE_LABEL).cloned().unwrap_or_default(),
+        })
+        .inc();
+    Ok(Acted::Deleted)
+}
+
+fn action(ctx: &Context, action: &str) {
+    ctx.metrics
+        .interruption_actions
+        .get_or_create(&ActionLabels {
+            action_type: action.to_string(),
+        })
+        .inc();
+}
+
+/// An event on the claim and, once it has one, its node. Best effort.
+pub(super) async fn events(
+    ctx: &Context,
+    claim: &NodeClaim,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
+    let recorder = &ctx.recorder;
+    recorder
+        .publish(Reference::claim(claim), type_, reason, message)
+        .await;
+    if let Some(node) = claim.status.as_ref().and_then(|s| s.node_name.clone()) {
+        recorder
+            .publish(Reference::node_named(node), type_, reason, message)
+            .await;
     }
 }

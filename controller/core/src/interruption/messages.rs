@@ -154,6 +154,12 @@ pub enum Kind {
     ScheduledChange,
     InstanceStopped,
     InstanceTerminated,
+    /// `DescribeInstanceStatus`: the instance's own status check failed ([`super::health`]).
+    InstanceStatus,
+    /// `DescribeInstanceStatus`: the host's status check failed.
+    SystemStatus,
+    /// `DescribeInstanceStatus`: EC2 scheduled a reboot, maintenance, retirement or stop.
+    EventStatus,
     /// A well-formed event with nothing to act on.
     NoOp,
 }
@@ -166,6 +172,9 @@ impl Kind {
             Kind::ScheduledChange => "scheduled_change",
             Kind::InstanceStopped => "instance_stopped",
             Kind::InstanceTerminated => "instance_terminated",
+            Kind::InstanceStatus => "instance_status",
+            Kind::SystemStatus => "system_status",
+            Kind::EventStatus => "event_status",
             Kind::NoOp => "no_op",
         }
     }

@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use crate::seams::Clock;
 use crate::seams::ec2::{
     CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
 };
 
 /// Subnets, security groups, images and launch templates (upstream's `DefaultTTL`).
@@ -262,5 +262,12 @@ impl Ec2 for CachedEc2 {
             }
         });
         self.inner.delete_launch_template(name).await
+    }
+
+    async fn describe_instance_status(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<InstanceStatus>, Ec2Error> {
+        self.inner.describe_instance_status(filters).await
     }
 }

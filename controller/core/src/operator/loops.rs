@@ -9,6 +9,7 @@
 //! | NodeClaim lifecycle | keyed by claim | a claim's change, its node's change; requeues |
 //! | termination | singleton | claims, nodes, pods; every second while something terminates |
 //! | garbage collection | singleton | its interval |
+//! | instance status (impaired instances) | singleton | every minute |
 //! | NodePool counters | singleton | pools, claims |
 //! | pod events, expiration, disruption | singleton | pools, claims, nodes, pods; every 10 s |
 
@@ -26,6 +27,7 @@ use crate::api::conditions::{self, nodeclaim as cond};
 use crate::context::Context;
 use crate::disruption::{Disruption, Expiration, PodEvents};
 use crate::interruption::InterruptionHandler;
+use crate::interruption::health::{INSTANCE_STATUS_INTERVAL, InstanceHealth};
 use crate::nodeclaim::{GarbageCollector, Lifecycle, LifecycleError, Step};
 use crate::nodepool;
 use crate::provisioning::{Provisioner, RETRY_INTERVAL};
@@ -175,6 +177,28 @@ impl Singleton for GarbageCollectionLoop {
             None => {}
         }
         self.interval
+    }
+}
+
+/// The EC2 instance-status health controller, every [`INSTANCE_STATUS_INTERVAL`].
+pub struct InstanceHealthLoop {
+    pub health: InstanceHealth,
+    pub reports: Reporter,
+}
+
+#[async_trait]
+impl Singleton for InstanceHealthLoop {
+    fn name(&self) -> &'static str {
+        "interruption.instancestatus"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        match self.health.reconcile().await {
+            Ok(report) if report.acted.is_empty() => {}
+            Ok(report) => self.reports.send(LoopReport::InstanceHealth(report)),
+            Err(err) => self.reports.failed(StepError::InstanceHealth(err)),
+        }
+        INSTANCE_STATUS_INTERVAL
     }
 }
 

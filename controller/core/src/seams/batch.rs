@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::seams::ec2::{
     CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
 };
 
 /// A batch closes this long after its last id arrived.
@@ -184,5 +184,12 @@ impl Ec2 for BatchedEc2 {
 
     async fn delete_launch_template(&self, name: &str) -> Result<(), Ec2Error> {
         self.inner.delete_launch_template(name).await
+    }
+
+    async fn describe_instance_status(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<InstanceStatus>, Ec2Error> {
+        self.inner.describe_instance_status(filters).await
     }
 }

@@ -192,6 +192,31 @@ impl Retryable for Ec2Error {
     }
 }
 
+/// One check of `DescribeInstanceStatus` (`InstanceStatus.Details[]`, `SystemStatus.Details[]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCheck {
+    /// `reachability`.
+    pub name: String,
+    /// `passed`, `failed`, `insufficient-data`, `initializing`.
+    pub status: String,
+    /// Since when a failed check has failed.
+    pub impaired_since: Option<Timestamp>,
+}
+
+/// One `DescribeInstanceStatus` entry: the status checks and scheduled events of a running
+/// instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceStatus {
+    pub instance_id: String,
+    /// The instance's own checks (its OS and network reachability).
+    pub instance_checks: Vec<StatusCheck>,
+    /// The host's checks (AWS hardware, power, network).
+    pub system_checks: Vec<StatusCheck>,
+    /// Codes of its scheduled events: `instance-reboot`, `system-reboot`, `system-maintenance`,
+    /// `instance-retirement`, `instance-stop`.
+    pub events: Vec<String>,
+}
+
 /// The EC2 calls the controller makes.
 ///
 /// Contract shared by every implementation:
@@ -254,4 +279,11 @@ pub trait Ec2: Send + Sync {
 
     /// Deletes a launch template by name; deleting a missing one succeeds.
     async fn delete_launch_template(&self, name: &str) -> Result<(), Ec2Error>;
+
+    /// `DescribeInstanceStatus` of running instances matching `filters` (`instance-status.status`,
+    /// `system-status.status`, `event.code`), every page, by instance id.
+    async fn describe_instance_status(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<InstanceStatus>, Ec2Error>;
 }

@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::ec2::{
     CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
 };
 use super::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, KubeApi, KubeError, ListOptions, ObjectKey,
@@ -215,6 +215,7 @@ pub enum Ec2Call<'a> {
     CreateLaunchTemplate(&'a LaunchTemplateRequest),
     DescribeLaunchTemplates(&'a [Filter]),
     DeleteLaunchTemplate(&'a str),
+    DescribeInstanceStatus(&'a [Filter]),
 }
 
 /// The result of an [`Ec2Call`], by method.
@@ -231,6 +232,7 @@ pub enum Ec2Reply {
     CreateLaunchTemplate(Result<LaunchTemplate, Ec2Error>),
     DescribeLaunchTemplates(Result<Vec<LaunchTemplate>, Ec2Error>),
     DeleteLaunchTemplate(Result<(), Ec2Error>),
+    DescribeInstanceStatus(Result<Vec<InstanceStatus>, Ec2Error>),
 }
 
 impl Ec2Call<'_> {
@@ -248,6 +250,7 @@ impl Ec2Call<'_> {
             Ec2Call::CreateLaunchTemplate(_) => "CreateLaunchTemplate",
             Ec2Call::DescribeLaunchTemplates(_) => "DescribeLaunchTemplates",
             Ec2Call::DeleteLaunchTemplate(_) => "DeleteLaunchTemplate",
+            Ec2Call::DescribeInstanceStatus(_) => "DescribeInstanceStatus",
         }
     }
 
@@ -265,6 +268,7 @@ impl Ec2Call<'_> {
             Ec2Call::CreateLaunchTemplate(_) => Ec2Reply::CreateLaunchTemplate(Err(error)),
             Ec2Call::DescribeLaunchTemplates(_) => Ec2Reply::DescribeLaunchTemplates(Err(error)),
             Ec2Call::DeleteLaunchTemplate(_) => Ec2Reply::DeleteLaunchTemplate(Err(error)),
+            Ec2Call::DescribeInstanceStatus(_) => Ec2Reply::DescribeInstanceStatus(Err(error)),
         }
     }
 
@@ -301,6 +305,9 @@ impl Ec2Call<'_> {
             Ec2Call::DeleteLaunchTemplate(name) => {
                 Ec2Reply::DeleteLaunchTemplate(ec2.delete_launch_template(name).await)
             }
+            Ec2Call::DescribeInstanceStatus(filters) => {
+                Ec2Reply::DescribeInstanceStatus(ec2.describe_instance_status(filters).await)
+            }
         }
     }
 }
@@ -320,6 +327,7 @@ impl Ec2Reply {
             Ec2Reply::CreateLaunchTemplate(_) => "CreateLaunchTemplate",
             Ec2Reply::DescribeLaunchTemplates(_) => "DescribeLaunchTemplates",
             Ec2Reply::DeleteLaunchTemplate(_) => "DeleteLaunchTemplate",
+            Ec2Reply::DescribeInstanceStatus(_) => "DescribeInstanceStatus",
         }
     }
 }
@@ -698,6 +706,21 @@ impl<L: Ec2Layer> Ec2 for Layered<L, dyn Ec2> {
         unpack!(
             reply.await,
             Ec2Reply::DeleteLaunchTemplate,
+            method,
+            ec2_mismatch
+        )
+    }
+
+    async fn describe_instance_status(
+        &self,
+        filters: &[Filter],
+    ) -> Result<Vec<InstanceStatus>, Ec2Error> {
+        let call = Ec2Call::DescribeInstanceStatus(filters);
+        let reply = self.layer.call(call, &*self.inner);
+        let method = "DescribeInstanceStatus";
+        unpack!(
+            reply.await,
+            Ec2Reply::DescribeInstanceStatus,
             method,
             ec2_mismatch
         )

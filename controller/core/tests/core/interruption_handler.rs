@@ -616,3 +616,127 @@ fn many_interrupted_nodes_are_replaced_in_one_provisioning_pass() {
         );
     }
 }
+
+// ================================================================================================
+// The instance-status health controller
+// ================================================================================================
+
+fn instance_of(w: &super::termination::World, claim: &str) -> String {
+    let provider_id = w
+        .claim(claim)
+        .and_then(|c| c.status.and_then(|s| s.provider_id))
+        .expect("launched");
+    ProviderId::instance_id_of(&provider_id).expect("an EC2 provider id")
+}
+
+#[test]
+fn an_instance_whose_status_check_fails_for_two_minutes_is_terminated_forcefully_and_counted_once()
+{
+    use karpenter_core::interruption::health::InstanceHealth;
+    use karpenter_core::interruption::messages::Kind;
+    use karpenter_core::metrics::CategoryLabels;
+    let mut w = world();
+    let node = w.node("default-a", None);
+    w.kube.apply(
+        &ResourceKind::POD,
+        pod("pinned", &node, |p| {
+            p["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+        }),
+    );
+    let instance = instance_of(&w, "default-a");
+    let health = InstanceHealth::new(w.ctx.clone());
+    assert!(w.cloud.impair_instance(&instance, false));
+    w.clock.advance(Duration::from_secs(60));
+    let report = futures::executor::block_on(health.reconcile()).expect("pass");
+    assert!(report.acted.is_empty(), "a minute-old failure may recover");
+    assert!(
+        w.claim("default-a")
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+
+    w.clock.advance(Duration::from_secs(60));
+    let report = futures::executor::block_on(health.reconcile()).expect("pass");
+    assert_eq!(
+        report.acted,
+        vec![("default-a".to_string(), Kind::InstanceStatus)]
+    );
+    let claim = w.claim("default-a").unwrap();
+    assert!(claim.metadata.deletion_timestamp.is_some());
+    let now = w.clock.now().to_string();
+    assert_eq!(
+        claim.metadata.annotations.unwrap_or_default()["karpenter.sh/nodeclaim-termination-timestamp"]
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+            .to_string(),
+        now,
+        "terminated now, past PDBs and do-not-disrupt"
+    );
+    assert!(w.event_reasons().contains(&"InstanceUnhealthy".to_string()));
+    // The termination deletes the protected pod at once instead of waiting for it.
+    w.terminate("default-a");
+    assert_eq!(
+        w.pod_deletes()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect::<Vec<_>>(),
+        ["default/pinned"]
+    );
+
+    w.clock.advance(Duration::from_secs(60));
+    let report = futures::executor::block_on(health.reconcile()).expect("pass");
+    assert!(report.acted.is_empty(), "already deleting");
+    let counted = w
+        .metrics
+        .instance_status_unhealthy
+        .get_or_create(&CategoryLabels {
+            category: "InstanceStatus".into(),
+        })
+        .get();
+    assert_eq!(counted, 1, "counted once while it stays unhealthy");
+}
+
+#[test]
+fn a_scheduled_retirement_drains_the_node_gracefully_and_healthy_instances_are_left_alone() {
+    use karpenter_core::interruption::health::InstanceHealth;
+    use karpenter_core::interruption::messages::Kind;
+    let w = world();
+    w.node("default-a", None);
+    w.node("default-b", None);
+    let retiring = instance_of(&w, "default-a");
+    let health = InstanceHealth::new(w.ctx.clone());
+    assert_eq!(
+        futures::executor::block_on(health.reconcile()).expect("pass"),
+        Default::default(),
+        "nothing impaired, nothing done"
+    );
+    assert!(
+        w.cloud
+            .schedule_instance_event(&retiring, "instance-retirement")
+    );
+    let report = futures::executor::block_on(health.reconcile()).expect("pass");
+    assert_eq!(
+        report.acted,
+        vec![("default-a".to_string(), Kind::EventStatus)],
+        "scheduled events act at once"
+    );
+    let claim = w.claim("default-a").unwrap();
+    assert!(claim.metadata.deletion_timestamp.is_some());
+    assert!(
+        !claim
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("karpenter.sh/nodeclaim-termination-timestamp"),
+        "a graceful drain: no forced deadline"
+    );
+    assert!(
+        w.claim("default-b")
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+}

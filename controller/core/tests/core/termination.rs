@@ -164,7 +164,7 @@ impl World {
     }
 
     /// Direct pod deletes so far: (pod, grace period).
-    fn pod_deletes(&self) -> Vec<(String, Option<i64>)> {
+    pub fn pod_deletes(&self) -> Vec<(String, Option<i64>)> {
         self.pod_deletes.clone()
     }
 
@@ -180,7 +180,7 @@ impl World {
         self.cloud.instance(&id).map(|i| i.state)
     }
 
-    fn event_reasons(&self) -> Vec<String> {
+    pub fn event_reasons(&self) -> Vec<String> {
         self.kube
             .recorded_events()
             .into_iter()

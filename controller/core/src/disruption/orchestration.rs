@@ -435,7 +435,10 @@ impl Disruption {
                     .patch_status(
                         &ResourceKind::NODE_CLAIM,
                         &ObjectKey::cluster(claim.name_any()),
-                        &Patch::Merge(json!({"status": {"conditions": list}})),
+                        &Patch::Merge(json!({
+                            "metadata": {"resourceVersion": claim.metadata.resource_version},
+                            "status": {"conditions": list},
+                        })),
                     )
                     .await
                 {

@@ -198,7 +198,8 @@ impl Queue<'_> {
     ) -> Result<(), KubeError> {
         for claim in members {
             let key = claim_key(&claim.name_any());
-            self.ctx
+            let annotated = self
+                .ctx
                 .kube
                 .patch(
                     &ResourceKind::NODE_CLAIM,
@@ -216,6 +217,7 @@ impl Queue<'_> {
             );
             self.set_condition(
                 claim,
+                version_of(&annotated),
                 ConditionStatus::True,
                 command.method.as_str(),
                 &message,
@@ -226,9 +228,12 @@ impl Queue<'_> {
         Ok(())
     }
 
+    /// Writes the claim's condition list, conditional on `version` (the claim's as this pass last
+    /// wrote it): a concurrent edit is a conflict, not overwritten.
     async fn set_condition(
         &self,
         claim: &NodeClaim,
+        version: Option<String>,
         status: ConditionStatus,
         reason: &str,
         message: &str,
@@ -251,7 +256,10 @@ impl Queue<'_> {
             .patch_status(
                 &ResourceKind::NODE_CLAIM,
                 &claim_key(&claim.name_any()),
-                &Patch::Merge(json!({"status": {"conditions": list}})),
+                &Patch::Merge(json!({
+                    "metadata": {"resourceVersion": version},
+                    "status": {"conditions": list},
+                })),
             )
             .await
             .map(|_| ())
@@ -337,11 +345,22 @@ impl Queue<'_> {
                     }}})),
                 )
                 .await;
-            if let Err(err) = cleared {
-                tracing::warn!(claim = %claim.name_any(), %err, "clearing a disruption command failed");
-            }
+            let version = match &cleared {
+                Ok(written) => version_of(written),
+                Err(err) => {
+                    tracing::warn!(claim = %claim.name_any(), %err, "clearing a disruption command failed");
+                    claim.metadata.resource_version.clone()
+                }
+            };
             let _ = self
-                .set_condition(claim, ConditionStatus::False, "Abandoned", reason, now)
+                .set_condition(
+                    claim,
+                    version,
+                    ConditionStatus::False,
+                    "Abandoned",
+                    reason,
+                    now,
+                )
                 .await;
             self.ctx
                 .recorder
@@ -358,6 +377,13 @@ impl Queue<'_> {
 
 /// Adds (`on`) or removes the `karpenter.sh/disrupted:NoSchedule` taint, guarded by the node's
 /// resourceVersion so a concurrent taint change is retried instead of overwritten.
+/// The resourceVersion of an object a write returned.
+fn version_of(written: &Value) -> Option<String> {
+    written["metadata"]["resourceVersion"]
+        .as_str()
+        .map(String::from)
+}
+
 pub(crate) async fn set_taint(ctx: &Context, node: &Node, on: bool) -> Result<(), KubeError> {
     let taints = node
         .spec

@@ -216,7 +216,11 @@ impl DriftDetection {
             }
         };
         if changed {
-            let patch = json!({"status": {"conditions": conds}});
+            // The list is written whole: conditional on the version it was computed from.
+            let patch = json!({
+                "metadata": {"resourceVersion": claim.metadata.resource_version},
+                "status": {"conditions": conds},
+            });
             self.ctx
                 .kube
                 .patch_status(&ResourceKind::NODE_CLAIM, &key, &Patch::Merge(patch))

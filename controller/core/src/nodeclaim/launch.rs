@@ -331,7 +331,8 @@ impl Lifecycle {
         for (k, v) in instance_type.iter().flat_map(|t| &t.labels) {
             labels.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        self.ctx
+        let labelled = self
+            .ctx
             .kube
             .patch(
                 &ResourceKind::NODE_CLAIM,
@@ -339,6 +340,10 @@ impl Lifecycle {
                 &Patch::Merge(json!({"metadata": {"labels": labels}})),
             )
             .await?;
+        // The status write below is conditional on the version this label write made.
+        let labelled: NodeClaim =
+            serde_json::from_value(labelled).unwrap_or_else(|_| claim.clone());
+        let claim = &labelled;
         let status = json!({
             "providerID": launched.provider_id().to_string(),
             "imageID": launched.image_id,

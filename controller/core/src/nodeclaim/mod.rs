@@ -242,7 +242,8 @@ impl Lifecycle {
         if claim.metadata.deletion_timestamp.is_some() {
             return Ok(Step::Deleting);
         }
-        self.ensure_finalizer(claim).await?;
+        let finalized = self.ensure_finalizer(claim).await?;
+        let claim = finalized.as_ref().unwrap_or(claim);
         let node = node_of(claim, nodes);
         for phase in PHASES {
             let flow = match phase {
@@ -260,25 +261,32 @@ impl Lifecycle {
 
     /// The termination finalizer goes on before anything is launched, so nothing the claim owns
     /// can outlive it.
-    async fn ensure_finalizer(&self, claim: &NodeClaim) -> Result<(), KubeError> {
+    /// The list is written whole, so the write is conditional on the version read (another
+    /// controller's finalizer added meanwhile is a conflict and a retry, not lost). Returns the
+    /// claim as written, whose version the pass's later writes are conditional on.
+    async fn ensure_finalizer(&self, claim: &NodeClaim) -> Result<Option<NodeClaim>, KubeError> {
         if claim
             .finalizers()
             .iter()
             .any(|f| f == TERMINATION_FINALIZER)
         {
-            return Ok(());
+            return Ok(None);
         }
         let mut with = claim.finalizers().to_vec();
         with.push(TERMINATION_FINALIZER.to_string());
-        self.ctx
+        let written = self
+            .ctx
             .kube
             .patch(
                 &ResourceKind::NODE_CLAIM,
                 &key(claim),
-                &Patch::Merge(json!({"metadata": {"finalizers": with}})),
+                &Patch::Merge(json!({"metadata": {
+                    "finalizers": with,
+                    "resourceVersion": claim.metadata.resource_version,
+                }})),
             )
             .await?;
-        Ok(())
+        Ok(serde_json::from_value(written).ok())
     }
 
     /// Sets one condition (recomputing `Ready`) and writes it with `extra` status fields, in one
@@ -294,12 +302,16 @@ impl Lifecycle {
         conditions::set(&mut list, type_, status, reason, message, None, now);
         conditions::set_ready(&mut list, &cond::READY_DEPENDENTS, None, now);
         extra["conditions"] = json!(list);
+        // The condition list is written whole: conditional on the version it was computed from.
         self.ctx
             .kube
             .patch_status(
                 &ResourceKind::NODE_CLAIM,
                 &key(claim),
-                &Patch::Merge(json!({"status": extra})),
+                &Patch::Merge(json!({
+                    "metadata": {"resourceVersion": claim.metadata.resource_version},
+                    "status": extra,
+                })),
             )
             .await?;
         Ok(())

@@ -80,6 +80,7 @@ impl NodeClassStatus {
         let name = class.name_any();
         let key = ObjectKey::cluster(name.clone());
         let mut written = false;
+        let mut version = class.metadata.resource_version.clone();
         let hash = ec2nodeclass_hash(class);
         let annotations = class.annotations();
         if annotations.get(EC2NODECLASS_HASH_ANNOTATION) != Some(&hash)
@@ -92,10 +93,14 @@ impl NodeClassStatus {
                 EC2NODECLASS_HASH_ANNOTATION: hash,
                 EC2NODECLASS_HASH_VERSION_ANNOTATION: EC2NODECLASS_HASH_VERSION,
             }}});
-            self.ctx
+            let annotated = self
+                .ctx
                 .kube
                 .patch(&ResourceKind::EC2_NODE_CLASS, &key, &Patch::Merge(patch))
                 .await?;
+            version = annotated["metadata"]["resourceVersion"]
+                .as_str()
+                .map(String::from);
             written = true;
         }
         let before = class.status.clone().unwrap_or_default();
@@ -113,13 +118,13 @@ impl NodeClassStatus {
             tracing::warn!(class = %name, "resolving the EC2NodeClass failed; kept its last status, retrying next pass");
         }
         if after != before {
+            // Conditions and resolved lists are written whole: conditional on the version read
+            // (or this pass's annotation write), so a concurrent edit is a retry, not lost.
+            let mut patch = status_patch(&after);
+            patch["metadata"] = json!({"resourceVersion": version});
             self.ctx
                 .kube
-                .patch_status(
-                    &ResourceKind::EC2_NODE_CLASS,
-                    &key,
-                    &Patch::Merge(status_patch(&after)),
-                )
+                .patch_status(&ResourceKind::EC2_NODE_CLASS, &key, &Patch::Merge(patch))
                 .await?;
             written = true;
         }

@@ -37,7 +37,8 @@ impl Termination {
         // Saturates at the end of time; only a calendar span could fail, and a `Duration` is none.
         let deadline = deleted.saturating_add(tgp).unwrap_or(deleted);
         let text = rfc3339(deadline);
-        self.ctx
+        let written = self
+            .ctx
             .kube
             .patch(
                 &ResourceKind::NODE_CLAIM,
@@ -46,7 +47,8 @@ impl Termination {
                     json!({"metadata": {"annotations": {TERMINATION_TIMESTAMP_ANNOTATION: text}}}),
                 ),
             )
-            .await?;
+            .await;
+        self.wrote(&ResourceKind::NODE_CLAIM, &claim.name_any(), written)?;
         self.event(
             claim,
             node,

@@ -40,17 +40,20 @@ impl Termination {
                 json!("karpenter"),
             );
         }
-        self.ctx
+        let version = self.version(&ResourceKind::NODE, &node.metadata);
+        let written = self
+            .ctx
             .kube
             .patch(
                 &ResourceKind::NODE,
                 &ObjectKey::cluster(node.name_any()),
                 &Patch::Merge(json!({
-                    "metadata": {"labels": labels, "resourceVersion": node.metadata.resource_version},
+                    "metadata": {"labels": labels, "resourceVersion": version},
                     "spec": {"taints": list},
                 })),
             )
-            .await?;
+            .await;
+        self.wrote(&ResourceKind::NODE, &node.name_any(), written)?;
         Ok(())
     }
 

@@ -100,16 +100,22 @@ impl Termination {
             .flatten()
             .filter(|f| *f != TERMINATION_FINALIZER)
             .collect();
-        match self
+        // Conditional on the version read: another controller's finalizer added meanwhile is a
+        // conflict and a retry, not lost.
+        let name = metadata.name.clone().unwrap_or_default();
+        let version = self.version(kind, metadata);
+        let written = self
             .ctx
             .kube
             .patch(
                 kind,
-                &ObjectKey::cluster(metadata.name.clone().unwrap_or_default()),
-                &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+                &ObjectKey::cluster(name.clone()),
+                &Patch::Merge(
+                    json!({"metadata": {"finalizers": finalizers, "resourceVersion": version}}),
+                ),
             )
-            .await
-        {
+            .await;
+        match self.wrote(kind, &name, written) {
             Ok(_) => Ok(true),
             Err(KubeError::NotFound(_)) => Ok(false),
             Err(err) => Err(err),

@@ -47,6 +47,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::ResourceExt;
 use serde_json::{Value, json};
 
@@ -148,6 +149,12 @@ pub struct Termination {
     /// Eviction retry state by pod UID; pruned every step to pods still on terminating nodes,
     /// so it never holds more entries than there are such pods. Locked only between awaits.
     backoff: std::sync::Mutex<BTreeMap<String, EvictionBackoff>>,
+    /// The resourceVersion this controller last wrote, by `kind/name`: read-modify-writes (the
+    /// condition list, finalizers, taints) are conditional on it, so a concurrent edit by someone
+    /// else is a 409 and a retry on a fresh read, never overwritten (upstream's optimistic lock).
+    /// Set from the objects read at the start of each claim's pass, then from each write's answer;
+    /// a conflict forgets the entry. Holds at most the objects of claims terminating now.
+    versions: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 /// What one step read, shared by every terminating claim of the step.
@@ -242,6 +249,7 @@ impl Termination {
         Self {
             ctx,
             backoff: std::sync::Mutex::new(BTreeMap::new()),
+            versions: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -459,6 +467,10 @@ impl Termination {
         tally: &mut Tally,
     ) -> Result<Stage, TerminationError> {
         let now = self.ctx.now();
+        self.read_version(&ResourceKind::NODE_CLAIM, &claim.metadata);
+        if let Some(node) = node {
+            self.read_version(&ResourceKind::NODE, &node.metadata);
+        }
         let mut conds = claim.status.clone().unwrap_or_default().conditions;
         let deadline = self.deadline(claim, node).await?;
         let instance_id = claim_provider_id(claim).and_then(ProviderId::instance_id_of);
@@ -522,12 +534,68 @@ impl Termination {
         Ok(match outcome {
             // The marked Node (fresh resourceVersion) is what the drain patches.
             DeleteOutcome::Marked(value) => match serde_json::from_value::<Node>(value) {
-                Ok(marked) => NodeDeletion::Marked(Box::new(marked)),
+                Ok(marked) => {
+                    self.read_version(&ResourceKind::NODE, &marked.metadata);
+                    NodeDeletion::Marked(Box::new(marked))
+                }
                 Err(_) => NodeDeletion::Unchanged,
             },
             // No finalizer of ours held it: it is gone, nothing to drain.
             DeleteOutcome::Deleted | DeleteOutcome::NotFound => NodeDeletion::Gone,
         })
+    }
+
+    /// The resourceVersion a read-modify-write of `meta` is conditional on: the one this
+    /// controller last wrote, else the one read.
+    pub(super) fn version(&self, kind: &ResourceKind, meta: &ObjectMeta) -> Option<String> {
+        let key = format!(
+            "{}/{}",
+            kind.plural,
+            meta.name.as_deref().unwrap_or_default()
+        );
+        self.versions()
+            .get(&key)
+            .cloned()
+            .or_else(|| meta.resource_version.clone())
+    }
+
+    /// Starts from what was just read.
+    fn read_version(&self, kind: &ResourceKind, meta: &ObjectMeta) {
+        let key = format!(
+            "{}/{}",
+            kind.plural,
+            meta.name.as_deref().unwrap_or_default()
+        );
+        match &meta.resource_version {
+            Some(version) => self.versions().insert(key, version.clone()),
+            None => self.versions().remove(&key),
+        };
+    }
+
+    /// Records the outcome of a write to `kind/name`: the new resourceVersion, or on a conflict
+    /// forgets it (the next pass starts from a fresh read). Returns the result unchanged.
+    pub(super) fn wrote(
+        &self,
+        kind: &ResourceKind,
+        name: &str,
+        result: Result<Value, KubeError>,
+    ) -> Result<Value, KubeError> {
+        let key = format!("{}/{name}", kind.plural);
+        match &result {
+            Ok(object) => {
+                if let Some(version) = object["metadata"]["resourceVersion"].as_str() {
+                    self.versions().insert(key, version.to_string());
+                }
+            }
+            Err(_) => {
+                self.versions().remove(&key);
+            }
+        }
+        result
+    }
+
+    fn versions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.versions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Stages 2-4 on the claim's node: taint, replacement hold, drain, volume wait. `Some(stage)`

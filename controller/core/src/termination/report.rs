@@ -19,16 +19,21 @@ impl Termination {
         if !conditions::set(conds, type_, status, reason, message, None, now) {
             return Ok(false);
         }
-        match self
+        // The whole list is written: conditional on the version it was computed from.
+        let version = self.version(&ResourceKind::NODE_CLAIM, &claim.metadata);
+        let written = self
             .ctx
             .kube
             .patch_status(
                 &ResourceKind::NODE_CLAIM,
                 &ObjectKey::cluster(claim.name_any()),
-                &Patch::Merge(json!({"status": {"conditions": conds}})),
+                &Patch::Merge(json!({
+                    "metadata": {"resourceVersion": version},
+                    "status": {"conditions": conds},
+                })),
             )
-            .await
-        {
+            .await;
+        match self.wrote(&ResourceKind::NODE_CLAIM, &claim.name_any(), written) {
             Ok(_) | Err(KubeError::NotFound(_)) => {}
             Err(err) => return Err(err),
         }

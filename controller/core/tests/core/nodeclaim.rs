@@ -802,3 +802,42 @@ fn a_claim_requiring_a_zone_id_launches_in_that_zone_and_is_labelled_with_its_id
     assert_eq!(labels["topology.kubernetes.io/zone"], "us-west-2c");
     assert_eq!(labels["topology.k8s.aws/zone-id"], "usw2-az3");
 }
+
+#[test]
+fn a_finalizer_added_after_the_claim_was_read_is_a_conflict_and_a_retry_not_lost() {
+    use karpenter_core::seams::KubeError;
+    use karpenter_core::seams::kube::Patch;
+    let w = world();
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-a", &["m5.large"], &["on-demand"]),
+    );
+    let stale = w.claim("default-a").expect("claim");
+    // Another controller adds its finalizer after our read.
+    futures::executor::block_on(w.kube.patch(
+        &ResourceKind::NODE_CLAIM,
+        &ObjectKey::cluster("default-a"),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/audit"]}})),
+    ))
+    .expect("their write");
+    let out = futures::executor::block_on(w.lifecycle.reconcile(&stale, &[]));
+    assert!(
+        matches!(out, Err(LifecycleError::Kube(KubeError::Conflict(_)))),
+        "{out:?}"
+    );
+    let fresh = w.claim("default-a").expect("claim");
+    assert_eq!(
+        fresh.metadata.finalizers.clone().unwrap_or_default(),
+        ["example.com/audit"],
+        "their finalizer survives our stale write"
+    );
+    assert_eq!(
+        futures::executor::block_on(w.lifecycle.reconcile(&fresh, &[])).expect("retry"),
+        Step::Launched
+    );
+    let finalizers = w.claim("default-a").unwrap().metadata.finalizers.unwrap();
+    assert_eq!(
+        finalizers,
+        ["example.com/audit", "karpenter.sh/termination"]
+    );
+}

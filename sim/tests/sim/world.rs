@@ -101,6 +101,48 @@ fn a_burst_of_500_pods_runs_within_the_batch_window_plus_boot_time() {
 }
 
 #[test]
+fn a_burst_of_500_pods_on_nodes_that_boot_not_ready_gets_exactly_the_claims_of_one_solve() {
+    let s = scenario(
+        "c6i.2xlarge, c6i.4xlarge, m6i.2xlarge, m6i.4xlarge",
+        "workloads:\n  - at: 0s\n    deployment: {name: burst, replicas: 500, cpu: 250m, memory: 256Mi}\n",
+    );
+    futures::executor::block_on(async {
+        let mut world = World::new(6, s).await.expect("world builds");
+        // When each NodeClaim first appeared (simulated seconds).
+        let mut first_seen: BTreeMap<String, u64> = BTreeMap::new();
+        let running = |world: &World| {
+            world
+                .api()
+                .objects(&ResourceKind::POD)
+                .iter()
+                .filter(|p| p["metadata"]["labels"]["app"] == "burst")
+                .filter(|p| p["status"]["phase"] == "Running")
+                .count()
+        };
+        while world.elapsed() < Duration::from_secs(10 * 60) && running(&world) < 500 {
+            world.step().await.expect("step");
+            let now = world.elapsed().as_secs();
+            for claim in world.api().objects(&ResourceKind::NODE_CLAIM) {
+                let name = claim["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                first_seen.entry(name).or_insert(now);
+            }
+        }
+        assert_eq!(running(&world), 500, "the burst runs");
+        let solves: BTreeSet<u64> = first_seen.values().copied().collect();
+        assert_eq!(
+            solves.len(),
+            1,
+            "every claim comes from the first solve; later ones bought capacity for pods already \
+             headed to booting nodes: {first_seen:?}"
+        );
+        assert!(first_seen.len() > 1, "{first_seen:?}");
+    });
+}
+
+#[test]
 fn the_report_counts_ec2_calls_per_launched_node_by_action_and_a_burst_needs_about_one_create_fleet_each()
  {
     let s = scenario(

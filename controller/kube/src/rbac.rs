@@ -148,6 +148,13 @@ pub const GRANTS: &[Grant] = &[
         "state reflectors: allowed topologies and the default class of unbound claims",
     ),
     grant(
+        "CSINode",
+        "storage.k8s.io",
+        "csinodes",
+        &["list", "watch"],
+        "state reflectors: how many volumes each node's CSI drivers may attach",
+    ),
+    grant(
         "PodDisruptionBudget",
         "policy",
         "poddisruptionbudgets",

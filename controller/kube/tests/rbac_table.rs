@@ -37,6 +37,7 @@ fn kind_by_name(name: &str) -> Option<ResourceKind> {
         "PERSISTENT_VOLUME_CLAIM" => ResourceKind::PERSISTENT_VOLUME_CLAIM,
         "PERSISTENT_VOLUME" => ResourceKind::PERSISTENT_VOLUME,
         "STORAGE_CLASS" => ResourceKind::STORAGE_CLASS,
+        "CSI_NODE" => ResourceKind::CSI_NODE,
         "VOLUME_ATTACHMENT" => ResourceKind::VOLUME_ATTACHMENT,
         "NAMESPACE" => ResourceKind::NAMESPACE,
         "EVENT" => ResourceKind::EVENT,

@@ -189,6 +189,7 @@ fn build() -> Vec<Served> {
             )
         },
         plain(ResourceKind::STORAGE_CLASS, "storageclass", &["sc"]),
+        plain(ResourceKind::CSI_NODE, "csinode", &[]),
         plain(ResourceKind::VOLUME_ATTACHMENT, "volumeattachment", &[]),
         plain(ResourceKind::LEASE, "lease", &[]),
     ];

@@ -277,5 +277,6 @@ fn in_flight(planned: &scheduling::PlannedClaim, name: &str, catalog: &Catalog) 
         pods: Vec::new(),
         initialized: false,
         deleting: false,
+        volume_limits: Default::default(),
     }
 }

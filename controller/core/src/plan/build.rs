@@ -205,7 +205,12 @@ impl Builder {
             Err(reason) => Prepared::Unschedulable(reason),
         };
         match prepared {
-            Prepared::Ready(info) => self.cluster.pods.push(*info),
+            Prepared::Ready(mut info) => {
+                info.csi_volumes = self
+                    .volumes
+                    .csi_volumes(&source.pod, &source.claim_templates);
+                self.cluster.pods.push(*info)
+            }
             Prepared::Unschedulable(reason) => self
                 .cluster
                 .unschedulable

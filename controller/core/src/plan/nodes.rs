@@ -55,6 +55,7 @@ pub(crate) fn existing_node(
             // A hand-written Node has no conditions: take it as ready.
             initialized: ready.is_none_or(|c| c.status == "True"),
             deleting: node.metadata.deletion_timestamp.is_some(),
+            volume_limits: Default::default(),
         },
         notes,
     ))

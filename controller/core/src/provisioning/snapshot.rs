@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube_core::ResourceExt;
 
 use super::eligibility::{is_provisionable, is_reschedulable};
@@ -294,6 +294,7 @@ impl Snapshot {
         let storage_classes: Vec<StorageClass> = kube
             .list_decodable(&ResourceKind::STORAGE_CLASS, &all)
             .await?;
+        let csi_nodes: Vec<CSINode> = kube.list_decodable(&ResourceKind::CSI_NODE, &all).await?;
         Ok(Self::assemble(
             Objects {
                 pools,
@@ -304,7 +305,10 @@ impl Snapshot {
                 namespaces: namespaces.iter().collect(),
                 pdbs: pdbs.iter().collect(),
                 now,
-                volumes: Some(Volumes::from_objects(&pvcs, &volumes, &storage_classes)),
+                volumes: Some(
+                    Volumes::from_objects(&pvcs, &volumes, &storage_classes)
+                        .with_csi_nodes(&csi_nodes),
+                ),
                 node_classes: classes.iter().collect(),
             },
             catalog,
@@ -326,11 +330,14 @@ impl Snapshot {
                 namespaces: state.namespaces.iter().map(|o| &**o).collect(),
                 pdbs: state.pdbs.iter().map(|o| &**o).collect(),
                 now,
-                volumes: Some(Volumes::from_objects(
-                    state.volume_claims.iter().map(|o| &**o),
-                    state.volumes.iter().map(|o| &**o),
-                    state.storage_classes.iter().map(|o| &**o),
-                )),
+                volumes: Some(
+                    Volumes::from_objects(
+                        state.volume_claims.iter().map(|o| &**o),
+                        state.volumes.iter().map(|o| &**o),
+                        state.storage_classes.iter().map(|o| &**o),
+                    )
+                    .with_csi_nodes(state.csi_nodes.iter().map(|o| &**o)),
+                ),
                 node_classes: state.node_classes.iter().map(|o| &**o).collect(),
             },
             catalog,
@@ -414,6 +421,13 @@ impl Snapshot {
             })
             .collect();
         let by_name = snapshot.add_nodes(&nodes, &booting, &going_away);
+        if let Some(volumes) = &volumes {
+            for node in &mut snapshot.nodes {
+                if let Some(limits) = volumes.attach_limits.get(&node.name) {
+                    node.volume_limits = limits.clone();
+                }
+            }
+        }
         snapshot.add_in_flight(&claims, &by_name, &node_classes, catalog);
         let rescheduled = Rescheduled {
             now,
@@ -505,6 +519,7 @@ impl Snapshot {
             self.nodes.push(ExistingNode {
                 initialized,
                 deleting: going_away.contains_key(&name),
+                volume_limits: Default::default(),
                 name,
                 capacity: resources(status.capacity.as_ref()),
                 allocatable,
@@ -532,6 +547,13 @@ impl Snapshot {
             Some(volumes) if Volumes::uses_claims(pod) => volumes.terms(pod, &no_templates),
             _ => Ok(Vec::new()),
         };
+        // What the pod attaches to its node, for CSI attach limits.
+        let with_volumes = |mut info: PodInfo, pod: &Pod| {
+            if let Some(volumes) = volumes.filter(|_| Volumes::uses_claims(pod)) {
+                info.csi_volumes = volumes.csi_volumes(pod, &no_templates);
+            }
+            info
+        };
         for pod in pods {
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
             if matches!(phase, Some("Succeeded" | "Failed")) {
@@ -548,6 +570,7 @@ impl Snapshot {
                 else {
                     continue;
                 };
+                let info = with_volumes(info, pod);
                 // Replacement first: a pod on a node going away is scheduled again now, so its
                 // new capacity is ready before it is evicted.
                 if let Some(claim) = going_away.get(node)
@@ -562,7 +585,7 @@ impl Snapshot {
                 match terms(pod)
                     .and_then(|terms| PodInfo::from_pod(pod, terms).map_err(|err| err.to_string()))
                 {
-                    Ok(info) => self.pending.push(info),
+                    Ok(info) => self.pending.push(with_volumes(info, pod)),
                     // Upstream ignores the pod until its volumes exist (or a spec it cannot
                     // schedule, such as `matchFields`, changes), and says why.
                     Err(reason) => self.ignored.push(Ignored {
@@ -762,5 +785,6 @@ fn in_flight(claim: &NodeClaim, catalog: &Catalog, class: Option<&EC2NodeClass>)
         pods: Vec::new(),
         initialized: false,
         deleting: false,
+        volume_limits: Default::default(),
     }
 }

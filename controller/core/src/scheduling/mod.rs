@@ -74,6 +74,10 @@ pub struct ExistingNode {
     pub initialized: bool,
     /// Being deleted: nothing new is placed on it.
     pub deleting: bool,
+    /// Volumes each CSI driver may attach to it (its CSINode's `allocatable.count`); a driver
+    /// not listed has no known limit (a node that has not registered its drivers yet, or a
+    /// NodeClaim: upstream does not limit those either).
+    pub volume_limits: BTreeMap<String, i64>,
 }
 
 impl ExistingNode {

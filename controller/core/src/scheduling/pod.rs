@@ -2,7 +2,7 @@
 //! resource requests (Kubernetes `PodRequests` semantics), node requirements, tolerations,
 //! topology spread, pod (anti-)affinity, host ports and volume topology.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec, Toleration,
@@ -139,6 +139,9 @@ pub struct PodInfo {
     /// how a node's running daemon is matched to its DaemonSet (labels are not enough: real
     /// DaemonSet pods carry `controller-revision-hash` and `pod-template-generation`).
     pub daemonset: Option<String>,
+    /// Its persistent volumes by CSI driver (`ebs.csi.aws.com` → volume ids): what it attaches
+    /// to its node, against the node's CSI attach limits. Set with the volume terms.
+    pub csi_volumes: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Why a pod cannot be considered at all.
@@ -391,6 +394,7 @@ impl PodInfo {
                 .unwrap_or_default(),
             daemonset_owned: is_owned_by_daemonset(pod),
             daemonset: daemonset_of(pod),
+            csi_volumes: BTreeMap::new(),
             labels,
         };
         if let Some(affinity) = &spec.affinity {

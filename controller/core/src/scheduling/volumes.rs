@@ -18,12 +18,12 @@
 //! reason: upstream Karpenter ignores such a pod (and the pod gets a FailedScheduling event) until
 //! the object exists.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
     NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod,
 };
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::api::Operator;
 use crate::api::labels::{HOSTNAME_LABEL, ZONE_LABEL, normalize_label};
@@ -33,6 +33,10 @@ use crate::scheduling::requirements::{Requirement, Requirements};
 /// normalizes it to `topology.kubernetes.io/zone` (which nodes carry); without that, every EBS
 /// volume would look impossible to satisfy.
 const EBS_CSI_ZONE_LABEL: &str = "topology.ebs.csi.aws.com/zone";
+/// The EBS CSI driver, which also serves in-tree EBS volumes since CSI migration.
+pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
+/// The in-tree EBS provisioner a StorageClass may still name (migrated to [`EBS_CSI_DRIVER`]).
+const IN_TREE_EBS_PROVISIONER: &str = "kubernetes.io/aws-ebs";
 
 /// Annotations that mark the default StorageClass (GA and the older beta spelling).
 const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
@@ -50,6 +54,8 @@ pub struct Volumes {
     pub claims: BTreeMap<(String, String), PersistentVolumeClaim>,
     pub volumes: BTreeMap<String, PersistentVolume>,
     pub classes: BTreeMap<String, StorageClass>,
+    /// CSI attach limits by node, then driver (`CSINode.spec.drivers[].allocatable.count`).
+    pub attach_limits: BTreeMap<String, BTreeMap<String, i64>>,
 }
 
 /// A claim's spec with the class the API server would have given it.
@@ -173,6 +179,103 @@ impl Volumes {
         }
         alternatives.retain(|a| !a.is_empty());
         Ok(alternatives)
+    }
+
+    /// The same, with the attach limits of these CSINodes.
+    pub fn with_csi_nodes<'a>(mut self, csi_nodes: impl IntoIterator<Item = &'a CSINode>) -> Self {
+        for csi in csi_nodes {
+            let node = csi.metadata.name.clone().unwrap_or_default();
+            let limits: BTreeMap<String, i64> = csi
+                .spec
+                .drivers
+                .iter()
+                .filter_map(|d| {
+                    let count = d.allocatable.as_ref()?.count?;
+                    Some((d.name.clone(), i64::from(count)))
+                })
+                .collect();
+            if !limits.is_empty() {
+                self.attach_limits.insert(node, limits);
+            }
+        }
+        self
+    }
+
+    /// The pod's persistent volumes by CSI driver, for CSI attach limits (upstream's
+    /// `volumeusage.go`): a bound claim's volume by its name (the driver from `spec.csi`, or
+    /// the EBS CSI driver for a migrated in-tree `awsElasticBlockStore` volume); an unbound
+    /// claim by `namespace/claim` under its StorageClass's provisioner. Claims, volumes or classes
+    /// that are missing count nowhere ([`Volumes::terms`] reports them).
+    pub fn csi_volumes(
+        &self,
+        pod: &Pod,
+        claim_templates: &BTreeMap<String, PersistentVolumeClaimSpec>,
+    ) -> BTreeMap<String, BTreeSet<String>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let ephemeral_template = volume
+                .ephemeral
+                .as_ref()
+                .and_then(|e| e.volume_claim_template.as_ref())
+                .map(|t| &t.spec);
+            let claim_name = match (&volume.persistent_volume_claim, ephemeral_template) {
+                (Some(source), _) => source.claim_name.clone(),
+                (None, Some(_)) => format!("{pod_name}-{}", volume.name),
+                (None, None) => continue,
+            };
+            let stored = self
+                .claims
+                .get(&(namespace.to_string(), claim_name.clone()));
+            let (spec, annotated) = match stored {
+                Some(found) => (
+                    found.spec.as_ref(),
+                    found
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(CLASS_ANNOTATION))
+                        .map(String::as_str),
+                ),
+                None => (
+                    claim_templates.get(&claim_name).or(ephemeral_template),
+                    None,
+                ),
+            };
+            let bound = spec
+                .and_then(|s| s.volume_name.as_deref())
+                .filter(|v| !v.is_empty());
+            let found = match bound {
+                Some(name) => self.volumes.get(name).and_then(|pv| {
+                    let spec = pv.spec.as_ref()?;
+                    let driver = match (&spec.csi, &spec.aws_elastic_block_store) {
+                        (Some(csi), _) => csi.driver.clone(),
+                        (None, Some(_)) => EBS_CSI_DRIVER.to_string(),
+                        (None, None) => return None,
+                    };
+                    Some((driver, name.to_string()))
+                }),
+                None => {
+                    let class = spec
+                        .and_then(|s| s.storage_class_name.clone())
+                        .or(annotated.map(String::from))
+                        .or_else(|| self.default_class())
+                        .filter(|c| !c.is_empty());
+                    class
+                        .and_then(|c| self.classes.get(&c))
+                        .map(|c| match c.provisioner.as_str() {
+                            IN_TREE_EBS_PROVISIONER => EBS_CSI_DRIVER.to_string(),
+                            other => other.to_string(),
+                        })
+                        .map(|driver| (driver, format!("{namespace}/{claim_name}")))
+                }
+            };
+            if let Some((driver, id)) = found {
+                out.entry(driver).or_default().insert(id);
+            }
+        }
+        out
     }
 
     /// One claim's alternatives; empty when it does not constrain the node.

@@ -50,6 +50,8 @@ impl ResourceKind {
         "VolumeAttachment",
         "volumeattachments",
     );
+    /// A node's CSI drivers and how many volumes each may attach (`spec.drivers[].allocatable`).
+    pub const CSI_NODE: Self = Self::cluster("storage.k8s.io", "v1", "CSINode", "csinodes");
     pub const NAMESPACE: Self = Self::cluster("", "v1", "Namespace", "namespaces");
     pub const EVENT: Self = Self::namespaced("", "v1", "Event", "events");
     pub const LEASE: Self = Self::namespaced("coordination.k8s.io", "v1", "Lease", "leases");

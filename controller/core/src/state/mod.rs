@@ -10,7 +10,7 @@ pub mod reflector;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 pub use reflector::Reflector;
 
@@ -34,6 +34,8 @@ pub struct ClusterState {
     pub volume_claims: Reflector<PersistentVolumeClaim>,
     pub volumes: Reflector<PersistentVolume>,
     pub storage_classes: Reflector<StorageClass>,
+    /// How many volumes each node's CSI drivers may attach (CSI attach limits).
+    pub csi_nodes: Reflector<CSINode>,
 }
 
 impl Default for ClusterState {
@@ -56,6 +58,7 @@ impl ClusterState {
             volume_claims: Reflector::new(ResourceKind::PERSISTENT_VOLUME_CLAIM),
             volumes: Reflector::new(ResourceKind::PERSISTENT_VOLUME),
             storage_classes: Reflector::new(ResourceKind::STORAGE_CLASS),
+            csi_nodes: Reflector::new(ResourceKind::CSI_NODE),
         }
     }
 
@@ -74,6 +77,7 @@ impl ClusterState {
         changed |= self.volume_claims.sync(kube).await?;
         changed |= self.volumes.sync(kube).await?;
         changed |= self.storage_classes.sync(kube).await?;
+        changed |= self.csi_nodes.sync(kube).await?;
         Ok(changed)
     }
 }

@@ -911,3 +911,73 @@ fn a_pending_pod_cannot_take_a_host_port_every_new_node_gives_a_daemonset() {
         event.message
     );
 }
+
+/// A claim `name` in `default` bound to an EBS volume `pv-<name>` in us-west-2c.
+fn ebs_claim(w: &World, name: &str) {
+    w.kube.apply(&ResourceKind::PERSISTENT_VOLUME, json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": format!("pv-{name}")},
+        "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": format!("vol-{name}")},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["us-west-2c"]}]}]}}}
+    }));
+    w.kube.apply(&ResourceKind::PERSISTENT_VOLUME_CLAIM, json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                 "volumeName": format!("pv-{name}"), "storageClassName": "gp3"}
+    }));
+}
+
+fn pod_using(name: &str, claim: &str, node: Option<&str>) -> Value {
+    let mut pod = pending_pod(name, "100m");
+    pod["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]);
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+        pod["status"] = json!({"phase": "Running"});
+    }
+    pod
+}
+
+#[test]
+fn a_node_whose_csi_driver_cannot_attach_another_volume_gets_no_more_volume_pods() {
+    let run = |limit: Option<i32>| {
+        let w = world();
+        let mut node = objects::ready_node("node-c", "aws:///us-west-2c/i-0c");
+        node["metadata"]["labels"] = json!({
+            "topology.kubernetes.io/zone": "us-west-2c",
+            "topology.ebs.csi.aws.com/zone": "us-west-2c",
+            "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+        });
+        w.kube.apply(&ResourceKind::NODE, node);
+        if let Some(count) = limit {
+            w.kube.apply(
+                &ResourceKind::CSI_NODE,
+                json!({
+                    "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                    "metadata": {"name": "node-c"},
+                    "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-0c",
+                                          "allocatable": {"count": count}}]}
+                }),
+            );
+        }
+        for name in ["a", "b", "c"] {
+            ebs_claim(&w, name);
+        }
+        w.kube
+            .apply(&ResourceKind::POD, pod_using("db-a", "a", Some("node-c")));
+        w.kube
+            .apply(&ResourceKind::POD, pod_using("db-b", "b", Some("node-c")));
+        w.kube
+            .apply(&ResourceKind::POD, pod_using("db-c", "c", None));
+        futures::executor::block_on(w.provisioner.provision()).expect("pass")
+    };
+    // Room for the CPU, and for the volume: the pod goes to the node, nothing is launched.
+    assert!(run(Some(3)).created.is_empty());
+    assert!(run(None).created.is_empty(), "no CSINode, no known limit");
+    // The driver attaches two volumes already and may attach no more: a new node.
+    let full = run(Some(2));
+    assert_eq!(full.created.len(), 1, "{full:?}");
+}

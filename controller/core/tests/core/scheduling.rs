@@ -667,6 +667,7 @@ impl NodeBuilder {
             pods: self.pods,
             initialized: self.initialized,
             deleting: self.deleting,
+            volume_limits: Default::default(),
         }
     }
 }

@@ -56,6 +56,7 @@ fn kind_of(grant: &Grant) -> ResourceKind {
         "PersistentVolumeClaim" => ResourceKind::PERSISTENT_VOLUME_CLAIM,
         "PersistentVolume" => ResourceKind::PERSISTENT_VOLUME,
         "StorageClass" => ResourceKind::STORAGE_CLASS,
+        "CSINode" => ResourceKind::CSI_NODE,
         "PodDisruptionBudget" => ResourceKind::POD_DISRUPTION_BUDGET,
         "DaemonSet" => ResourceKind::DAEMON_SET,
         "VolumeAttachment" => ResourceKind::VOLUME_ATTACHMENT,

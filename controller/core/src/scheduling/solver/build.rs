@@ -172,9 +172,16 @@ impl<'a> Solver<'a> {
         for node in order {
             let mut used = vec![0; self.space.names.len()];
             let mut host_ports = Vec::new();
+            let mut volumes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
             for pod in &node.pods {
                 add(&mut used, &self.space.dense(&pod.requests));
                 host_ports.extend(pod.host_ports.iter().cloned());
+                for (driver, ids) in &pod.csi_volumes {
+                    volumes
+                        .entry(driver.clone())
+                        .or_default()
+                        .extend(ids.iter().cloned());
+                }
             }
             // Daemons that belong on this node but are not running yet will take their share.
             for ds in self.input.daemonsets {
@@ -199,6 +206,7 @@ impl<'a> Solver<'a> {
                 used,
                 alloc: self.space.dense(&node.allocatable),
                 host_ports,
+                volumes,
                 placed: Vec::new(),
             });
         }

@@ -70,6 +70,9 @@ struct Node<'a> {
     used: Dense,
     alloc: Dense,
     host_ports: Vec<HostPort>,
+    /// Volumes attached by driver (its pods' and those placed here), against
+    /// `node.volume_limits`.
+    volumes: BTreeMap<String, BTreeSet<String>>,
     placed: Vec<usize>,
 }
 

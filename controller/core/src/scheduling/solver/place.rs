@@ -171,6 +171,9 @@ impl Solver<'_> {
         if !self.hostname_ok(p, n, c) {
             return None;
         }
+        if !within_attach_limits(node, pod) {
+            return None;
+        }
         let view = TargetView::Node {
             labels: &node.node.labels,
             solver: self,
@@ -500,6 +503,12 @@ impl Solver<'_> {
         add(&mut node.used, &request);
         node.host_ports
             .extend(self.input.pods[p].host_ports.iter().cloned());
+        for (driver, ids) in &self.input.pods[p].csi_volumes {
+            node.volumes
+                .entry(driver.clone())
+                .or_default()
+                .extend(ids.iter().cloned());
+        }
         node.placed.push(p);
         self.record(p, n, &|solver, g| solver.node_domain(n, g), c);
     }
@@ -631,4 +640,21 @@ impl Iterator for Merge<'_> {
         self.heads[i].next();
         Some(item)
     }
+}
+
+/// Whether the pod's volumes still fit the node's CSI attach limits: for each driver with a
+/// limit, the distinct volumes attached (a volume shared with a pod already there counts once)
+/// stay at or under it. Upstream's `volumeusage.go`.
+fn within_attach_limits(node: &super::Node<'_>, pod: &crate::scheduling::PodInfo) -> bool {
+    pod.csi_volumes.iter().all(|(driver, ids)| {
+        let Some(&limit) = node.node.volume_limits.get(driver) else {
+            return true;
+        };
+        let attached = node.volumes.get(driver);
+        let new = ids
+            .iter()
+            .filter(|id| attached.is_none_or(|a| !a.contains(*id)))
+            .count() as i64;
+        attached.map_or(0, |a| a.len() as i64) + new <= limit
+    })
 }

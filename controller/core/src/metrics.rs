@@ -72,6 +72,24 @@ pub struct DisruptedLabels {
     pub capacity_type: String,
 }
 
+/// `decision`, `reason`, `consolidation_type` (upstream's `voluntary_disruption_decisions_total`
+/// and `…_queue_failures_total`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// `delete` or `replace`.
+    pub decision: String,
+    /// The lower-case method: `empty`, `underutilized`, `drifted`.
+    pub reason: String,
+    /// `empty`, `single`, `multi`, or empty for drift.
+    pub consolidation_type: String,
+}
+
+/// `consolidation_type` alone (upstream's `voluntary_disruption_failed_validations_total`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ConsolidationTypeLabels {
+    pub consolidation_type: String,
+}
+
 /// `reason`, `nodepool`, `min_values_relaxed` (upstream's `nodeclaims_created_total`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct CreatedLabels {
@@ -148,6 +166,15 @@ pub struct Metrics {
     /// `karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}`: claims deleted for
     /// a reason of their own (interruption kinds, instance status; disruption methods later).
     pub nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
+    /// `karpenter_voluntary_disruption_decisions_total{decision,reason,consolidation_type}`:
+    /// commands started.
+    pub disruption_decisions: Family<DecisionLabels, Counter>,
+    /// `karpenter_voluntary_disruption_failed_validations_total{consolidation_type}`: decisions
+    /// dropped on their re-check.
+    pub disruption_failed_validations: Family<ConsolidationTypeLabels, Counter>,
+    /// `karpenter_voluntary_disruption_queue_failures_total{decision,reason,consolidation_type}`:
+    /// commands abandoned after they started.
+    pub disruption_queue_failures: Family<DecisionLabels, Counter>,
     /// `karpenter_nodeclaims_termination_duration_seconds{nodepool}`: deletion request to the
     /// claim's finalizer removal.
     pub nodeclaims_termination_duration: HistogramFamily<NodePoolLabels>,
@@ -215,6 +242,9 @@ impl Metrics {
             nodeclaims_terminated: Family::default(),
             nodeclaims_created: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            disruption_decisions: Family::default(),
+            disruption_failed_validations: Family::default(),
+            disruption_queue_failures: Family::default(),
             nodeclaims_termination_duration: Family::new_with_constructor(
                 claim_termination_histogram,
             ),
@@ -253,6 +283,21 @@ impl Metrics {
             "nodeclaims_created",
             "Number of nodeclaims created in total by Karpenter, by reason, nodepool and whether minValues was relaxed.",
             self.nodeclaims_created.clone(),
+        );
+        r.register(
+            "voluntary_disruption_decisions",
+            "Number of disruption decisions performed, by decision, reason and consolidation type.",
+            self.disruption_decisions.clone(),
+        );
+        r.register(
+            "voluntary_disruption_failed_validations",
+            "Number of candidates that failed validation before disruption, by consolidation type.",
+            self.disruption_failed_validations.clone(),
+        );
+        r.register(
+            "voluntary_disruption_queue_failures",
+            "Number of disruption commands that failed after they started, by decision, reason and consolidation type.",
+            self.disruption_queue_failures.clone(),
         );
         r.register(
             "nodeclaims_disrupted",
@@ -411,6 +456,18 @@ impl Metrics {
             .get_or_create(&NodePoolCapacityLabels {
                 nodepool: "default".into(),
                 capacity_type: "spot".into(),
+            });
+        let decision = DecisionLabels {
+            decision: "delete".into(),
+            reason: "empty".into(),
+            consolidation_type: "empty".into(),
+        };
+        let _ = self.disruption_decisions.get_or_create(&decision);
+        let _ = self.disruption_queue_failures.get_or_create(&decision);
+        let _ = self
+            .disruption_failed_validations
+            .get_or_create(&ConsolidationTypeLabels {
+                consolidation_type: "single".into(),
             });
         let _ = self.nodeclaims_disrupted.get_or_create(&DisruptedLabels {
             reason: "spot_interrupted".into(),

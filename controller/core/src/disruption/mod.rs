@@ -91,6 +91,16 @@ impl Method {
         }
     }
 
+    /// Upstream's `consolidation_type` metric label for a command over `nodes` nodes.
+    pub fn consolidation_type(self, nodes: usize) -> &'static str {
+        match self {
+            Method::Empty => "empty",
+            Method::Underutilized if nodes > 1 => "multi",
+            Method::Underutilized => "single",
+            Method::Drifted | Method::Expired => "",
+        }
+    }
+
     /// The budget reason it counts against (`None`: expiration ignores budgets).
     pub fn budget_reason(self) -> Option<DisruptionReason> {
         match self {
@@ -134,6 +144,20 @@ pub struct Command {
 }
 
 impl Command {
+    /// Its labels for the `voluntary_disruption_*` metrics.
+    pub fn metric_labels(&self) -> crate::metrics::DecisionLabels {
+        crate::metrics::DecisionLabels {
+            decision: if self.replacements.is_empty() {
+                "delete"
+            } else {
+                "replace"
+            }
+            .to_string(),
+            reason: self.method.as_str().to_lowercase(),
+            consolidation_type: self.method.consolidation_type(self.nodes.len()).to_string(),
+        }
+    }
+
     /// A command over `candidates` (sorted by node name).
     pub(crate) fn new(
         method: Method,

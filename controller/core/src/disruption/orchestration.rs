@@ -145,6 +145,14 @@ impl Disruption {
                     Ok(fresh) => self.start(&read, fresh, now, &mut outcome).await,
                     Err(reason) => {
                         tracing::info!(%reason, "disruption command rejected on re-check");
+                        let labels = command.metric_labels();
+                        self.ctx
+                            .metrics
+                            .disruption_failed_validations
+                            .get_or_create(&crate::metrics::ConsolidationTypeLabels {
+                                consolidation_type: labels.consolidation_type,
+                            })
+                            .inc();
                         outcome.rejected = Some(reason);
                     }
                 }
@@ -242,6 +250,11 @@ impl Disruption {
             .await
         {
             Ok(created) => {
+                self.ctx
+                    .metrics
+                    .disruption_decisions
+                    .get_or_create(&command.metric_labels())
+                    .inc();
                 outcome.started = Some((command.method, names, created));
                 self.memory().next_pass = None;
             }
@@ -324,6 +337,23 @@ impl Disruption {
             None
         };
         if let Some(reason) = abandon {
+            self.ctx
+                .metrics
+                .disruption_queue_failures
+                .get_or_create(&crate::metrics::DecisionLabels {
+                    decision: if record.replacements == 0 {
+                        "delete"
+                    } else {
+                        "replace"
+                    }
+                    .to_string(),
+                    reason: record.method.to_lowercase(),
+                    consolidation_type: Method::parse(&record.method)
+                        .map(|m| m.consolidation_type(members.len()))
+                        .unwrap_or_default()
+                        .to_string(),
+                })
+                .inc();
             queue.undo(&live, &read.nodes, &reason).await;
             self.delete_uninitialized(&replacements).await;
             let mut memory = self.memory();

@@ -221,6 +221,12 @@ fn an_empty_node_is_deleted_as_empty_with_its_price_saved() {
     assert_eq!(command.node_names(), ["a"]);
     assert!(command.replacements.is_empty());
     assert!((command.savings_per_hour - od_price("m5.large")).abs() < 1e-9);
+    let labels = command.metric_labels();
+    assert_eq!(
+        (labels.decision.as_str(), labels.reason.as_str()),
+        ("delete", "empty")
+    );
+    assert_eq!(labels.consolidation_type, "empty");
 }
 
 #[test]
@@ -248,6 +254,16 @@ fn a_node_whose_pods_fit_on_another_is_deleted_by_consolidation() {
     assert!(
         command.replacements.is_empty(),
         "a delete, not a replace: {command:?}"
+    );
+    let labels = command.metric_labels();
+    assert_eq!(
+        (
+            labels.decision.as_str(),
+            labels.reason.as_str(),
+            labels.consolidation_type.as_str()
+        ),
+        ("delete", "underutilized", "single"),
+        "upstream's voluntary_disruption_decisions_total labels"
     );
 }
 

@@ -118,48 +118,10 @@ impl Volumes {
         pod: &Pod,
         claim_templates: &BTreeMap<String, PersistentVolumeClaimSpec>,
     ) -> Result<Vec<Requirements>, String> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
         let mut alternatives: Vec<Requirements> = vec![Requirements::new()];
         let mut constrained_by: Vec<String> = Vec::new();
-        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            // An ephemeral volume's claim is `<pod>-<volume>`, created with the pod.
-            let ephemeral_template = volume
-                .ephemeral
-                .as_ref()
-                .and_then(|e| e.volume_claim_template.as_ref())
-                .map(|t| &t.spec);
-            let claim_name = match (&volume.persistent_volume_claim, ephemeral_template) {
-                (Some(source), _) => source.claim_name.clone(),
-                (None, Some(_)) => format!("{pod_name}-{}", volume.name),
-                (None, None) => continue,
-            };
-            let key = (namespace.to_string(), claim_name.clone());
-            let claim = match self.claims.get(&key) {
-                Some(found) => Claim {
-                    name: claim_name,
-                    spec: found.spec.as_ref(),
-                    annotated_class: found
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(CLASS_ANNOTATION))
-                        .map(String::as_str),
-                },
-                None => match claim_templates.get(&claim_name).or(ephemeral_template) {
-                    Some(spec) => Claim {
-                        name: claim_name,
-                        spec: Some(spec),
-                        annotated_class: None,
-                    },
-                    None => {
-                        return Err(format!(
-                            "persistentvolumeclaim \"{claim_name}\" not found in namespace \
-                             {namespace}: Karpenter ignores the pod until the claim exists"
-                        ));
-                    }
-                },
-            };
+        for claim in self.claims_of(pod, claim_templates) {
+            let claim = claim?;
             let terms = self.claim_terms(&claim)?;
             if terms.is_empty() {
                 continue;
@@ -201,6 +163,57 @@ impl Volumes {
         self
     }
 
+    /// The claims of the pod's volumes (a generic ephemeral volume's claim is `<pod>-<volume>`,
+    /// created with the pod, so its template stands in until it exists; `claim_templates` are
+    /// those its controller creates with it), each `Err` with why when it does not exist.
+    fn claims_of<'a>(
+        &'a self,
+        pod: &'a Pod,
+        claim_templates: &'a BTreeMap<String, PersistentVolumeClaimSpec>,
+    ) -> impl Iterator<Item = Result<Claim<'a>, String>> + 'a {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        pod.spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .filter_map(move |volume| {
+                let ephemeral_template = volume
+                    .ephemeral
+                    .as_ref()
+                    .and_then(|e| e.volume_claim_template.as_ref())
+                    .map(|t| &t.spec);
+                let claim_name = match (&volume.persistent_volume_claim, ephemeral_template) {
+                    (Some(source), _) => source.claim_name.clone(),
+                    (None, Some(_)) => format!("{pod_name}-{}", volume.name),
+                    (None, None) => return None,
+                };
+                let key = (namespace.to_string(), claim_name.clone());
+                Some(match self.claims.get(&key) {
+                    Some(found) => Ok(Claim {
+                        name: claim_name,
+                        spec: found.spec.as_ref(),
+                        annotated_class: found
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(CLASS_ANNOTATION))
+                            .map(String::as_str),
+                    }),
+                    None => match claim_templates.get(&claim_name).or(ephemeral_template) {
+                        Some(spec) => Ok(Claim {
+                            name: claim_name,
+                            spec: Some(spec),
+                            annotated_class: None,
+                        }),
+                        None => Err(format!(
+                            "persistentvolumeclaim \"{claim_name}\" not found in namespace \
+                             {namespace}: Karpenter ignores the pod until the claim exists"
+                        )),
+                    },
+                })
+            })
+    }
+
     /// The pod's persistent volumes by CSI driver, for CSI attach limits (upstream's
     /// `volumeusage.go`): a bound claim's volume by its name (the driver from `spec.csi`, or
     /// the EBS CSI driver for a migrated in-tree `awsElasticBlockStore` volume); an unbound
@@ -212,37 +225,9 @@ impl Volumes {
         claim_templates: &BTreeMap<String, PersistentVolumeClaimSpec>,
     ) -> BTreeMap<String, BTreeSet<String>> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            let ephemeral_template = volume
-                .ephemeral
-                .as_ref()
-                .and_then(|e| e.volume_claim_template.as_ref())
-                .map(|t| &t.spec);
-            let claim_name = match (&volume.persistent_volume_claim, ephemeral_template) {
-                (Some(source), _) => source.claim_name.clone(),
-                (None, Some(_)) => format!("{pod_name}-{}", volume.name),
-                (None, None) => continue,
-            };
-            let stored = self
-                .claims
-                .get(&(namespace.to_string(), claim_name.clone()));
-            let (spec, annotated) = match stored {
-                Some(found) => (
-                    found.spec.as_ref(),
-                    found
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(CLASS_ANNOTATION))
-                        .map(String::as_str),
-                ),
-                None => (
-                    claim_templates.get(&claim_name).or(ephemeral_template),
-                    None,
-                ),
-            };
+        for claim in self.claims_of(pod, claim_templates).flatten() {
+            let (spec, annotated, claim_name) = (claim.spec, claim.annotated_class, claim.name);
             let bound = spec
                 .and_then(|s| s.volume_name.as_deref())
                 .filter(|v| !v.is_empty());

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::catalog::{Catalog, UnavailableOfferings};
+use crate::catalog::{Catalog, ReservationAvailability, UnavailableOfferings};
 use crate::events::Recorder;
 use crate::metrics::Metrics;
 use crate::nodeclaim;
@@ -65,6 +65,9 @@ pub struct Context {
     /// Offerings that recently failed with insufficient capacity: launch and interruption fill
     /// it, provisioning and launch plan around it.
     pub unavailable: Arc<UnavailableOfferings>,
+    /// Instances each capacity reservation can still launch: the EC2NodeClass status controller
+    /// syncs it, launches and interruptions adjust it, provisioning and launch read it.
+    pub reservations: Arc<ReservationAvailability>,
     pub recorder: Recorder,
     pub options: Options,
     /// IAM, for the instance profiles of EC2NodeClasses (a `role:` class gets a profile the
@@ -105,6 +108,7 @@ impl Context {
             metrics: Arc::new(Metrics::new()),
             state: SharedState::default(),
             unavailable: Arc::new(UnavailableOfferings::new()),
+            reservations: Arc::new(ReservationAvailability::new()),
             options,
             iam: None,
             profiles: Arc::new(ProfileCache::default()),

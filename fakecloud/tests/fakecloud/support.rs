@@ -48,6 +48,7 @@ fn instance_type(name: &str, arch: &str, offerings: &[(&str, CapacityType, f64)]
         offerings: offerings
             .iter()
             .map(|(zone, capacity_type, price)| Offering {
+                reservation: None,
                 zone: zone.to_string(),
                 capacity_type: *capacity_type,
                 price: *price,

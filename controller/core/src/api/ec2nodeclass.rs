@@ -732,6 +732,24 @@ pub enum ReservationType {
     CapacityBlock,
 }
 
+impl ReservationType {
+    /// The `karpenter.k8s.aws/capacity-reservation-type` label value (EC2's name).
+    pub fn label(self) -> &'static str {
+        match self {
+            ReservationType::Default => "default",
+            ReservationType::CapacityBlock => "capacity-block",
+        }
+    }
+
+    pub fn from_label(label: &str) -> Option<Self> {
+        match label {
+            "default" => Some(ReservationType::Default),
+            "capacity-block" => Some(ReservationType::CapacityBlock),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReservationState {

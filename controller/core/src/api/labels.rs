@@ -94,13 +94,21 @@ pub const WELL_KNOWN_LABELS: [&str; 8] = [
     WINDOWS_BUILD_LABEL,
 ];
 
+/// The capacity reservation a `reserved` node runs in (upstream's `ReservationIDLabel`).
+pub const CAPACITY_RESERVATION_ID_LABEL: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// `default` (an on-demand capacity reservation) or `capacity-block`.
+pub const CAPACITY_RESERVATION_TYPE_LABEL: &str = "karpenter.k8s.aws/capacity-reservation-type";
+/// `true` for interruptible ODCRs (their owner can reclaim the capacity with a warning).
+pub const CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL: &str =
+    "karpenter.k8s.aws/capacity-reservation-interruptible";
+
 /// AWS instance-attribute labels usable in requirements (and allowed despite the restricted
 /// `karpenter.k8s.aws` domain).
 pub const AWS_WELL_KNOWN_LABELS: [&str; 30] = [
     "karpenter.k8s.aws/instance-tenancy",
-    "karpenter.k8s.aws/capacity-reservation-type",
-    "karpenter.k8s.aws/capacity-reservation-id",
-    "karpenter.k8s.aws/capacity-reservation-interruptible",
+    CAPACITY_RESERVATION_TYPE_LABEL,
+    CAPACITY_RESERVATION_ID_LABEL,
+    CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL,
     EC2NODECLASS_LABEL,
     "karpenter.k8s.aws/instance-encryption-in-transit-supported",
     "karpenter.k8s.aws/nitro-sandbox",

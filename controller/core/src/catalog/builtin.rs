@@ -631,12 +631,14 @@ fn instance_type(spec: Spec) -> InstanceType {
     let mut offerings = Vec::with_capacity(ZONES.len() * 2);
     for zone in ZONES {
         offerings.push(Offering {
+            reservation: None,
             zone: zone.to_string(),
             capacity_type: CapacityType::OnDemand,
             price: spec.price,
             available: true,
         });
         offerings.push(Offering {
+            reservation: None,
             zone: zone.to_string(),
             capacity_type: CapacityType::Spot,
             price: spot_price(&spec.name, zone, spec.price),

@@ -15,6 +15,10 @@
 //!     offerings:
 //!       - {zone: us-west-2a, capacityType: on-demand, price: 0.085}
 //!       - {zone: us-west-2a, capacityType: spot, price: 0.031, available: false}
+//!       # a capacity reservation: its id, and optionally its type (default or
+//!       # capacity-block), whether it is interruptible and how many instances it has left (1)
+//!       - {zone: us-west-2a, capacityType: reserved, price: 0.0000001,
+//!          reservationID: cr-0123456789abcdef0, reservationCapacity: 4}
 //! ```
 //!
 //! The file states what the node has: `memory` is taken as the node's memory capacity, so the VM
@@ -35,6 +39,7 @@ use serde::Deserialize;
 
 use super::overhead::{DEFAULT_EPHEMERAL_STORAGE, compute_overhead};
 use super::{CapacityType, Catalog, InstanceType, Offering};
+use crate::api::ec2nodeclass::ReservationType;
 use crate::api::labels;
 use crate::resources::{
     CPU, EPHEMERAL_STORAGE, MEMORY, PODS, QuantityError, Resources, parse_quantity,
@@ -242,6 +247,11 @@ struct RawOffering {
     capacity_type: Option<String>,
     price: Option<f64>,
     available: Option<bool>,
+    #[serde(rename = "reservationID")]
+    reservation_id: Option<String>,
+    reservation_type: Option<String>,
+    interruptible: Option<bool>,
+    reservation_capacity: Option<u32>,
 }
 
 /// A YAML scalar as text: quantities may be written `2` or `"2"`, label values `6` or `"6"`.
@@ -482,10 +492,41 @@ fn offerings(raw: Vec<RawOffering>) -> Result<Vec<Offering>, FieldError> {
         if !price.is_finite() || price < 0.0 {
             return Err((field("price"), Problem::InvalidPrice(price)));
         }
-        if let Some(first) = offerings
-            .iter()
-            .position(|x| x.zone == zone && x.capacity_type == capacity_type)
-        {
+        let reservation = match (capacity_type, o.reservation_id) {
+            (CapacityType::Reserved, Some(id)) => Some(super::Reservation {
+                id,
+                kind: match o.reservation_type.as_deref() {
+                    None => ReservationType::Default,
+                    Some(kind) => ReservationType::from_label(kind).ok_or_else(|| {
+                        (
+                            field("reservationType"),
+                            Problem::Unsupported {
+                                what: "reservation type",
+                                value: kind.to_string(),
+                                expected: "default or capacity-block",
+                            },
+                        )
+                    })?,
+                },
+                interruptible: o.interruptible.unwrap_or(false),
+                capacity: o.reservation_capacity.unwrap_or(1),
+            }),
+            (CapacityType::Reserved, None) => {
+                return Err((field("reservationID"), Problem::Missing));
+            }
+            (_, Some(_)) => {
+                return Err((
+                    field("reservationID"),
+                    Problem::Malformed("only reserved offerings name a reservation".into()),
+                ));
+            }
+            (_, None) => None,
+        };
+        if let Some(first) = offerings.iter().position(|x: &Offering| {
+            x.zone == zone
+                && x.capacity_type == capacity_type
+                && x.reservation_id() == reservation.as_ref().map(|r| r.id.as_str())
+        }) {
             return Err((
                 field("zone"),
                 Problem::DuplicateOffering {
@@ -496,6 +537,7 @@ fn offerings(raw: Vec<RawOffering>) -> Result<Vec<Offering>, FieldError> {
             ));
         }
         offerings.push(Offering {
+            reservation,
             zone,
             capacity_type,
             price,

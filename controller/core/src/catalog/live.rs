@@ -93,6 +93,7 @@ pub fn build(region: &str, inputs: &CatalogInputs) -> Catalog {
 
 fn offering(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {
     Offering {
+        reservation: None,
         zone: zone.to_string(),
         capacity_type,
         price,

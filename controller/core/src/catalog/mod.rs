@@ -9,6 +9,7 @@ pub mod file;
 pub mod live;
 pub mod nodeclass;
 pub mod overhead;
+pub mod reservations;
 pub mod trunking;
 pub mod unavailable;
 
@@ -21,6 +22,7 @@ pub use overhead::{
     VM_MEMORY_OVERHEAD_PERCENT, compute_allocatable, compute_overhead, eni_limited_pods,
     eviction_threshold, kube_reserved, memory_capacity,
 };
+pub use reservations::{RESERVED_PRICE_DIVISOR, Reservation, ReservationAvailability};
 pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
 
 /// The extended resource NVIDIA's device plugin advertises, one per GPU.
@@ -80,6 +82,28 @@ pub struct Offering {
     pub price: f64,
     /// False when EC2 does not offer it now (or the unavailable-offerings cache says so).
     pub available: bool,
+    /// The capacity reservation a `reserved` offering launches into (`None` for spot and
+    /// on-demand). Each reservation is its own offering: two reservations of one type in one
+    /// zone are two offerings.
+    pub reservation: Option<Reservation>,
+}
+
+impl Offering {
+    /// A spot or on-demand offering.
+    pub fn new(zone: &str, capacity_type: CapacityType, price: f64, available: bool) -> Self {
+        Self {
+            zone: zone.to_string(),
+            capacity_type,
+            price,
+            available,
+            reservation: None,
+        }
+    }
+
+    /// The reservation id, for `reserved` offerings.
+    pub fn reservation_id(&self) -> Option<&str> {
+        self.reservation.as_ref().map(|r| r.id.as_str())
+    }
 }
 
 /// One launchable instance type.
@@ -95,7 +119,7 @@ pub struct InstanceType {
     pub overhead: Resources,
     /// `capacity - overhead`: what pods can request.
     pub allocatable: Resources,
-    /// Sorted by (zone, capacity type).
+    /// Sorted by (zone, capacity type, reservation id).
     pub offerings: Vec<Offering>,
 }
 
@@ -113,8 +137,13 @@ impl Catalog {
     /// A catalog of the given types (sorted by name; offerings sorted too).
     pub fn new(mut instance_types: Vec<InstanceType>) -> Self {
         for it in &mut instance_types {
-            it.offerings
-                .sort_by(|a, b| (&a.zone, a.capacity_type).cmp(&(&b.zone, b.capacity_type)));
+            it.offerings.sort_by(|a, b| {
+                (&a.zone, a.capacity_type, a.reservation_id()).cmp(&(
+                    &b.zone,
+                    b.capacity_type,
+                    b.reservation_id(),
+                ))
+            });
         }
         instance_types.sort_by(|a, b| a.name.cmp(&b.name));
         Self {

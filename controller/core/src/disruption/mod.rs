@@ -66,7 +66,11 @@ impl Default for Options {
         Self {
             spot_to_spot: false,
             drift: true,
-            scheduling: scheduling::Options::default(),
+            // Upstream's disruption simulations fall back from reserved offerings.
+            scheduling: scheduling::Options {
+                reserved_offering_mode: scheduling::ReservedOfferingMode::Fallback,
+                ..scheduling::Options::default()
+            },
         }
     }
 }

@@ -211,10 +211,11 @@ impl Builder {
                     .csi_volumes(&source.pod, &source.claim_templates);
                 self.cluster.pods.push(*info)
             }
-            Prepared::Unschedulable(reason) => self
-                .cluster
-                .unschedulable
-                .push(Unschedulable { pod: key, reason }),
+            Prepared::Unschedulable(reason) => self.cluster.unschedulable.push(Unschedulable {
+                pod: key,
+                reason,
+                awaiting_reservation: false,
+            }),
         }
         Ok(())
     }

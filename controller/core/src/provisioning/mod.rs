@@ -27,7 +27,7 @@ pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
 pub use snapshot::{Objects as SnapshotObjects, Snapshot};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, ReservationAvailability};
 use crate::context::Context;
 use crate::events::{EventType, Reference};
 use crate::replacement;
@@ -79,13 +79,21 @@ pub const RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The pod a scheduling result names by its `namespace/name` key.
 /// Each pool's instance types as its EC2NodeClass launches them (root volume, kubelet
-/// settings), for pools whose class changes capacity.
-fn pool_catalogs(snapshot: &Snapshot, catalog: &Catalog) -> BTreeMap<String, Catalog> {
+/// settings, the capacity reservations it selects), for pools whose class changes them.
+fn pool_catalogs(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    reservations: &ReservationAvailability,
+) -> BTreeMap<String, Catalog> {
     snapshot
         .node_classes
         .iter()
         .filter_map(|(pool, class)| {
-            crate::catalog::nodeclass::for_node_class(catalog, class).map(|c| (pool.clone(), c))
+            let sized = crate::catalog::nodeclass::for_node_class(catalog, class);
+            let base = sized.as_ref().unwrap_or(catalog);
+            let reserved =
+                crate::catalog::reservations::with_reservations(base, class, reservations);
+            reserved.or(sized).map(|c| (pool.clone(), c))
         })
         .collect()
 }
@@ -227,7 +235,7 @@ impl Provisioner {
             .ctx
             .unavailable
             .apply(&self.ctx.catalog, self.ctx.now());
-        let pool_catalogs = pool_catalogs(&snapshot, &catalog);
+        let pool_catalogs = pool_catalogs(&snapshot, &catalog, &self.ctx.reservations);
         let started = tokio::time::Instant::now();
         let results = scheduling::solve(Input {
             node_pools: &snapshot.pools,
@@ -261,7 +269,13 @@ impl Provisioner {
         }
         self.nominate_existing(&results, &mut replacements, &mut outcome)
             .await;
-        for failure in &results.unschedulable {
+        // A pod waiting for reserved capacity taken by this pass's claims is planned again next
+        // pass; upstream records nothing for it.
+        for failure in results
+            .unschedulable
+            .iter()
+            .filter(|f| !f.awaiting_reservation)
+        {
             let message = format!("Failed to schedule pod, {}", failure.reason);
             self.pod_event(
                 &failure.pod,

@@ -41,6 +41,18 @@ pub enum MinValuesPolicy {
     BestEffort,
 }
 
+/// What a pod does when the reserved offerings it could use are all taken by other NodeClaims of
+/// the same run (upstream's `ReservedOfferingMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReservedOfferingMode {
+    /// It waits for the next run instead of falling back to on-demand or spot, or to a NodePool
+    /// of lower weight (upstream's provisioner: a reservation freed or synced by then is used).
+    #[default]
+    Strict,
+    /// It falls back to the other offerings (upstream's disruption simulations).
+    Fallback,
+}
+
 /// Knobs of one scheduling run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -48,6 +60,7 @@ pub struct Options {
     pub min_values_policy: MinValuesPolicy,
     /// Most instance types written to one NodeClaim (upstream `MaxInstanceTypes`).
     pub instance_types_max: usize,
+    pub reserved_offering_mode: ReservedOfferingMode,
 }
 
 impl Default for Options {
@@ -56,6 +69,7 @@ impl Default for Options {
             preference_policy: PreferencePolicy::Respect,
             min_values_policy: MinValuesPolicy::Strict,
             instance_types_max: 600,
+            reserved_offering_mode: ReservedOfferingMode::Strict,
         }
     }
 }
@@ -163,6 +177,10 @@ pub struct NodePlacement {
 pub struct Unschedulable {
     pub pod: String,
     pub reason: String,
+    /// The pod waits for reserved capacity other NodeClaims of the run took
+    /// ([`ReservedOfferingMode::Strict`]): it is planned again next pass, and upstream records
+    /// no `FailedScheduling` event for it.
+    pub awaiting_reservation: bool,
 }
 
 /// The outcome of a run.

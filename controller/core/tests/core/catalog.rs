@@ -698,12 +698,31 @@ instanceTypes:
 fn a_catalog_file_may_be_json() {
     let text = r#"{"instanceTypes": [{"name": "j.large", "cpu": 2, "memory": "8Gi", "pods": 29,
         "labels": {"karpenter.k8s.aws/instance-generation": 6},
-        "offerings": [{"zone": "us-west-2c", "capacityType": "reserved", "price": 0.05}]}]}"#;
+        "offerings": [{"zone": "us-west-2c", "capacityType": "reserved", "price": 0.05,
+            "reservationID": "cr-0abc", "reservationCapacity": 3}]}]}"#;
     let catalog = load(text);
     let j = catalog.get("j.large").unwrap();
     assert_eq!(j.capacity.get(MEMORY), 8 * GI);
     assert_eq!(label(j, labels::INSTANCE_GENERATION_LABEL), "6");
     assert_eq!(j.offerings[0].capacity_type, CapacityType::Reserved);
+    let reservation = j.offerings[0].reservation.as_ref().unwrap();
+    assert_eq!(
+        (reservation.id.as_str(), reservation.capacity),
+        ("cr-0abc", 3)
+    );
+}
+
+#[test]
+fn a_reserved_offering_without_its_reservation_id_is_rejected() {
+    let text = r#"{"instanceTypes": [{"name": "j.large", "cpu": 2, "memory": "8Gi",
+        "offerings": [{"zone": "us-west-2c", "capacityType": "reserved", "price": 0.05}]}]}"#;
+    assert_rejected(
+        text,
+        0,
+        Some("j.large"),
+        "offerings[0].reservationID",
+        Problem::Missing,
+    );
 }
 
 fn assert_rejected(text: &str, index: usize, name: Option<&str>, field: &str, problem: Problem) {

@@ -277,6 +277,7 @@ fn amd_and_habana_gpus_and_neuron_devices_become_their_device_plugins_resources_
     use karpenter_core::catalog::{CapacityType, Offering};
     use karpenter_core::seams::catalog::{Gpu, NeuronDevice};
     let offering = vec![Offering {
+        reservation: None,
         zone: "us-west-2a".into(),
         capacity_type: CapacityType::OnDemand,
         price: 1.0,

@@ -15,8 +15,8 @@ use karpenter_core::api::{NodePool, Operator, Requirement as ApiRequirement, Tai
 use karpenter_core::catalog::{CapacityType, Catalog, InstanceType, NVIDIA_GPU, Offering};
 use karpenter_core::resources::{Resources, parse_quantity};
 use karpenter_core::scheduling::{
-    ExistingNode, Input, MinValuesPolicy, Options, PlannedClaim, PodInfo, Requirements, Results,
-    solve,
+    ExistingNode, Input, MinValuesPolicy, Options, PlannedClaim, PodInfo, Requirements,
+    ReservedOfferingMode, Results, solve,
 };
 use serde_json::{Value, json};
 
@@ -42,6 +42,8 @@ pub struct TypeBuilder {
     zones: Vec<String>,
     unavailable: Vec<(String, CapacityType)>,
     labels: BTreeMap<String, String>,
+    /// (zone, reservation id, instances left).
+    reserved: Vec<(String, String, u32)>,
 }
 
 /// An amd64 Linux type with `cpu` cores and `memory_gi` GiB, offered spot and on-demand in every
@@ -59,6 +61,7 @@ pub fn itype(name: &str, cpu: i64, memory_gi: i64) -> TypeBuilder {
         zones: ZONES.iter().map(|z| z.to_string()).collect(),
         unavailable: Vec::new(),
         labels: BTreeMap::new(),
+        reserved: Vec::new(),
     }
 }
 
@@ -83,6 +86,12 @@ impl TypeBuilder {
     }
     pub fn zones(mut self, zones: &[&str]) -> Self {
         self.zones = zones.iter().map(|z| z.to_string()).collect();
+        self
+    }
+    /// A capacity reservation of this type in `zone` with `left` instances left, priced as
+    /// upstream prices reserved offerings (on-demand / 10,000,000).
+    pub fn reserved(mut self, zone: &str, id: &str, left: u32) -> Self {
+        self.reserved.push((zone.to_string(), id.to_string(), left));
         self
     }
     /// Marks one offering as not available now (insufficient capacity).
@@ -112,6 +121,7 @@ impl TypeBuilder {
                 (CapacityType::OnDemand, self.on_demand),
             ] {
                 offerings.push(Offering {
+                    reservation: None,
                     zone: zone.clone(),
                     capacity_type,
                     price,
@@ -121,6 +131,20 @@ impl TypeBuilder {
                         .any(|(z, c)| z == zone && *c == capacity_type),
                 });
             }
+        }
+        for (zone, id, left) in &self.reserved {
+            offerings.push(Offering {
+                zone: zone.clone(),
+                capacity_type: CapacityType::Reserved,
+                price: self.on_demand / karpenter_core::catalog::RESERVED_PRICE_DIVISOR,
+                available: *left > 0,
+                reservation: Some(karpenter_core::catalog::Reservation {
+                    id: id.clone(),
+                    kind: karpenter_core::api::ec2nodeclass::ReservationType::Default,
+                    interruptible: false,
+                    capacity: *left,
+                }),
+            });
         }
         let mut labels = self.labels;
         labels.insert(INSTANCE_TYPE_LABEL.to_string(), self.name.clone());
@@ -723,6 +747,10 @@ impl Scenario {
     }
     pub fn pods(mut self, pods: impl IntoIterator<Item = PodBuilder>) -> Self {
         self.pods.extend(pods.into_iter().map(|p| p.build()));
+        self
+    }
+    pub fn reserved_offering_mode(mut self, mode: ReservedOfferingMode) -> Self {
+        self.options.reserved_offering_mode = mode;
         self
     }
     pub fn min_values_policy(mut self, policy: MinValuesPolicy) -> Self {
@@ -2434,4 +2462,151 @@ fn pod_level_requests_and_resized_allocations_count_as_the_pods_requests() {
     assert_eq!(requests.get("cpu"), 2000);
     assert_eq!(requests.get("memory"), 1024 * 1024 * 1024);
     assert_eq!(pod_requests(&pod_level).expect("requests").get("cpu"), 1250);
+}
+
+// --- capacity reservations (issue 15, review G) ---
+
+/// One 4-core type with a reservation of `left` instances in us-west-2a, and a larger type.
+fn reserved_catalog(left: u32) -> Catalog {
+    catalog(vec![
+        itype("r.xlarge", 4, 16).reserved("us-west-2a", "cr-0aaa", left),
+        itype("r.2xlarge", 8, 32),
+    ])
+}
+
+/// Pods that each need a node of their own.
+fn lonely_pods(n: usize) -> impl Iterator<Item = PodBuilder> {
+    (0..n).map(|i| {
+        pod(&format!("db-{i}"))
+            .app("db")
+            .cpu("1")
+            .anti_affinity(HOSTNAME_LABEL, "app=db")
+    })
+}
+
+#[test]
+fn a_pod_that_fits_a_reserved_offering_gets_a_claim_pinned_to_the_reservation() {
+    let out = scenario()
+        .catalog(reserved_catalog(5))
+        .pod(pod("a").cpu("1"))
+        .solve();
+    out.assert_all_placed();
+    let claim = out.claim_of("a");
+    assert_eq!(
+        claim_values(claim, CAPACITY_TYPE_LABEL),
+        Some(set(&["reserved"]))
+    );
+    assert_eq!(
+        claim_values(claim, "karpenter.k8s.aws/capacity-reservation-id"),
+        Some(set(&["cr-0aaa"]))
+    );
+    assert_eq!(type_names(claim), ["r.xlarge"], "only the reserved type");
+}
+
+#[test]
+fn a_reservation_with_two_instances_left_gets_two_claims_and_the_third_pod_waits_for_the_next_pass()
+{
+    let out = scenario()
+        .catalog(reserved_catalog(2))
+        .pods(lonely_pods(3))
+        .solve();
+    let reserved = out
+        .claims()
+        .iter()
+        .filter(|c| claim_values(c, CAPACITY_TYPE_LABEL) == Some(set(&["reserved"])))
+        .count();
+    assert_eq!(reserved, 2, "{:#?}", out.claims());
+    assert_eq!(
+        out.claims().len(),
+        2,
+        "no on-demand fallback in strict mode"
+    );
+    let waiting: Vec<_> = out
+        .results
+        .unschedulable
+        .iter()
+        .filter(|u| u.awaiting_reservation)
+        .collect();
+    assert_eq!(waiting.len(), 1, "{:#?}", out.results.unschedulable);
+}
+
+#[test]
+fn in_fallback_mode_the_pod_beyond_the_reservation_gets_an_unreserved_claim() {
+    let out = scenario()
+        .catalog(reserved_catalog(2))
+        .reserved_offering_mode(ReservedOfferingMode::Fallback)
+        .pods(lonely_pods(3))
+        .solve();
+    out.assert_all_placed();
+    let capacity_types: Vec<_> = out
+        .claims()
+        .iter()
+        .map(|c| claim_values(c, CAPACITY_TYPE_LABEL).unwrap())
+        .collect();
+    assert_eq!(capacity_types.len(), 3);
+    assert_eq!(
+        capacity_types
+            .iter()
+            .filter(|c| **c == set(&["reserved"]))
+            .count(),
+        2
+    );
+    let fallback = capacity_types
+        .iter()
+        .find(|c| !c.contains("reserved"))
+        .expect("one unreserved claim");
+    assert!(fallback.contains("on-demand"), "{fallback:?}");
+}
+
+#[test]
+fn a_pod_that_cannot_use_reserved_capacity_is_not_held_back_by_a_full_reservation() {
+    let out = scenario()
+        .catalog(reserved_catalog(0))
+        .pods(lonely_pods(2))
+        .solve();
+    out.assert_all_placed();
+    assert!(out.claims().iter().all(|c| {
+        !claim_values(c, CAPACITY_TYPE_LABEL)
+            .unwrap()
+            .contains("reserved")
+    }));
+}
+
+#[test]
+fn a_pool_limited_to_on_demand_and_spot_never_plans_reserved_capacity() {
+    let out = scenario()
+        .catalog(reserved_catalog(5))
+        .pools(vec![pool("default").requirement(
+            CAPACITY_TYPE_LABEL,
+            "In",
+            &["on-demand", "spot"],
+        )])
+        .pod(pod("a").cpu("1"))
+        .solve();
+    out.assert_all_placed();
+    let claim = out.claim_of("a");
+    assert!(
+        !claim_values(claim, CAPACITY_TYPE_LABEL)
+            .unwrap()
+            .contains("reserved")
+    );
+    assert_eq!(
+        claim_values(claim, "karpenter.k8s.aws/capacity-reservation-id"),
+        None
+    );
+}
+
+#[test]
+fn a_pod_waiting_for_a_reservation_does_not_fall_through_to_a_lower_weight_pool() {
+    let out = scenario()
+        .catalog(reserved_catalog(1))
+        .pools(vec![
+            pool("reserved").weight(10),
+            pool("fallback").weight(1),
+        ])
+        .pods(lonely_pods(2))
+        .solve();
+    assert_eq!(out.claims().len(), 1, "{:#?}", out.claims());
+    assert_eq!(out.claims()[0].node_pool, "reserved");
+    assert!(out.results.unschedulable[0].awaiting_reservation);
 }

@@ -62,6 +62,7 @@ pub fn instance_types(n: usize) -> Catalog {
             for (z, zone) in zones.iter().enumerate() {
                 if z < 2 {
                     offerings.push(Offering {
+                        reservation: None,
                         zone: zone.to_string(),
                         capacity_type: CapacityType::Spot,
                         price,
@@ -69,6 +70,7 @@ pub fn instance_types(n: usize) -> Catalog {
                     });
                 }
                 offerings.push(Offering {
+                    reservation: None,
                     zone: zone.to_string(),
                     capacity_type: CapacityType::OnDemand,
                     price,

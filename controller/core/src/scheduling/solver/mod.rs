@@ -13,6 +13,7 @@
 mod build;
 mod dense;
 mod place;
+mod reservations;
 mod results;
 mod topology_plan;
 mod types;
@@ -62,6 +63,9 @@ struct Claim {
     host_ports: Vec<HostPort>,
     /// Per topology key id: the domain the claim is pinned to.
     pinned: Vec<Option<usize>>,
+    /// Capacity reservations held for this claim (one instance each): every reservation of a
+    /// reserved offering it could launch into (upstream reserves pessimistically).
+    reserved: BTreeSet<String>,
 }
 
 /// An existing node during the run.
@@ -125,6 +129,9 @@ struct Solver<'a> {
     universe: Vec<Vec<String>>,
     /// Per group: its key id (`None` for hostname groups, which count by host slot).
     group_key: Vec<Option<usize>>,
+    /// Instances each capacity reservation can still take in this run (upstream's
+    /// `ReservationManager`).
+    reservations: BTreeMap<String, u32>,
 }
 
 /// Runs the scheduling simulation.
@@ -169,9 +176,11 @@ impl<'a> Solver<'a> {
             keys: Vec::new(),
             universe: Vec::new(),
             group_key: Vec::new(),
+            reservations: BTreeMap::new(),
             space,
         };
         solver.build_pools();
+        solver.build_reservations();
         solver.pools_prefer_no_schedule = solver.pools.iter().any(|p| {
             p.taints
                 .iter()
@@ -206,7 +215,7 @@ impl<'a> Solver<'a> {
                 r.dropped_spread = usize::MAX;
             }
         }
-        let mut failures: BTreeMap<usize, String> = BTreeMap::new();
+        let mut failures: BTreeMap<usize, Failure> = BTreeMap::new();
         loop {
             let mut progress = false;
             let mut failed = Vec::new();
@@ -218,9 +227,11 @@ impl<'a> Solver<'a> {
                             failures.remove(&p);
                             break;
                         }
-                        Err(reason) => {
-                            if !self.relax(p, &mut relax[p]) {
-                                failures.insert(p, reason);
+                        Err(failure) => {
+                            // Waiting for reserved capacity is not a reason to relax: the pod
+                            // may get it later in this run or the next (upstream's rule).
+                            if failure.awaiting_reservation || !self.relax(p, &mut relax[p]) {
+                                failures.insert(p, failure);
                                 failed.push(p);
                                 break;
                             }
@@ -336,4 +347,23 @@ struct Attempt {
     /// The claim's narrowed requirements; `None` when they do not change.
     requirements: Option<Requirements>,
     types: Vec<u32>,
+    /// The reservations the claim holds after the pod is added.
+    reserved: BTreeSet<String>,
+}
+
+/// Why a pod could not be placed.
+#[derive(Clone, Debug)]
+struct Failure {
+    reason: String,
+    /// Reserved offerings it could use exist, but other claims of the run hold them all.
+    awaiting_reservation: bool,
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Failure {
+            reason,
+            awaiting_reservation: false,
+        }
+    }
 }

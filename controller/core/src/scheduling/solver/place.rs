@@ -7,14 +7,14 @@ use std::collections::BTreeSet;
 
 use super::dense::{add, fits};
 use super::topology_plan::{TargetView, TopologyPlan};
-use super::{Attempt, Claim, Constraints, Relaxation, Solver};
+use super::{Attempt, Claim, Constraints, Failure, Relaxation, Solver};
 use crate::api::labels::is_well_known;
 use crate::scheduling::pod::effect_name;
 use crate::scheduling::requirements::Requirements;
 use crate::scheduling::topology::GroupKind;
 
 impl Solver<'_> {
-    pub(super) fn place(&mut self, p: usize, relax: &Relaxation) -> Result<(), String> {
+    pub(super) fn place(&mut self, p: usize, relax: &Relaxation) -> Result<(), Failure> {
         let pod = &self.input.pods[p];
         let base = self.pod_requirements(p, relax);
         let topo = &self.pod_topology[p];
@@ -65,21 +65,32 @@ impl Solver<'_> {
                 return Ok(());
             }
         }
-        for (reqs, plan) in &plans {
+        let mut awaiting_reservation = false;
+        'alternatives: for (reqs, plan) in &plans {
             for pool in 0..self.pools.len() {
                 match self.try_new_claim(p, pool, reqs, &constraints, plan) {
-                    Ok(claim) => {
+                    Ok((claim, reserved)) => {
                         self.claims.push(claim);
                         let c = self.claims.len() - 1;
                         let attempt = Attempt {
                             requirements: None,
                             types: self.claims[c].types.clone(),
+                            reserved,
                         };
                         self.commit_claim(p, c, attempt, &constraints);
                         return Ok(());
                     }
-                    Err(reason) => {
-                        reasons.push(format!("NodePool {:?}: {reason}", self.pools[pool].name))
+                    Err(failure) => {
+                        reasons.push(format!(
+                            "NodePool {:?}: {}",
+                            self.pools[pool].name, failure.reason
+                        ));
+                        // A pod that could use this NodePool's reserved capacity does not fall
+                        // back to NodePools of lower weight (upstream's rule).
+                        if failure.awaiting_reservation {
+                            awaiting_reservation = true;
+                            break 'alternatives;
+                        }
                     }
                 }
             }
@@ -88,7 +99,10 @@ impl Solver<'_> {
             reasons.push("no NodePool is ready".to_string());
         }
         reasons.dedup();
-        Err(reasons.join("; "))
+        Err(Failure {
+            reason: reasons.join("; "),
+            awaiting_reservation,
+        })
     }
 
     /// The planned claims a pod may go to, fewest pods first: a free set when one of the pod's
@@ -269,9 +283,13 @@ impl Solver<'_> {
         if changed || types.len() != claim.types.len() {
             self.check_min_values(claim.pool, final_reqs, &types).ok()?;
         }
+        let reserved = self
+            .reservations_for(claim.pool, &types, final_reqs, &claim.reserved)
+            .ok()?;
         Some(Attempt {
             requirements,
             types,
+            reserved,
         })
     }
 
@@ -282,7 +300,7 @@ impl Solver<'_> {
         reqs: &Requirements,
         constraints: &Constraints,
         plan: &TopologyPlan,
-    ) -> Result<Claim, String> {
+    ) -> Result<(Claim, BTreeSet<String>), Failure> {
         let pool = &self.pools[pool_index];
         let pod = &self.input.pods[p];
         if let Err(taint) = pod.tolerates(pool.taints, constraints.prefer_no_schedule_relaxed) {
@@ -291,7 +309,8 @@ impl Solver<'_> {
                 taint.key,
                 taint.value.as_deref().unwrap_or_default(),
                 effect_name(taint.effect)
-            ));
+            )
+            .into());
         }
         pool.requirements
             .compatible(reqs, is_well_known)
@@ -304,12 +323,13 @@ impl Solver<'_> {
             return Err(format!(
                 "host port {}/{} is bound by a DaemonSet pod on every new node",
                 port.port, port.protocol
-            ));
+            )
+            .into());
         }
         if let Some(limit) = pool.nodes_limit
             && pool.node_count >= limit
         {
-            return Err(format!("limit nodes={limit} reached"));
+            return Err(format!("limit nodes={limit} reached").into());
         }
         let mut narrowed = pool.requirements.clone();
         narrowed.add_all(reqs);
@@ -317,7 +337,9 @@ impl Solver<'_> {
         let slot = self.nodes.len() + self.claims.len();
         if !self.hostname_ok(p, slot, constraints) {
             return Err(
-                "pod affinity on kubernetes.io/hostname cannot be met by a new node".to_string(),
+                "pod affinity on kubernetes.io/hostname cannot be met by a new node"
+                    .to_string()
+                    .into(),
             );
         }
         let unpinned = vec![None; self.keys.len()];
@@ -342,9 +364,12 @@ impl Solver<'_> {
                 .collect()
         };
         if types.is_empty() {
-            return Err("no instance type offers the topology domain the pod needs".to_string());
+            return Err("no instance type offers the topology domain the pod needs"
+                .to_string()
+                .into());
         }
         self.check_min_values(pool_index, &narrowed, &types)?;
+        let reserved = self.reservations_for(pool_index, &types, &narrowed, &BTreeSet::new())?;
         let width = self.space.names.len();
         let mut claim = Claim {
             pool: pool_index,
@@ -356,9 +381,10 @@ impl Solver<'_> {
             pods: Vec::new(),
             host_ports: pool.daemon_host_ports.clone(),
             pinned: vec![None; self.keys.len()],
+            reserved: BTreeSet::new(),
         };
         self.refresh_maxima(&mut claim);
-        Ok(claim)
+        Ok((claim, reserved))
     }
 
     /// The types of the pool that satisfy `narrowed`, fit pod `p`'s requests and keep the pool
@@ -522,6 +548,9 @@ impl Solver<'_> {
     ) {
         let request = self.requests[p].clone();
         let old_pods = self.claims[c].pods.len();
+        let held = std::mem::take(&mut self.claims[c].reserved);
+        self.hold(&held, &attempt.reserved);
+        self.claims[c].reserved = attempt.reserved.clone();
         let is_new = old_pods == 0;
         let types_changed = attempt.types.len() != self.claims[c].types.len() || is_new;
         {
@@ -608,6 +637,7 @@ fn placeholder() -> Claim {
         pods: Vec::new(),
         host_ports: Vec::new(),
         pinned: Vec::new(),
+        reserved: BTreeSet::new(),
     }
 }
 

@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::Solver;
 use super::dense::add;
-use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
+use super::{Failure, Solver};
+use crate::api::labels::{CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
 use crate::scheduling::requirements::Requirement;
 use crate::scheduling::{NodePlacement, PlannedClaim, Results, Unschedulable};
 
@@ -14,7 +14,7 @@ use crate::scheduling::{NodePlacement, PlannedClaim, Results, Unschedulable};
 type TypeNames = Arc<[Arc<str>]>;
 
 impl Solver<'_> {
-    pub(super) fn results(&self, failures: BTreeMap<usize, String>) -> Results {
+    pub(super) fn results(&self, failures: BTreeMap<usize, Failure>) -> Results {
         let mut results = Results::default();
         // Many claims end with the same type list: share one copy of each.
         let mut lists: HashMap<(usize, Vec<u32>), TypeNames> = HashMap::new();
@@ -24,7 +24,15 @@ impl Solver<'_> {
             let mut priced: Vec<(f64, u32)> = Vec::with_capacity(claim.types.len());
             for &t in &claim.types {
                 let mut cheapest: Option<f64> = None;
-                for o in pool.types[t as usize].offerings(&claim.requirements) {
+                // A claim holding reservations launches into one of them; one holding none never
+                // launches reserved (the run gave the capacity to other claims).
+                let offerings = pool.types[t as usize]
+                    .offerings(&claim.requirements)
+                    .filter(|o| match o.reservation_id() {
+                        Some(id) => claim.reserved.contains(id),
+                        None => claim.reserved.is_empty(),
+                    });
+                for o in offerings {
                     capacity_types.insert(o.capacity_type.label());
                     cheapest = Some(cheapest.map_or(o.price, |c| c.min(o.price)));
                 }
@@ -38,6 +46,11 @@ impl Solver<'_> {
             let mut reqs = claim.requirements.clone();
             let capacity_types: Vec<&str> = capacity_types.into_iter().collect();
             reqs.add(CAPACITY_TYPE_LABEL, Requirement::any_of(&capacity_types));
+            if !claim.reserved.is_empty() {
+                // Upstream's `FinalizeScheduling`: pinned to reserved and its reservations.
+                let ids: Vec<&str> = claim.reserved.iter().map(String::as_str).collect();
+                reqs.add(CAPACITY_RESERVATION_ID_LABEL, Requirement::any_of(&ids));
+            }
             let daemon = priced
                 .iter()
                 .map(|(_, t)| &pool.types[*t as usize].daemon)
@@ -82,10 +95,11 @@ impl Solver<'_> {
                 });
             }
         }
-        for (p, reason) in failures {
+        for (p, failure) in failures {
             results.unschedulable.push(Unschedulable {
                 pod: self.input.pods[p].key.clone(),
-                reason,
+                reason: failure.reason,
+                awaiting_reservation: failure.awaiting_reservation,
             });
         }
         results.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));

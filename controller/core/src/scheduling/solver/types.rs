@@ -9,7 +9,9 @@ use super::dense::Dense;
 use super::{MinValuesPolicy, Solver};
 use crate::api::Operator;
 use crate::api::labels::{
-    AWS_WELL_KNOWN_LABELS, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_ID_LABEL, ZONE_LABEL,
+    AWS_WELL_KNOWN_LABELS, CAPACITY_RESERVATION_ID_LABEL, CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL,
+    CAPACITY_RESERVATION_TYPE_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_ID_LABEL,
+    ZONE_LABEL,
 };
 use crate::catalog::{InstanceType, Offering};
 use crate::scheduling::requirements::Requirements;
@@ -54,7 +56,7 @@ impl<'a> TypeView<'a> {
         self.cheapest(reqs).is_some()
     }
 
-    /// The available offerings `reqs` allows (zone, zone id, capacity type).
+    /// The available offerings `reqs` allows (zone, zone id, capacity type, reservation).
     pub(super) fn offerings<'r>(
         &'r self,
         reqs: &'r Requirements,
@@ -63,6 +65,10 @@ impl<'a> TypeView<'a> {
         let zone_id = reqs.get(ZONE_ID_LABEL);
         let capacity_type = reqs.get(CAPACITY_TYPE_LABEL);
         let zone_ids = self.zone_ids;
+        let reservation_keys: Vec<_> = RESERVATION_KEYS
+            .iter()
+            .filter_map(|k| reqs.get(k).map(|r| (*k, r)))
+            .collect();
         self.it
             .offerings
             .iter()
@@ -76,6 +82,15 @@ impl<'a> TypeView<'a> {
                 })
             })
             .filter(move |o| capacity_type.is_none_or(|r| r.has(o.capacity_type.label())))
+            .filter(move |o| {
+                reservation_keys
+                    .iter()
+                    .all(|(key, r)| match reservation_value(o, key) {
+                        Some(value) => r.has(&value),
+                        // Spot and on-demand offerings have no reservation labels.
+                        None => matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist),
+                    })
+            })
     }
 
     /// Price of the cheapest available offering `reqs` allows.
@@ -94,14 +109,37 @@ impl<'a> TypeView<'a> {
             CAPACITY_TYPE_LABEL => offerings
                 .map(|o| o.capacity_type.label().to_string())
                 .collect(),
+            _ if RESERVATION_KEYS.contains(&key) => offerings
+                .filter_map(|o| reservation_value(o, key))
+                .collect(),
             _ => self.it.labels.get(key).cloned().into_iter().collect(),
         }
     }
 }
 
+/// The labels a reserved offering adds (its reservation's id, type and interruptibility).
+const RESERVATION_KEYS: [&str; 3] = [
+    CAPACITY_RESERVATION_ID_LABEL,
+    CAPACITY_RESERVATION_TYPE_LABEL,
+    CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL,
+];
+
+/// The value an offering gives a reservation label (`None`: not a reserved offering).
+fn reservation_value(o: &Offering, key: &str) -> Option<String> {
+    o.reservation.as_ref().and_then(|r| {
+        r.labels()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    })
+}
+
 /// Keys whose values come from a type's offerings rather than its labels.
 pub(super) fn is_offering_key(key: &str) -> bool {
-    key == ZONE_LABEL || key == ZONE_ID_LABEL || key == CAPACITY_TYPE_LABEL
+    key == ZONE_LABEL
+        || key == ZONE_ID_LABEL
+        || key == CAPACITY_TYPE_LABEL
+        || RESERVATION_KEYS.contains(&key)
 }
 
 /// One cached compatibility result: pool, requirement set, per-type verdicts.

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use karpenter_core::seams::ec2::{
-    CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    CapacityReservation, CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image,
+    ImageQuery, Instance, InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup,
+    Subnet,
 };
 
 use fakekit::{FromInjected, list, serve};
@@ -264,6 +265,29 @@ impl Ec2 for FakeCloud {
             filters_text(filters),
             |state, _| state.describe_instance_status(filters),
             |statuses| list(statuses.iter().map(|s| s.instance_id.clone())),
+        )
+        .await
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        ids: &[String],
+        filters: &[Filter],
+    ) -> Result<Vec<CapacityReservation>, Ec2Error> {
+        let input = format!("ids={} filters={}", list(ids), filters_text(filters));
+        serve(
+            self,
+            Operation::DescribeCapacityReservations,
+            input,
+            |state, _| state.reservations.describe(ids, filters),
+            |found| {
+                list(found.iter().map(|r| {
+                    format!(
+                        "{}:{}/{}",
+                        r.id, r.available_instance_count, r.total_instance_count
+                    )
+                }))
+            },
         )
         .await
     }

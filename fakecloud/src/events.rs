@@ -4,7 +4,8 @@
 
 use jiff::Timestamp;
 use karpenter_core::interruption::messages::{
-    AffectedEntity, DETAIL_TYPE_REBALANCE_RECOMMENDATION, DETAIL_TYPE_SCHEDULED_CHANGE,
+    AffectedEntity, DETAIL_TYPE_CAPACITY_RESERVATION_INTERRUPTION,
+    DETAIL_TYPE_REBALANCE_RECOMMENDATION, DETAIL_TYPE_SCHEDULED_CHANGE,
     DETAIL_TYPE_SPOT_INTERRUPTION, DETAIL_TYPE_STATE_CHANGE, Event, EventDescription,
     HEALTH_CATEGORY_SCHEDULED_CHANGE, HEALTH_SERVICE_EC2, Metadata, RebalanceRecommendationDetail,
     SCHEMA_VERSION, SOURCE_EC2, SOURCE_HEALTH, ScheduledChangeDetail, SpotInterruptionDetail,
@@ -48,6 +49,24 @@ pub(crate) fn spot_interruption_warning(origin: &Origin<'_>, instance_id: &str) 
     Event {
         metadata: origin.metadata(
             DETAIL_TYPE_SPOT_INTERRUPTION,
+            SOURCE_EC2,
+            origin.instance_arn(instance_id),
+        ),
+        detail: SpotInterruptionDetail {
+            instance_id: instance_id.to_string(),
+            instance_action: "terminate".to_string(),
+        },
+    }
+    .to_json()
+}
+
+pub(crate) fn capacity_reservation_interruption_warning(
+    origin: &Origin<'_>,
+    instance_id: &str,
+) -> String {
+    Event {
+        metadata: origin.metadata(
+            DETAIL_TYPE_CAPACITY_RESERVATION_INTERRUPTION,
             SOURCE_EC2,
             origin.instance_arn(instance_id),
         ),

@@ -35,6 +35,7 @@ pub enum Operation {
     DescribeLaunchTemplates,
     DeleteLaunchTemplate,
     DescribeInstanceStatus,
+    DescribeCapacityReservations,
     ReceiveMessage,
     DeleteMessage,
 }

@@ -16,7 +16,7 @@ use std::cmp::{Ordering, Reverse};
 use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::ec2::{
     CreateFleetRequest, CreateFleetResponse, Ec2Error, FleetError, FleetInstance, FleetOverride,
-    Instance, InstanceState,
+    Instance, InstanceState, ReservationType,
 };
 
 use crate::bootstrap::{self, BootFamily};
@@ -25,6 +25,7 @@ use crate::events::whole_seconds;
 use crate::instances::InstanceRecord;
 use crate::network::private_dns_name;
 use crate::registration::decode_user_data;
+use crate::reservations::LaunchReservation;
 use crate::rng::resource_id;
 use crate::state::{State, after, after_ms};
 use crate::timeline::Due;
@@ -145,6 +146,11 @@ impl State {
                 return Ok(response);
             }
         };
+        let placement = LaunchReservation::of_template(&template.extra);
+        if let Some((code, message)) = self.reservation_misconfigured(request, &placement) {
+            response.errors = every_override(request, code, &message);
+            return Ok(response);
+        }
         let candidates = self.candidates(request, &mut response.errors);
         let order = match request.capacity_type {
             CapacityType::Spot => {
@@ -154,12 +160,21 @@ impl State {
         };
         let mut short_of_capacity = false;
         for candidate in order {
-            if self.capacity.free(&candidate.pool) == 0 {
+            let Some(reservation) = self.reservation_slot(
+                request,
+                &placement,
+                &candidate.pool,
+                &mut response.errors,
+                &mut short_of_capacity,
+            ) else {
+                continue;
+            };
+            if reservation.is_none() && self.capacity.free(&candidate.pool) == 0 {
                 short_of_capacity = true;
                 response.errors.push(insufficient_capacity(&candidate.pool));
                 continue;
             }
-            let instance = self.launch(request, &template, &candidate);
+            let instance = self.launch(request, &template, &candidate, reservation);
             if let Some(why) = &denied
                 && let Some(record) = self.instances.get_mut(&instance.instance_id)
             {
@@ -180,6 +195,104 @@ impl State {
         Ok(response)
     }
 
+    /// The reservation slot a candidate launches into: `Some(Some(id))` taken from the targeted
+    /// reservation (or an open one an on-demand launch falls into), `Some(None)` none, `None`
+    /// when the candidate cannot launch (an error for it is recorded).
+    fn reservation_slot(
+        &mut self,
+        request: &CreateFleetRequest,
+        placement: &LaunchReservation,
+        pool: &Pool,
+        errors: &mut Vec<FleetError>,
+        short_of_capacity: &mut bool,
+    ) -> Option<Option<String>> {
+        let (instance_type, zone) = (&pool.instance_type, &pool.zone);
+        let Some(id) = &placement.target else {
+            // EC2 puts an on-demand launch that does not opt out into a matching open
+            // reservation with room.
+            if request.capacity_type == CapacityType::OnDemand && placement.accepts_open() {
+                return Some(
+                    self.reservations
+                        .open_for(instance_type, zone)
+                        .filter(|id| self.reservations.take(id)),
+                );
+            }
+            return Some(None);
+        };
+        let matches = self
+            .reservations
+            .get(id)
+            .is_some_and(|r| &r.instance_type == instance_type && &r.zone == zone);
+        if !matches {
+            errors.push(pool_error(
+                pool,
+                "InvalidParameterValue",
+                &format!(
+                    "Instance type {instance_type} in {zone} does not match capacity reservation {id}"
+                ),
+            ));
+            return None;
+        }
+        if !self.reservations.take(id) {
+            *short_of_capacity = true;
+            errors.push(pool_error(
+                pool,
+                "ReservationCapacityExceeded",
+                &format!(
+                    "Insufficient capacity in capacity reservation {id} to launch the requested instances"
+                ),
+            ));
+            return None;
+        }
+        Some(Some(id.clone()))
+    }
+
+    /// Why a launch template and request cannot launch as their reservation settings say
+    /// (code, message), if they cannot: a `reserved` request must target a reservation, the
+    /// target must exist, and a capacity block needs its market type.
+    fn reservation_misconfigured(
+        &self,
+        request: &CreateFleetRequest,
+        placement: &LaunchReservation,
+    ) -> Option<(&'static str, String)> {
+        let Some(id) = &placement.target else {
+            return (request.capacity_type == CapacityType::Reserved).then(|| {
+                (
+                    "InvalidParameterCombination",
+                    "A launch into reserved capacity must target a capacity reservation".into(),
+                )
+            });
+        };
+        if request.capacity_type == CapacityType::Spot {
+            return Some((
+                "InvalidParameterCombination",
+                "Spot instances cannot launch into a capacity reservation".into(),
+            ));
+        }
+        let Some(reservation) = self.reservations.get(id) else {
+            return Some((
+                "InvalidCapacityReservationId.NotFound",
+                format!("The capacity reservation ID '{id}' does not exist"),
+            ));
+        };
+        let block = reservation.reservation_type == ReservationType::CapacityBlock;
+        if block != (placement.market_type.as_deref() == Some("capacity-block")) {
+            return Some((
+                "InvalidParameterCombination",
+                format!(
+                    "Capacity reservation {id} is {}; the launch's market type must {}be capacity-block",
+                    if block {
+                        "a capacity block"
+                    } else {
+                        "not a capacity block"
+                    },
+                    if block { "" } else { "not " }
+                ),
+            ));
+        }
+        None
+    }
+
     /// Valid overrides, with an error for each invalid one (in request order).
     fn candidates(
         &self,
@@ -197,7 +310,13 @@ impl State {
                 ));
                 continue;
             };
-            let pool = Pool::new(&o.instance_type, &subnet.zone, request.capacity_type);
+            // A reserved launch is an on-demand launch into a reservation: the type must be
+            // offered on-demand there.
+            let capacity_type = match request.capacity_type {
+                CapacityType::Reserved => CapacityType::OnDemand,
+                other => other,
+            };
+            let pool = Pool::new(&o.instance_type, &subnet.zone, capacity_type);
             let Some(pool_price) = self
                 .capacity
                 .offered(&pool)
@@ -247,13 +366,17 @@ impl State {
         request: &CreateFleetRequest,
         template: &karpenter_core::seams::ec2::LaunchTemplateRequest,
         candidate: &Candidate,
+        reservation: Option<String>,
     ) -> FleetInstance {
         let now = self.now;
         let mut instance_id = resource_id(&mut self.rng.ids, "i");
         while self.instances.contains_key(&instance_id) {
             instance_id = resource_id(&mut self.rng.ids, "i");
         }
-        self.capacity.take(&candidate.pool);
+        // A reservation's slot was taken by the caller; it is the capacity the instance uses.
+        if reservation.is_none() {
+            self.capacity.take(&candidate.pool);
+        }
         let ip = self
             .network
             .take_ip(&candidate.subnet_id)
@@ -276,6 +399,10 @@ impl State {
             .map(|d| after(now, d).max(after_ms(now, self.config.pending_duration_ms)))
             .filter(|_| join.is_ok());
         let pool = candidate.pool.clone();
+        let capacity_type = match reservation {
+            Some(_) => CapacityType::Reserved,
+            None => pool.capacity_type,
+        };
         let record = InstanceRecord {
             instance: Instance {
                 instance_id: instance_id.clone(),
@@ -283,29 +410,31 @@ impl State {
                 zone: pool.zone.clone(),
                 subnet_id: candidate.subnet_id.clone(),
                 image_id: template.image_id.clone(),
-                capacity_type: pool.capacity_type,
+                capacity_type,
                 state: InstanceState::Pending,
                 launch_time: whole_seconds(now),
                 private_dns_name: private_dns_name(&ip, &self.config.region),
                 tags: request.tags.clone(),
+                capacity_reservation_id: reservation.clone(),
             },
             pool: pool.clone(),
             zone_id,
             visible_at: after_ms(now, self.config.eventual_consistency_lag_ms),
-            holds_capacity: true,
+            holds_capacity: reservation.is_none(),
             holds_ip: true,
             ready_at,
             user_data,
             join,
             warned: false,
             status: Default::default(),
+            reservation: reservation.clone(),
         };
         self.instances.insert(instance_id.clone(), record);
         self.timeline.at(
             after_ms(now, self.config.pending_duration_ms),
             Due::Running(instance_id.clone()),
         );
-        if pool.capacity_type == CapacityType::Spot {
+        if capacity_type == CapacityType::Spot {
             self.schedule_random_interruption(&instance_id);
         }
         FleetInstance {
@@ -313,7 +442,8 @@ impl State {
             instance_type: pool.instance_type,
             zone: pool.zone,
             subnet_id: candidate.subnet_id.clone(),
-            capacity_type: pool.capacity_type,
+            capacity_type,
+            capacity_reservation_id: reservation,
         }
     }
 
@@ -386,6 +516,15 @@ fn insufficient_capacity(pool: &Pool) -> FleetError {
     FleetError {
         code: "InsufficientInstanceCapacity".into(),
         message,
+        instance_type: Some(pool.instance_type.clone()),
+        zone: Some(pool.zone.clone()),
+    }
+}
+
+fn pool_error(pool: &Pool, code: &str, message: &str) -> FleetError {
+    FleetError {
+        code: code.into(),
+        message: message.into(),
         instance_type: Some(pool.instance_type.clone()),
         zone: Some(pool.zone.clone()),
     }

@@ -46,6 +46,9 @@ pub(crate) struct InstanceRecord {
     pub warned: bool,
     /// What `DescribeInstanceStatus` reports (set through the knobs).
     pub status: StatusChecks,
+    /// The capacity reservation whose slot it holds (`instance.capacity_reservation_id` is what
+    /// EC2 reports; this is the slot to give back).
+    pub reservation: Option<String>,
 }
 
 /// An instance's status checks and scheduled events, as `DescribeInstanceStatus` reports them.
@@ -321,6 +324,13 @@ impl State {
         record.holds_ip = false;
         if capacity {
             self.capacity.give_back(&pool);
+        }
+        if let Some(reservation) = self
+            .instances
+            .get_mut(id)
+            .and_then(|r| r.reservation.take())
+        {
+            self.reservations.give_back(&reservation);
         }
         if ip {
             self.network.give_back_ip(&subnet);

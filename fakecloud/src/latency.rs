@@ -18,7 +18,7 @@ use crate::faults::Operation;
 /// The bounds every action's range lies within, milliseconds (EC2: CreateFleet 1–3 s, Describe*,
 /// CreateTags and TerminateInstances 0.1–0.5 s; SSM GetParameter 0.05–0.2 s; SQS calls
 /// 10–50 ms; a receive's long poll comes on top, as the queue's own wait).
-pub const REALISTIC_MS: [(Operation, u64, u64); 14] = [
+pub const REALISTIC_MS: [(Operation, u64, u64); 15] = [
     (Operation::CreateFleet, 1_000, 3_000),
     (Operation::DescribeInstances, 100, 500),
     (Operation::TerminateInstances, 100, 500),
@@ -31,6 +31,7 @@ pub const REALISTIC_MS: [(Operation, u64, u64); 14] = [
     (Operation::DescribeLaunchTemplates, 100, 500),
     (Operation::DeleteLaunchTemplate, 100, 500),
     (Operation::DescribeInstanceStatus, 100, 500),
+    (Operation::DescribeCapacityReservations, 100, 500),
     (Operation::ReceiveMessage, 10, 50),
     (Operation::DeleteMessage, 10, 50),
 ];

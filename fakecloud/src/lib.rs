@@ -40,6 +40,7 @@ mod latency;
 mod network;
 mod nodegroup;
 mod registration;
+mod reservations;
 mod rng;
 mod sqs;
 mod state;
@@ -70,6 +71,7 @@ pub use knobs::QueueFaults;
 pub use latency::{LatencyProfile, REALISTIC_MS};
 pub use nodegroup::ForeignInstance;
 pub use registration::{Registration, Taint, decode_user_data, parse_user_data};
+pub use reservations::{CAPACITY_BLOCK_RECLAIM_LEAD, ReservationSpec};
 pub use sqs::SentMessage;
 pub use state::CloudKit;
 

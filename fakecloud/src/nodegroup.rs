@@ -75,6 +75,7 @@ impl FakeCloud {
             price: 0.0,
         };
         let request = CreateFleetRequest {
+            capacity_block: false,
             capacity_type: CapacityType::OnDemand,
             launch_template_name: String::new(),
             overrides: Vec::new(),
@@ -91,7 +92,7 @@ impl FakeCloud {
             tags: BTreeMap::new(),
             extra: BTreeMap::new(),
         };
-        let launched = state.launch(&request, &template, &candidate);
+        let launched = state.launch(&request, &template, &candidate, None);
         let now = state.now;
         let pending_ms = state.config.pending_duration_ms;
         if let Some(record) = state.instances.get_mut(&launched.instance_id) {

@@ -38,6 +38,7 @@ pub struct State {
     pub(crate) amis: Amis,
     pub(crate) templates: Templates,
     pub(crate) instances: BTreeMap<String, InstanceRecord>,
+    pub(crate) reservations: crate::reservations::Reservations,
     /// `CreateFleet` results by client token, for idempotent retries.
     pub(crate) fleets: BTreeMap<String, (CreateFleetRequest, CreateFleetResponse)>,
     pub(crate) capacity: Capacity,
@@ -102,6 +103,7 @@ impl State {
             amis,
             templates: Templates::default(),
             instances: BTreeMap::new(),
+            reservations: Default::default(),
             fleets: BTreeMap::new(),
             ledger: Ledger::default(),
             catalog,
@@ -141,6 +143,10 @@ impl State {
             Due::Forget(id) => {
                 self.instances.remove(&id);
             }
+            Due::ReservationEnd(id) => {
+                self.end_reservation(&id, "expired", time);
+            }
+            Due::CapacityBlockReclaim(id) => self.reclaim_capacity_block(&id, time),
         }
     }
 

@@ -29,6 +29,10 @@ pub(crate) enum Due {
     Capacity(Pool, u32),
     /// EC2 forgets a terminated instance.
     Forget(String),
+    /// A capacity reservation reaches its end date.
+    ReservationEnd(String),
+    /// EC2 starts terminating a capacity block's instances (30 minutes before its end).
+    CapacityBlockReclaim(String),
 }
 
 #[derive(Clone, Debug, Default)]

@@ -24,6 +24,8 @@ mod network;
 #[cfg(not(madsim))]
 #[path = "fakecloud/paused_time.rs"]
 mod paused_time;
+#[path = "fakecloud/reservations.rs"]
+mod reservations;
 #[path = "fakecloud/sqs.rs"]
 mod sqs;
 #[path = "fakecloud/support.rs"]

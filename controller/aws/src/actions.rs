@@ -46,7 +46,15 @@ pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
 
 /// Resource types a launch reads but does not create: AMIs and their snapshots, subnets,
 /// security groups.
-const LAUNCH_INPUTS: &[&str] = &["image", "snapshot", "security-group", "subnet"];
+/// What a launch reads: an AMI, its snapshots, security groups, subnets, and the capacity
+/// reservation a reserved launch targets.
+const LAUNCH_INPUTS: &[&str] = &[
+    "capacity-reservation",
+    "image",
+    "snapshot",
+    "security-group",
+    "subnet",
+];
 
 const fn owned_ec2(action: &'static str, called_by: &'static str) -> Action {
     Action {
@@ -113,6 +121,10 @@ pub const ACTIONS: &[Action] = &[
     regional(
         "ec2:DescribeAvailabilityZones",
         "CatalogSource::zone_ids: zone ids for topology.k8s.aws/zone-id",
+    ),
+    regional(
+        "ec2:DescribeCapacityReservations",
+        "Ec2::describe_capacity_reservations: the EC2NodeClass status and capacity-reservation controllers",
     ),
     regional("ec2:DescribeImages", "Ec2::describe_images"),
     regional(

@@ -15,16 +15,16 @@ use aws_sdk_ec2::types::{
     self as ec2t, DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
     FleetOnDemandAllocationStrategy, FleetType, InstanceLifecycle, InstanceLifecycleType,
-    InstanceStateName, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
+    InstanceStateName, OnDemandOptionsRequest, ResourceType, SpotAllocationStrategy,
     SpotOptionsRequest, TagSpecification, TargetCapacitySpecificationRequest,
 };
 use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::Clock;
 use karpenter_core::seams::ec2::{
-    CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, FleetError, FleetInstance,
-    Image, ImageQuery, Instance, InstanceState, InstanceStatus, LaunchTemplate,
-    LaunchTemplateRequest, SecurityGroup, StatusCheck, Subnet,
+    CapacityReservation, CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter,
+    FleetError, FleetInstance, Image, ImageQuery, Instance, InstanceMatchCriteria, InstanceState,
+    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, ReservationType, SecurityGroup,
+    StatusCheck, Subnet,
 };
 
 use crate::errors::{Class, SdkResultExt, failure};
@@ -175,11 +175,18 @@ fn instance(i: &ec2t::Instance) -> Instance {
             .to_string(),
         subnet_id: i.subnet_id().unwrap_or_default().to_string(),
         image_id: i.image_id().unwrap_or_default().to_string(),
-        capacity_type: capacity_type_of(i.instance_lifecycle()),
+        capacity_type: match i.capacity_reservation_id() {
+            // An instance running in a reservation is `reserved` (upstream's rule).
+            Some(_) if capacity_type_of(i.instance_lifecycle()) == CapacityType::OnDemand => {
+                CapacityType::Reserved
+            }
+            _ => capacity_type_of(i.instance_lifecycle()),
+        },
         state: instance_state(i.state().and_then(|s| s.name())),
         launch_time: i.launch_time().map(timestamp).unwrap_or_default(),
         private_dns_name: i.private_dns_name().unwrap_or_default().to_string(),
         tags: tag_map(i.tags()),
+        capacity_reservation_id: i.capacity_reservation_id().map(String::from),
     }
 }
 
@@ -223,6 +230,8 @@ fn fleet_response(
             .unwrap_or_default();
         let capacity_type = match launched.lifecycle() {
             Some(InstanceLifecycle::Spot) => CapacityType::Spot,
+            // A launch into a reservation is on-demand to EC2 and reserved to Karpenter.
+            _ if request.capacity_type == CapacityType::Reserved => CapacityType::Reserved,
             Some(InstanceLifecycle::OnDemand) => CapacityType::OnDemand,
             _ => request.capacity_type,
         };
@@ -233,6 +242,7 @@ fn fleet_response(
                 zone: zone.to_string(),
                 subnet_id: subnet_id.to_string(),
                 capacity_type,
+                capacity_reservation_id: None,
             });
         }
     }
@@ -302,6 +312,9 @@ impl AwsEc2 {
     fn fleet_call(&self, request: &CreateFleetRequest) -> CreateFleetFluentBuilder {
         let default_type = match request.capacity_type {
             CapacityType::Spot => DefaultTargetCapacityType::Spot,
+            CapacityType::Reserved if request.capacity_block => {
+                DefaultTargetCapacityType::CapacityBlock
+            }
             CapacityType::OnDemand | CapacityType::Reserved => DefaultTargetCapacityType::OnDemand,
         };
         let config = FleetLaunchTemplateConfigRequest::builder()
@@ -552,28 +565,7 @@ impl Ec2 for AwsEc2 {
         &self,
         request: &LaunchTemplateRequest,
     ) -> Result<LaunchTemplate, Ec2Error> {
-        if let Some(key) = request.extra.keys().next() {
-            return Err(Ec2Error::InvalidRequest {
-                code: "InvalidParameterValue".into(),
-                message: format!(
-                    "launch template setting {key:?} is not carried to EC2 by this adapter"
-                ),
-            });
-        }
-        let data = RequestLaunchTemplateData::builder()
-            .image_id(&request.image_id)
-            .user_data(aws_smithy_types::base64::encode(&request.user_data))
-            .set_security_group_ids(Some(request.security_group_ids.clone()))
-            .set_iam_instance_profile(
-                Some(request.instance_profile.clone())
-                    .filter(|p| !p.is_empty())
-                    .map(|name| {
-                        LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
-                            .name(name)
-                            .build()
-                    }),
-            )
-            .build();
+        let data = crate::template::launch_template_data(request)?;
         let output = self
             .ec2
             .create_launch_template()
@@ -688,6 +680,55 @@ impl Ec2 for AwsEc2 {
             })
             .collect();
         out.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+        Ok(out)
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        ids: &[String],
+        filters: &[Filter],
+    ) -> Result<Vec<CapacityReservation>, Ec2Error> {
+        let pages: Vec<_> = self
+            .ec2
+            .describe_capacity_reservations()
+            .set_capacity_reservation_ids(Some(ids.to_vec()).filter(|ids| !ids.is_empty()))
+            .set_filters(Some(sdk_filters(filters)).filter(|f| !f.is_empty()))
+            .into_paginator()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .seam()?;
+        let count = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+        let mut out: Vec<CapacityReservation> = pages
+            .iter()
+            .flat_map(|p| p.capacity_reservations())
+            .map(|r| CapacityReservation {
+                id: r.capacity_reservation_id().unwrap_or_default().to_string(),
+                instance_type: r.instance_type().unwrap_or_default().to_string(),
+                zone: r.availability_zone().unwrap_or_default().to_string(),
+                owner_id: r.owner_id().unwrap_or_default().to_string(),
+                instance_match_criteria: match r.instance_match_criteria() {
+                    Some(ec2t::InstanceMatchCriteria::Open) => InstanceMatchCriteria::Open,
+                    _ => InstanceMatchCriteria::Targeted,
+                },
+                reservation_type: match r.reservation_type() {
+                    Some(ec2t::CapacityReservationType::CapacityBlock) => {
+                        ReservationType::CapacityBlock
+                    }
+                    _ => ReservationType::Default,
+                },
+                interruptible: r.interruptible().unwrap_or(false),
+                state: r
+                    .state()
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_default(),
+                total_instance_count: count(r.total_instance_count()),
+                available_instance_count: count(r.available_instance_count()),
+                end_date: r.end_date().map(timestamp),
+                tags: tag_map(r.tags()),
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }
 }

@@ -25,6 +25,7 @@ pub mod eks;
 pub mod errors;
 pub mod iam;
 pub mod sqs;
+pub mod template;
 mod time;
 
 pub use catalog::AwsCatalog;

@@ -106,6 +106,7 @@ async fn fleet(
         }
     }
     CreateFleetRequest {
+        capacity_block: false,
         capacity_type,
         launch_template_name: template.into(),
         overrides,
@@ -624,6 +625,9 @@ async fn every_seam_call(f: &Fixture) {
     ec2.describe_instance_status(&[Filter::new("event.code", &["instance-retirement"])])
         .await
         .unwrap();
+    ec2.describe_capacity_reservations(&[], &[Filter::new("state", &["active"])])
+        .await
+        .unwrap();
     ec2.terminate_instances(&[id]).await.unwrap();
     ec2.delete_launch_template("karpenter.k8s.aws/all")
         .await
@@ -737,5 +741,125 @@ async fn describe_instance_status_reads_failed_checks_and_scheduled_events_over_
             .unwrap()
             .is_empty()
     );
+    f.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn launch_template_settings_and_a_reserved_launch_cross_the_wire() {
+    use karpenter_core::api::EC2NodeClass;
+    use karpenter_core::api::ec2nodeclass::AmiFamily;
+    use karpenter_core::catalog::Reservation;
+    use karpenter_core::nodeclass::launchtemplate;
+    let f = fixture().await;
+    let ec2 = f.aws.ec2();
+    let cloud = &f.world.account.cloud;
+    let zone = "us-west-2a";
+    let id = cloud.create_capacity_reservation(
+        fakecloud::ReservationSpec::new("m5.large", zone, 1).tag("team", "ml"),
+    );
+    let found = ec2
+        .describe_capacity_reservations(&[], &[Filter::new("tag:team", &["ml"])])
+        .await
+        .expect("describe");
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (found[0].id.as_str(), found[0].available_instance_count),
+        (id.as_str(), 1)
+    );
+    // The launch path's own template data: default block devices, IMDSv2, monitoring, targeted
+    // at the reservation.
+    let class: EC2NodeClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "c"},
+        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}
+    }))
+    .expect("class");
+    let image = ec2.get_parameter(AL2023).await.unwrap().expect("image");
+    let groups: Vec<String> = ec2
+        .describe_security_groups(&discovery())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| g.group_id)
+        .collect();
+    let data = launchtemplate::build(
+        &class,
+        AmiFamily::AL2023,
+        &image,
+        groups.clone(),
+        "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n".into(),
+        BTreeMap::new(),
+    );
+    let reservation = Reservation {
+        id: id.clone(),
+        kind: Default::default(),
+        interruptible: false,
+        capacity: 1,
+    };
+    let data = launchtemplate::into_reservation(data, &reservation);
+    let request = LaunchTemplateRequest {
+        name: data.name(),
+        image_id: image,
+        user_data: data.user_data.clone(),
+        security_group_ids: groups,
+        instance_profile: TEST_PROFILE.into(),
+        tags: BTreeMap::new(),
+        extra: data.extra(),
+    };
+    ec2.create_launch_template(&request)
+        .await
+        .expect("template");
+    let stored = cloud
+        .launch_templates()
+        .into_iter()
+        .find(|t| t.name == request.name)
+        .expect("stored");
+    let parsed = |extra: &BTreeMap<String, String>| -> BTreeMap<String, serde_json::Value> {
+        extra
+            .iter()
+            .map(|(k, v)| {
+                let mut value: serde_json::Value =
+                    serde_json::from_str(v).unwrap_or(serde_json::json!(v));
+                // `rootVolume` is Karpenter's, not EC2's: it does not cross the wire.
+                for mapping in value.as_array_mut().into_iter().flatten() {
+                    mapping.as_object_mut().map(|m| m.remove("rootVolume"));
+                }
+                (k.clone(), value)
+            })
+            .collect()
+    };
+    assert_eq!(parsed(&stored.extra), parsed(&request.extra));
+    let subnet = ec2
+        .describe_subnets(&discovery())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.zone == zone)
+        .expect("subnet");
+    let launched = ec2
+        .create_fleet(&CreateFleetRequest {
+            capacity_block: false,
+            capacity_type: CapacityType::Reserved,
+            launch_template_name: request.name.clone(),
+            overrides: vec![FleetOverride {
+                instance_type: "m5.large".into(),
+                subnet_id: subnet.subnet_id,
+                zone: zone.into(),
+                price: None,
+            }],
+            tags: BTreeMap::from([("karpenter.sh/nodepool".to_string(), "default".to_string())]),
+            client_token: "reserved-1".into(),
+            context: None,
+        })
+        .await
+        .expect("fleet");
+    assert_eq!(launched.instances.len(), 1, "{:?}", launched.errors);
+    let instance = visible(&f, &launched.instances[0].instance_id).await;
+    assert_eq!(
+        instance.capacity_reservation_id.as_deref(),
+        Some(id.as_str())
+    );
+    assert_eq!(instance.capacity_type, CapacityType::Reserved);
     f.server.shutdown().await;
 }

@@ -337,6 +337,7 @@ async fn create_fleet_reports_each_overrides_error_with_its_type_and_zone() {
     });
     let ec2 = ec2(&[&fleet]);
     let request = CreateFleetRequest {
+        capacity_block: false,
         capacity_type: CapacityType::Spot,
         launch_template_name: "karpenter.k8s.aws/1".into(),
         overrides: vec![FleetOverride {

@@ -68,6 +68,7 @@
 //! was interrupted.
 
 pub mod api;
+pub mod capacityreservation;
 pub mod catalog;
 pub mod context;
 pub mod disruption;

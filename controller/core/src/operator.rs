@@ -89,6 +89,8 @@ pub enum StepError {
     Drift(KubeError),
     #[error("instance status: {0}")]
     InstanceHealth(crate::interruption::health::HealthError),
+    #[error("capacity reservations: {0}")]
+    CapacityReservation(crate::capacityreservation::ReservationError),
 }
 
 impl StepError {
@@ -106,6 +108,7 @@ impl StepError {
             StepError::NodeClassStatus(_) => "ec2nodeclass_status",
             StepError::Drift(_) => "drift_detection",
             StepError::InstanceHealth(_) => "interruption.instancestatus",
+            StepError::CapacityReservation(_) => "capacityreservation",
         }
     }
 }
@@ -124,6 +127,8 @@ pub enum LoopReport {
     Disrupted(PassOutcome),
     /// NodeClaims of impaired instances the instance-status controller acted on.
     InstanceHealth(crate::interruption::health::HealthReport),
+    /// NodeClaims the capacity-reservation controllers deleted or relabelled.
+    CapacityReservations(crate::capacityreservation::ReservationReport),
     /// A pass that failed as a whole (retried by its loop).
     Failed(StepError),
 }
@@ -192,9 +197,9 @@ impl Drop for OperatorHandle {
 
 /// The loops that write status from what they read: the NodePool counters, and the
 /// EC2NodeClass status controller followed by drift detection.
-/// The loops that run on their own interval: garbage collection and the instance-status
-/// health controller.
-fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'static, ()>; 2] {
+/// The loops that run on their own interval: garbage collection, the instance-status health
+/// controller and the capacity-reservation controllers.
+fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'static, ()>; 3] {
     let gc = loops::GarbageCollectionLoop {
         collector: GarbageCollector::new(ctx.clone()),
         interval: ctx.options.gc_interval.unwrap_or(nodeclaim::GC_INTERVAL),
@@ -204,9 +209,17 @@ fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'
         health: crate::interruption::health::InstanceHealth::new(ctx.clone()),
         reports: reports.clone(),
     };
+    let reservations = loops::CapacityReservationLoop {
+        reservations: crate::capacityreservation::CapacityReservations::new(ctx.clone()),
+        reports: reports.clone(),
+    };
     [
         Box::pin(run_singleton(gc, crate::runtime::Trigger::never())),
         Box::pin(run_singleton(health, crate::runtime::Trigger::never())),
+        Box::pin(run_singleton(
+            reservations,
+            crate::runtime::Trigger::never(),
+        )),
     ]
 }
 

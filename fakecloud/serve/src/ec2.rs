@@ -191,6 +191,9 @@ pub fn instance_xml(x: &mut Xml, account: &Account, i: &Instance) {
         x.leaf("instanceLifecycle", "spot")
             .leaf("spotInstanceRequestId", spot_request_id(&i.instance_id));
     }
+    if let Some(reservation) = &i.capacity_reservation_id {
+        x.leaf("capacityReservationId", reservation);
+    }
 }
 
 /// The account's one VPC.
@@ -263,6 +266,60 @@ pub async fn describe_instances(world: &World, p: &Params, rid: &str) -> Reply {
                 .open("groupSet")
                 .close("groupSet")
                 .items("instancesSet", [i], |x, i| instance_xml(x, account, i));
+        })
+        .maybe("nextToken", next);
+    })
+}
+
+/// `DescribeCapacityReservations`, by ids or filters, paged.
+pub async fn describe_capacity_reservations(world: &World, p: &Params, rid: &str) -> Reply {
+    let ids = p.list("CapacityReservationId");
+    let found = match world
+        .account
+        .cloud
+        .describe_capacity_reservations(&ids, &p.filters())
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => return seam_error(&e, rid),
+    };
+    let (shown, next) = match page(&found, p, (1, 1000), false, rid) {
+        Ok(page) => page,
+        Err(reply) => return reply,
+    };
+    answer("DescribeCapacityReservations", rid, |x| {
+        x.items("capacityReservationSet", &shown, |x, r| {
+            x.leaf("capacityReservationId", &r.id)
+                .leaf("ownerId", &r.owner_id)
+                .leaf("instanceType", &r.instance_type)
+                .leaf("instancePlatform", "Linux/UNIX")
+                .leaf("availabilityZone", &r.zone)
+                .leaf("tenancy", "default")
+                .leaf("totalInstanceCount", r.total_instance_count.to_string())
+                .leaf(
+                    "availableInstanceCount",
+                    r.available_instance_count.to_string(),
+                )
+                .leaf("state", &r.state)
+                .leaf(
+                    "instanceMatchCriteria",
+                    match r.instance_match_criteria {
+                        karpenter_core::seams::ec2::InstanceMatchCriteria::Open => "open",
+                        karpenter_core::seams::ec2::InstanceMatchCriteria::Targeted => "targeted",
+                    },
+                )
+                .leaf("reservationType", r.reservation_type.label())
+                .leaf("interruptible", r.interruptible.to_string())
+                .leaf(
+                    "endDateType",
+                    if r.end_date.is_some() {
+                        "limited"
+                    } else {
+                        "unlimited"
+                    },
+                )
+                .maybe("endDate", r.end_date.map(iso))
+                .tag_set(&r.tags);
         })
         .maybe("nextToken", next);
     })
@@ -495,8 +552,13 @@ pub async fn create_fleet(world: &World, p: &Params, rid: &str) -> Reply {
             rid,
         );
     }
-    let capacity_type = match p.get("TargetCapacitySpecification.DefaultTargetCapacityType") {
+    // A capacity block is launched as `capacity-block`; an ODCR as on-demand (its launch
+    // template targets it).
+    let target_type = p.get("TargetCapacitySpecification.DefaultTargetCapacityType");
+    let capacity_block = target_type == Some("capacity-block");
+    let capacity_type = match target_type {
         Some("spot") => CapacityType::Spot,
+        Some("capacity-block") => CapacityType::Reserved,
         Some("on-demand") | None => CapacityType::OnDemand,
         Some(other) => {
             return error(
@@ -543,6 +605,7 @@ pub async fn create_fleet(world: &World, p: &Params, rid: &str) -> Reply {
     let mut response = CreateFleetResponse::default();
     for (n, config) in configs.iter().enumerate() {
         let request = CreateFleetRequest {
+            capacity_block,
             capacity_type,
             launch_template_name: config.template.clone(),
             overrides: config.overrides.iter().map(|(o, _)| o.clone()).collect(),
@@ -681,13 +744,13 @@ pub async fn create_launch_template(world: &World, p: &Params, rid: &str) -> Rep
         name: name.to_string(),
         image_id: data.get("ImageId").unwrap_or_default().to_string(),
         user_data: data.get("UserData").unwrap_or_default().to_string(),
-        security_group_ids: data.list("SecurityGroupId"),
+        security_group_ids: crate::ec2_template::security_groups(&data),
         instance_profile: data
             .get("IamInstanceProfile.Name")
             .unwrap_or_default()
             .to_string(),
         tags,
-        extra: BTreeMap::new(),
+        extra: crate::ec2_template::extra(&data),
     };
     if p.flag("DryRun") {
         return dry_run(rid);

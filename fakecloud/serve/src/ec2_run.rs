@@ -159,6 +159,7 @@ pub async fn run_instances(world: &World, p: &Params, rid: &str) -> Reply {
     let mut launched = Vec::new();
     for n in 0..max.min(RUN_COUNT_MAX) {
         let request = CreateFleetRequest {
+            capacity_block: false,
             capacity_type,
             launch_template_name: template.clone(),
             overrides: vec![FleetOverride {

@@ -19,6 +19,7 @@ pub mod control;
 pub mod ec2;
 pub mod ec2_describe;
 pub mod ec2_run;
+pub mod ec2_template;
 pub mod iam;
 pub mod json_services;
 pub mod sqs;
@@ -362,6 +363,7 @@ async fn ec2_action(world: &World, action: &str, p: &Params, rid: &str) -> Reply
         "RunInstances" => ec2_run::run_instances(world, p, rid).await,
         "DescribeInstances" => ec2::describe_instances(world, p, rid).await,
         "DescribeInstanceStatus" => ec2::describe_instance_status(world, p, rid).await,
+        "DescribeCapacityReservations" => ec2::describe_capacity_reservations(world, p, rid).await,
         "TerminateInstances" => ec2::terminate_instances(world, p, rid).await,
         "CreateTags" => ec2::create_tags(world, p, rid).await,
         "CreateLaunchTemplate" => ec2::create_launch_template(world, p, rid).await,

@@ -168,6 +168,16 @@ pub fn nodeconfig(kubelet: &str) -> String {
 impl World {
     /// Creates the test launch template (AL2023 x86 image, `user_data`) through the seam.
     pub fn launch_template(&self, name: &str, user_data: &str) {
+        self.launch_template_with(name, user_data, BTreeMap::new());
+    }
+
+    /// The test launch template with `extra` settings (capacity reservation, market type...).
+    pub fn launch_template_with(
+        &self,
+        name: &str,
+        user_data: &str,
+        extra: BTreeMap<String, String>,
+    ) {
         let image_id = block_on(self.ec2().get_parameter(AL2023_X86))
             .expect("parameter")
             .expect("al2023 image");
@@ -178,7 +188,7 @@ impl World {
             security_group_ids: Vec::new(),
             instance_profile: "KarpenterNodeInstanceProfile".into(),
             tags: BTreeMap::new(),
-            extra: BTreeMap::new(),
+            extra,
         }))
         .expect("launch template");
     }
@@ -191,6 +201,7 @@ impl World {
     ) -> CreateFleetRequest {
         let subnets = self.subnets();
         CreateFleetRequest {
+            capacity_block: false,
             capacity_type,
             launch_template_name: LAUNCH_TEMPLATE.to_string(),
             overrides: overrides

@@ -156,6 +156,7 @@ impl World {
         .find(|s| s.zone == "us-west-2a")
         .expect("subnet in us-west-2a");
         let response = block_on(self.ec2().create_fleet(&CreateFleetRequest {
+            capacity_block: false,
             capacity_type,
             launch_template_name: TEMPLATE.to_string(),
             overrides: vec![FleetOverride {

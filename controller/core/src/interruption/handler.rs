@@ -26,7 +26,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_core::ResourceExt;
 
 use super::messages::{InterruptionMessage, Kind, parse};
-use crate::api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL};
+use crate::api::labels::{
+    CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL,
+    ZONE_LABEL,
+};
 use crate::api::{NodeClaim, ProviderId};
 use crate::catalog::{CapacityType, UNAVAILABLE_TTL};
 use crate::context::{Context, InterruptionQueue};
@@ -108,7 +111,9 @@ pub(super) enum Acted {
 /// When eviction of a claim interrupted by `message` starts at the latest (`None`: not held).
 fn eviction_deadline(message: &InterruptionMessage) -> Option<Timestamp> {
     match message {
-        InterruptionMessage::SpotInterruption(_) => {
+        // A reclaimed reservation gives the same two minutes as a spot warning.
+        InterruptionMessage::SpotInterruption(_)
+        | InterruptionMessage::CapacityReservationInterruption(_) => {
             message.time().saturating_add(SPOT_EVICTION_HOLD_MAX).ok()
         }
         InterruptionMessage::ScheduledChange(event) => {
@@ -349,6 +354,12 @@ impl InterruptionHandler {
         if kind == Kind::SpotInterrupted && claim.metadata.deletion_timestamp.is_none() {
             self.mark_unavailable(claim);
         }
+        // The reservation is being reclaimed: no more launches into it until the next sync.
+        if kind == Kind::CapacityReservationInterrupted
+            && let Some(id) = claim.labels().get(CAPACITY_RESERVATION_ID_LABEL)
+        {
+            self.ctx.reservations.mark_unavailable(id);
+        }
         interrupt(&self.ctx, claim, kind, interruption).await
     }
 
@@ -393,6 +404,10 @@ pub(super) async fn interrupt(
     }
     let (reason, text) = match kind {
         Kind::SpotInterrupted => ("SpotInterrupted", "Spot interruption warning was triggered"),
+        Kind::CapacityReservationInterrupted => (
+            "CapacityReservationInstanceInterrupted",
+            "Capacity Reservation interruption warning was triggered",
+        ),
         Kind::ScheduledChange | Kind::InstanceStatus | Kind::SystemStatus | Kind::EventStatus => (
             "InstanceUnhealthy",
             "An unhealthy warning was triggered for the instance",

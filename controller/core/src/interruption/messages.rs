@@ -29,6 +29,11 @@ pub const DETAIL_TYPE_SPOT_INTERRUPTION: &str = "EC2 Spot Instance Interruption 
 pub const DETAIL_TYPE_REBALANCE_RECOMMENDATION: &str = "EC2 Instance Rebalance Recommendation";
 pub const DETAIL_TYPE_SCHEDULED_CHANGE: &str = "AWS Health Event";
 pub const DETAIL_TYPE_STATE_CHANGE: &str = "EC2 Instance State-change Notification";
+/// The owner of an interruptible capacity reservation is taking capacity back (schema
+/// `aws.ec2@EC2CapacityReservationInstanceInterruptionWarning`): EC2 terminates the instance
+/// two minutes later.
+pub const DETAIL_TYPE_CAPACITY_RESERVATION_INTERRUPTION: &str =
+    "EC2 Capacity Reservation Instance Interruption Warning";
 
 /// The Health `service` whose scheduled changes concern instances.
 pub const HEALTH_SERVICE_EC2: &str = "EC2";
@@ -78,6 +83,8 @@ impl<D: Serialize> Event<D> {
 /// `EC2 Spot Instance Interruption Warning` (schema `aws.ec2@EC2SpotInstanceInterruptionWarning`):
 /// EC2 reclaims the instance two minutes after this event.
 pub type SpotInterruptionWarning = Event<SpotInterruptionDetail>;
+/// `EC2 Capacity Reservation Instance Interruption Warning` (same detail as the spot warning).
+pub type CapacityReservationInterruptionWarning = Event<SpotInterruptionDetail>;
 /// `EC2 Instance Rebalance Recommendation`: the spot instance is at elevated risk of interruption.
 pub type RebalanceRecommendation = Event<RebalanceRecommendationDetail>;
 /// `AWS Health Event` of category `scheduledChange` for EC2: planned maintenance (stop, retirement,
@@ -150,6 +157,8 @@ pub struct AffectedEntity {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     SpotInterrupted,
+    /// An interruptible capacity reservation's instance is being reclaimed.
+    CapacityReservationInterrupted,
     RebalanceRecommendation,
     ScheduledChange,
     InstanceStopped,
@@ -168,6 +177,7 @@ impl Kind {
     pub fn label(self) -> &'static str {
         match self {
             Kind::SpotInterrupted => "spot_interrupted",
+            Kind::CapacityReservationInterrupted => "capacity_reservation_interrupted",
             Kind::RebalanceRecommendation => "rebalance_recommendation",
             Kind::ScheduledChange => "scheduled_change",
             Kind::InstanceStopped => "instance_stopped",
@@ -190,6 +200,7 @@ impl fmt::Display for Kind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InterruptionMessage {
     SpotInterruption(SpotInterruptionWarning),
+    CapacityReservationInterruption(CapacityReservationInterruptionWarning),
     RebalanceRecommendation(RebalanceRecommendation),
     ScheduledChange(ScheduledChange),
     StateChange(StateChange),
@@ -204,6 +215,7 @@ impl InterruptionMessage {
     pub fn metadata(&self) -> &Metadata {
         match self {
             InterruptionMessage::SpotInterruption(e) => &e.metadata,
+            InterruptionMessage::CapacityReservationInterruption(e) => &e.metadata,
             InterruptionMessage::RebalanceRecommendation(e) => &e.metadata,
             InterruptionMessage::ScheduledChange(e) => &e.metadata,
             InterruptionMessage::StateChange(e) => &e.metadata,
@@ -214,6 +226,9 @@ impl InterruptionMessage {
     pub fn kind(&self) -> Kind {
         match self {
             InterruptionMessage::SpotInterruption(_) => Kind::SpotInterrupted,
+            InterruptionMessage::CapacityReservationInterruption(_) => {
+                Kind::CapacityReservationInterrupted
+            }
             InterruptionMessage::RebalanceRecommendation(_) => Kind::RebalanceRecommendation,
             InterruptionMessage::ScheduledChange(_) => Kind::ScheduledChange,
             InterruptionMessage::StateChange(e) => {
@@ -234,6 +249,9 @@ impl InterruptionMessage {
     pub fn instance_ids(&self) -> Vec<String> {
         match self {
             InterruptionMessage::SpotInterruption(e) => vec![e.detail.instance_id.clone()],
+            InterruptionMessage::CapacityReservationInterruption(e) => {
+                vec![e.detail.instance_id.clone()]
+            }
             InterruptionMessage::RebalanceRecommendation(e) => vec![e.detail.instance_id.clone()],
             InterruptionMessage::ScheduledChange(e) => e
                 .detail
@@ -300,6 +318,16 @@ pub fn parse(body: &str) -> Result<InterruptionMessage, ParseError> {
                 metadata: metadata.clone(),
                 detail,
             }))
+        }
+        (SOURCE_EC2, DETAIL_TYPE_CAPACITY_RESERVATION_INTERRUPTION) => {
+            let detail: SpotInterruptionDetail = detail(&value, &metadata)?;
+            require_instance_id(&metadata, &detail.instance_id)?;
+            Ok(InterruptionMessage::CapacityReservationInterruption(
+                Event {
+                    metadata: metadata.clone(),
+                    detail,
+                },
+            ))
         }
         (SOURCE_EC2, DETAIL_TYPE_REBALANCE_RECOMMENDATION) => {
             let detail: RebalanceRecommendationDetail = detail(&value, &metadata)?;

@@ -19,7 +19,7 @@ use crate::seams::ec2::FleetError;
 pub const FLEET_INSTANCE_TYPES_MAX: usize = 60;
 
 /// EC2 error codes that mean "no capacity for this offering" (upstream's list).
-pub const INSUFFICIENT_CAPACITY_CODES: [&str; 7] = [
+pub const INSUFFICIENT_CAPACITY_CODES: [&str; 8] = [
     "InsufficientInstanceCapacity",
     "MaxSpotInstanceCountExceeded",
     "VcpuLimitExceeded",
@@ -27,7 +27,12 @@ pub const INSUFFICIENT_CAPACITY_CODES: [&str; 7] = [
     "Unsupported",
     "InsufficientFreeAddressesInSubnet",
     "MaxFleetCountExceeded",
+    // A capacity reservation is full: the reservation is marked unavailable.
+    RESERVATION_CAPACITY_EXCEEDED,
 ];
+
+/// The error of a launch into a full capacity reservation.
+pub const RESERVATION_CAPACITY_EXCEEDED: &str = "ReservationCapacityExceeded";
 
 /// The label counting an instance type's accelerators (Inferentia, Trainium, ...).
 const ACCELERATOR_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-accelerator-count";

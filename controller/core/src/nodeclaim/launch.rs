@@ -18,7 +18,7 @@ use crate::api::labels::{
     ZONE_ID_LABEL, ZONE_LABEL,
 };
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, Operator, ProviderId};
-use crate::catalog::{CapacityType, Catalog, InstanceType, UNAVAILABLE_TTL};
+use crate::catalog::{CapacityType, Catalog, InstanceType, Offering, Reservation, UNAVAILABLE_TTL};
 use crate::context::Context;
 use crate::nodeclass::cluster::ClusterInfo;
 use crate::nodeclass::launchtemplate::LaunchTemplateData;
@@ -48,6 +48,8 @@ pub struct Launched {
     pub zone: String,
     pub capacity_type: CapacityType,
     pub image_id: String,
+    /// The capacity reservation it runs in (its labels go on the claim).
+    pub reservation: Option<Reservation>,
 }
 
 impl Launched {
@@ -286,12 +288,17 @@ impl Lifecycle {
                 )
             });
         if let Some(instance) = tagged {
+            let reservation = instance
+                .capacity_reservation_id
+                .as_deref()
+                .map(|id| reservation_of(class, id));
             return Ok(Some(Launched {
                 instance_id: instance.instance_id,
                 instance_type: instance.instance_type,
                 zone: instance.zone,
                 capacity_type: instance.capacity_type,
                 image_id: instance.image_id,
+                reservation,
             }));
         }
         let Some(class) = class else {
@@ -327,6 +334,9 @@ impl Lifecycle {
         ]);
         if let Some(id) = self.ctx.catalog.zone_id(&launched.zone) {
             labels.insert(ZONE_ID_LABEL.to_string(), id.to_string());
+        }
+        for (k, v) in launched.reservation.iter().flat_map(Reservation::labels) {
+            labels.insert(k.to_string(), v);
         }
         for (k, v) in instance_type.iter().flat_map(|t| &t.labels) {
             labels.entry(k.clone()).or_insert_with(|| v.clone());
@@ -432,20 +442,24 @@ pub async fn launch(
     };
     let subnets = resolve::subnets(ctx.ec2.as_ref(), class, zone_allowed).await?;
     let security_groups = resolve::security_groups(ctx.ec2.as_ref(), class).await?;
-    let capacity_type = [CapacityType::Spot, CapacityType::OnDemand]
-        .into_iter()
-        .filter(|ct| {
-            reqs.get(CAPACITY_TYPE_LABEL)
-                .is_none_or(|r| r.has(ct.label()))
-        })
-        .find(|ct| {
-            types
-                .iter()
-                .any(|t| subnets.keys().any(|z| available(ctx, t, z, *ct, now)))
-        })
-        .ok_or_else(|| {
-            LaunchError::InsufficientCapacity("every offering of the claim is unavailable".into())
-        })?;
+    if reqs
+        .get(CAPACITY_TYPE_LABEL)
+        .is_none_or(|r| r.has(CapacityType::Reserved.label()))
+        && let Some(launched) = launch_reserved(
+            ctx,
+            claim,
+            class,
+            &reqs,
+            &types,
+            &subnets,
+            &security_groups,
+            now,
+        )
+        .await?
+    {
+        return Ok(launched);
+    }
+    let capacity_type = spot_or_on_demand(ctx, &reqs, &types, &subnets, now)?;
     // Cheapest first, exotic types only when asked for, one architecture (its AMI is in the
     // launch template), at most 60 types.
     let requests = claim_requests(claim);
@@ -462,12 +476,7 @@ pub async fn launch(
             .min_by(f64::total_cmp)
     };
     let types = fleet::compose(&types, capacity_type, &requests, price);
-    let Some(arch) = types.first().map(|t| {
-        t.labels
-            .get(ARCH_LABEL)
-            .cloned()
-            .unwrap_or_else(|| "amd64".into())
-    }) else {
+    let Some(arch) = types.first().map(|t| arch_of(t)) else {
         return Err(LaunchError::InsufficientCapacity(
             "no available offering in the selected subnets".into(),
         ));
@@ -486,22 +495,72 @@ pub async fn launch(
         ));
     }
     let tags = instance_tags(ctx, claim, class);
-    let template = launch_template(ctx, claim, class, &image_id, capacity_type, security_groups)?;
-    let template_name = template.name.clone();
-    match ctx.ec2.create_launch_template(&template).await {
-        Ok(_) => {}
-        Err(Ec2Error::InvalidRequest { code, .. }) if code.contains("AlreadyExists") => {}
-        Err(err) => return Err(err.into()),
-    }
-    let request = CreateFleetRequest {
+    let template = launch_template(
+        ctx,
+        claim,
+        class,
+        &image_id,
         capacity_type,
-        launch_template_name: template_name,
+        security_groups,
+        None,
+    )?;
+    ensure_template(ctx, &template).await?;
+    let request = CreateFleetRequest {
+        capacity_block: false,
+        capacity_type,
+        launch_template_name: template.name,
         overrides,
         tags,
         client_token: claim.uid().unwrap_or_else(|| claim.name_any()),
         context: class.spec.context.clone(),
     };
     create_fleet(ctx, &request, image_id, now).await
+}
+
+/// Spot when the claim allows it and some spot offering is left in its subnets' zones, else
+/// on-demand; an error when neither is.
+fn spot_or_on_demand(
+    ctx: &Context,
+    reqs: &Requirements,
+    types: &[&InstanceType],
+    subnets: &BTreeMap<String, Subnet>,
+    now: Timestamp,
+) -> Result<CapacityType, LaunchError> {
+    [CapacityType::Spot, CapacityType::OnDemand]
+        .into_iter()
+        .filter(|ct| {
+            reqs.get(CAPACITY_TYPE_LABEL)
+                .is_none_or(|r| r.has(ct.label()))
+        })
+        .find(|ct| {
+            types
+                .iter()
+                .any(|t| subnets.keys().any(|z| available(ctx, t, z, *ct, now)))
+        })
+        .ok_or_else(|| {
+            LaunchError::InsufficientCapacity("every offering of the claim is unavailable".into())
+        })
+}
+
+/// The architecture of a type (its AMI is chosen for it).
+fn arch_of(t: &InstanceType) -> String {
+    t.labels
+        .get(ARCH_LABEL)
+        .cloned()
+        .unwrap_or_else(|| "amd64".into())
+}
+
+/// Creates `template` unless one of its name exists (names are hashes of the content, so an
+/// existing one is this one).
+async fn ensure_template(
+    ctx: &Context,
+    template: &LaunchTemplateRequest,
+) -> Result<(), LaunchError> {
+    match ctx.ec2.create_launch_template(template).await {
+        Ok(_) => Ok(()),
+        Err(Ec2Error::InvalidRequest { code, .. }) if code.contains("AlreadyExists") => Ok(()),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// One override per (type, subnet) whose offering is available, in the types' (price) order.
@@ -560,6 +619,7 @@ fn launch_template(
     image_id: &str,
     capacity_type: CapacityType,
     security_groups: BTreeSet<String>,
+    reservation: Option<&Reservation>,
 ) -> Result<LaunchTemplateRequest, LaunchError> {
     // Neither is the class's fault in a way its status shows, so neither deletes the claim at
     // once (that would recreate it every pass): the claim says why and the launch timeout ends it.
@@ -581,6 +641,10 @@ fn launch_template(
                 message: err.to_string(),
             }
         })?;
+    let data = match reservation {
+        Some(reservation) => launchtemplate::into_reservation(data, reservation),
+        None => data,
+    };
     Ok(LaunchTemplateRequest {
         name: data.name(),
         image_id: data.image_id.clone(),
@@ -670,6 +734,8 @@ async fn create_fleet(
             zone: instance.zone,
             capacity_type: instance.capacity_type,
             image_id,
+            // An on-demand launch never lands in a reservation: its template opts out.
+            reservation: None,
         }),
         None => {
             if let Some(error) = fleet::configuration_error(&response.errors) {
@@ -685,4 +751,159 @@ async fn create_fleet(
             )))
         }
     }
+}
+
+/// The reservation `id` as `class`'s status describes it (an id the status no longer lists, or
+/// no class: a default, non-interruptible reservation, which is what the labels then say).
+fn reservation_of(class: Option<&EC2NodeClass>, id: &str) -> Reservation {
+    let listed = class
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.capacity_reservations.iter().find(|r| r.id == id));
+    Reservation {
+        id: id.to_string(),
+        kind: listed.map(|r| r.reservation_type).unwrap_or_default(),
+        interruptible: listed.and_then(|r| r.interruptible).unwrap_or(false),
+        capacity: 0,
+    }
+}
+
+/// The order reservations are tried in (upstream's `CapacityReservationTypeFilter`): ordinary
+/// ODCRs, then capacity blocks, then interruptible ODCRs; one kind per launch.
+fn reservation_priority(r: &Reservation) -> u8 {
+    match (r.kind, r.interruptible) {
+        (crate::api::ec2nodeclass::ReservationType::Default, false) => 0,
+        (crate::api::ec2nodeclass::ReservationType::CapacityBlock, _) => 1,
+        (crate::api::ec2nodeclass::ReservationType::Default, true) => 2,
+    }
+}
+
+/// Launches `claim` into one of the capacity reservations its class selects and its
+/// requirements allow, trying them cheapest first (one CreateFleet each, with a launch template
+/// that targets the reservation); `Ok(None)` when none is available or every one was full (each
+/// full one is marked unavailable until the next sync).
+///
+/// Deliberate difference: upstream puts one launch template per reservation into a single
+/// CreateFleet; this tries them one after another (the seam's fleet has one template).
+#[allow(clippy::too_many_arguments)]
+async fn launch_reserved(
+    ctx: &Context,
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+    reqs: &Requirements,
+    types: &[&InstanceType],
+    subnets: &BTreeMap<String, Subnet>,
+    security_groups: &BTreeSet<String>,
+    now: Timestamp,
+) -> Result<Option<Launched>, LaunchError> {
+    for (instance_type, offering) in reserved_options(ctx, class, reqs, types, subnets) {
+        let (Some(reservation), Some(subnet)) =
+            (offering.reservation.clone(), subnets.get(&offering.zone))
+        else {
+            continue;
+        };
+        let image_id = resolve::image(
+            ctx.ec2.as_ref(),
+            class,
+            &arch_of(instance_type),
+            &ctx.options.lifecycle.kubernetes_version,
+        )
+        .await?;
+        let template = launch_template(
+            ctx,
+            claim,
+            class,
+            &image_id,
+            CapacityType::Reserved,
+            security_groups.clone(),
+            Some(&reservation),
+        )?;
+        ensure_template(ctx, &template).await?;
+        let request = CreateFleetRequest {
+            capacity_block: reservation.kind
+                == crate::api::ec2nodeclass::ReservationType::CapacityBlock,
+            capacity_type: CapacityType::Reserved,
+            launch_template_name: template.name.clone(),
+            overrides: vec![FleetOverride {
+                instance_type: instance_type.name.clone(),
+                subnet_id: subnet.subnet_id.clone(),
+                zone: offering.zone.clone(),
+                price: Some(offering.price),
+            }],
+            tags: instance_tags(ctx, claim, class),
+            // One token per reservation tried: each is its own idempotent request.
+            client_token: format!(
+                "{}-{}",
+                claim.uid().unwrap_or_else(|| claim.name_any()),
+                reservation.id
+            ),
+            context: class.spec.context.clone(),
+        };
+        let response = ctx.ec2.create_fleet(&request).await?;
+        if let Some(instance) = response.instances.into_iter().next() {
+            ctx.reservations.mark_launched(&reservation.id, now);
+            return Ok(Some(Launched {
+                instance_id: instance.instance_id,
+                instance_type: instance.instance_type,
+                zone: instance.zone,
+                capacity_type: CapacityType::Reserved,
+                image_id,
+                reservation: Some(reservation),
+            }));
+        }
+        if let Some(error) = fleet::configuration_error(&response.errors) {
+            return Err(LaunchError::Configuration {
+                code: error.code.clone(),
+                message: error.message.clone(),
+            });
+        }
+        tracing::info!(claim = %claim.name_any(), reservation = %reservation.id, "capacity reservation is full; marked unavailable");
+        ctx.reservations.mark_unavailable(&reservation.id);
+    }
+    Ok(None)
+}
+
+/// The reserved offerings of `class` the claim may launch into, in the order they are tried: the
+/// first kind of reservation available (ordinary, capacity block, interruptible), cheapest first.
+fn reserved_options<'t>(
+    ctx: &Context,
+    class: &EC2NodeClass,
+    reqs: &Requirements,
+    types: &[&'t InstanceType],
+    subnets: &BTreeMap<String, Subnet>,
+) -> Vec<(&'t InstanceType, Offering)> {
+    let reserved =
+        crate::catalog::reservations::reserved_offerings(&ctx.catalog, class, &ctx.reservations);
+    let allowed = |o: &Offering| {
+        let Some(r) = &o.reservation else {
+            return false;
+        };
+        o.available
+            && subnets.contains_key(&o.zone)
+            && r.labels()
+                .iter()
+                .all(|(key, value)| reqs.get(key).is_none_or(|req| req.has(value)))
+    };
+    let mut options: Vec<(&InstanceType, Offering)> = types
+        .iter()
+        .flat_map(|t| {
+            reserved
+                .get(&t.name)
+                .into_iter()
+                .flatten()
+                .filter(|o| allowed(o))
+                .map(move |o| (*t, o.clone()))
+        })
+        .collect();
+    let priority = |o: &Offering| o.reservation.as_ref().map_or(u8::MAX, reservation_priority);
+    options.sort_by(|(a, oa), (b, ob)| {
+        priority(oa)
+            .cmp(&priority(ob))
+            .then(oa.price.total_cmp(&ob.price))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| oa.reservation_id().cmp(&ob.reservation_id()))
+    });
+    if let Some(first) = options.first().map(|(_, o)| priority(o)) {
+        options.retain(|(_, o)| priority(o) == first);
+    }
+    options
 }

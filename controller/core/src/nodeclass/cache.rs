@@ -19,8 +19,9 @@ use jiff::Timestamp;
 
 use crate::seams::Clock;
 use crate::seams::ec2::{
-    CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    CapacityReservation, CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image,
+    ImageQuery, Instance, InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup,
+    Subnet,
 };
 
 /// Subnets, security groups, images and launch templates (upstream's `DefaultTTL`).
@@ -269,5 +270,15 @@ impl Ec2 for CachedEc2 {
         filters: &[Filter],
     ) -> Result<Vec<InstanceStatus>, Ec2Error> {
         self.inner.describe_instance_status(filters).await
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        ids: &[String],
+        filters: &[Filter],
+    ) -> Result<Vec<CapacityReservation>, Ec2Error> {
+        self.inner
+            .describe_capacity_reservations(ids, filters)
+            .await
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod ami;
 pub mod cache;
+pub mod capacityreservation;
 pub mod cluster;
 pub mod instanceprofile;
 pub mod launchtemplate;

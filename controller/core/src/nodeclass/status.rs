@@ -1,6 +1,8 @@
 //! The EC2NodeClass status controller: resolves each class's selector terms once per pass and
-//! writes what they select to `status.subnets`, `status.securityGroups` and `status.amis`, with
-//! the conditions `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady` and `Ready` (each with the
+//! writes what they select to `status.subnets`, `status.securityGroups`, `status.amis` and
+//! `status.capacityReservations` ([`super::capacityreservation`]), with the conditions
+//! `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `CapacityReservationsReady` and `Ready`
+//! (each with the
 //! `observedGeneration` it was computed for). It also stamps the class's static hash
 //! (`karpenter.k8s.aws/ec2nodeclass-hash` + version) on the class.
 //!
@@ -27,6 +29,7 @@ use crate::api::ec2nodeclass::{SecurityGroupStatus, SubnetStatus};
 use crate::api::hash::{EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash};
 use crate::api::labels::{EC2NODECLASS_HASH_ANNOTATION, EC2NODECLASS_HASH_VERSION_ANNOTATION};
 use crate::api::{ConditionStatus, EC2NodeClass, EC2NodeClassStatus};
+use crate::catalog::ReservationAvailability;
 use crate::context::Context;
 use crate::seams::KubeError;
 use crate::seams::ec2::{Ec2, Filter};
@@ -110,6 +113,7 @@ impl NodeClassStatus {
             self.ctx.ec2.as_ref(),
             class,
             &with_profile,
+            &self.ctx.reservations,
             &self.ctx.options.lifecycle.kubernetes_version,
             self.ctx.clock.now(),
         )
@@ -191,6 +195,7 @@ fn status_patch(status: &EC2NodeClassStatus) -> Value {
             "subnets",
             "securityGroups",
             "amis",
+            "capacityReservations",
             "instanceProfile",
             "conditions",
         ] {
@@ -226,6 +231,7 @@ pub async fn resolve_status(
     ec2: &dyn Ec2,
     class: &EC2NodeClass,
     before: &EC2NodeClassStatus,
+    reservations: &ReservationAvailability,
     kubernetes_version: &str,
     now: jiff::Timestamp,
 ) -> (EC2NodeClassStatus, bool) {
@@ -282,10 +288,22 @@ pub async fn resolve_status(
         "AMINotFound",
         &amis,
     );
+    // Reservations: an empty selection is ready too (upstream); only an EC2 error keeps the
+    // last list.
+    let reserved =
+        Outcome::from(super::capacityreservation::resolve(ec2, class, reservations, now).await);
+    let reserved = take(reserved, &mut status.capacity_reservations);
+    apply(
+        &mut status.conditions,
+        cond::CAPACITY_RESERVATIONS_READY,
+        "CapacityReservationsNotFound",
+        &reserved,
+    );
     let mut dependents = vec![
         cond::SUBNETS_READY,
         cond::SECURITY_GROUPS_READY,
         cond::AMIS_READY,
+        cond::CAPACITY_RESERVATIONS_READY,
     ];
     if conditions::get(&status.conditions, cond::INSTANCE_PROFILE_READY).is_some() {
         dependents.push(cond::INSTANCE_PROFILE_READY);

@@ -202,6 +202,29 @@ impl Singleton for InstanceHealthLoop {
     }
 }
 
+/// The capacity-reservation controllers (expiring capacity blocks, ended reservations), every
+/// minute.
+pub struct CapacityReservationLoop {
+    pub reservations: crate::capacityreservation::CapacityReservations,
+    pub reports: Reporter,
+}
+
+#[async_trait]
+impl Singleton for CapacityReservationLoop {
+    fn name(&self) -> &'static str {
+        "capacityreservation"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        match self.reservations.reconcile().await {
+            Ok(report) if report == Default::default() => {}
+            Ok(report) => self.reports.send(LoopReport::CapacityReservations(report)),
+            Err(err) => self.reports.failed(StepError::CapacityReservation(err)),
+        }
+        crate::capacityreservation::CAPACITY_RESERVATION_INTERVAL
+    }
+}
+
 /// NodePool counters and conditions, when pools, claims or classes change.
 pub struct CounterLoop {
     pub counter: nodepool::Counter,

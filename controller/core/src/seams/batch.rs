@@ -17,8 +17,9 @@ use futures::future::{BoxFuture, Shared};
 use tokio::time::Instant;
 
 use crate::seams::ec2::{
-    CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    CapacityReservation, CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image,
+    ImageQuery, Instance, InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup,
+    Subnet,
 };
 
 /// A batch closes this long after its last id arrived.
@@ -191,5 +192,15 @@ impl Ec2 for BatchedEc2 {
         filters: &[Filter],
     ) -> Result<Vec<InstanceStatus>, Ec2Error> {
         self.inner.describe_instance_status(filters).await
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        ids: &[String],
+        filters: &[Filter],
+    ) -> Result<Vec<CapacityReservation>, Ec2Error> {
+        self.inner
+            .describe_capacity_reservations(ids, filters)
+            .await
     }
 }

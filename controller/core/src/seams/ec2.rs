@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 use super::Retryable;
+pub use crate::api::ec2nodeclass::{InstanceMatchCriteria, ReservationType};
 pub use crate::catalog::CapacityType;
 
 /// A tag filter: instances/subnets/... whose tag `key` has one of `values` (`*` = any value).
@@ -40,6 +41,9 @@ pub struct FleetOverride {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CreateFleetRequest {
     pub capacity_type: CapacityType,
+    /// A `reserved` launch into a capacity block: EC2 wants the `capacity-block` target
+    /// capacity type (and the launch template its market type).
+    pub capacity_block: bool,
     pub launch_template_name: String,
     /// Instance types × subnets to choose from (EC2 allows up to 300).
     pub overrides: Vec<FleetOverride>,
@@ -59,6 +63,8 @@ pub struct FleetInstance {
     pub zone: String,
     pub subnet_id: String,
     pub capacity_type: CapacityType,
+    /// The capacity reservation the instance runs in, if any.
+    pub capacity_reservation_id: Option<String>,
 }
 
 /// One override EC2 could not fulfil, with its error code (e.g. `InsufficientInstanceCapacity`).
@@ -101,6 +107,9 @@ pub struct Instance {
     pub launch_time: Timestamp,
     pub private_dns_name: String,
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation the instance runs in (`CapacityReservationId`); an instance
+    /// whose reservation ended runs on as on-demand with none.
+    pub capacity_reservation_id: Option<String>,
 }
 
 /// A subnet with the free-IP count used to pick the emptiest subnet per zone.
@@ -217,6 +226,30 @@ pub struct InstanceStatus {
     pub events: Vec<String>,
 }
 
+/// A capacity reservation as `DescribeCapacityReservations` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapacityReservation {
+    /// `cr-...`.
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// The account that owns it (reservations can be shared from another account).
+    pub owner_id: String,
+    /// `open` reservations take any matching on-demand launch that does not opt out; `targeted`
+    /// ones only launches that name them.
+    pub instance_match_criteria: InstanceMatchCriteria,
+    pub reservation_type: ReservationType,
+    /// Interruptible ODCRs can be reclaimed by their owner, with a warning.
+    pub interruptible: bool,
+    /// `active`, `expired`, `cancelled`, `pending`, `failed`, `scheduled`, ...
+    pub state: String,
+    pub total_instance_count: u32,
+    pub available_instance_count: u32,
+    /// When it ends (capacity blocks always have one; ODCRs may be unlimited).
+    pub end_date: Option<Timestamp>,
+    pub tags: BTreeMap<String, String>,
+}
+
 /// The EC2 calls the controller makes.
 ///
 /// Contract shared by every implementation:
@@ -286,4 +319,14 @@ pub trait Ec2: Send + Sync {
         &self,
         filters: &[Filter],
     ) -> Result<Vec<InstanceStatus>, Ec2Error>;
+
+    /// `DescribeCapacityReservations` by ids (when non-empty; EC2 then fails with
+    /// `InvalidCapacityReservationId.NotFound` for an id it does not know) or by filters
+    /// (`state`, `owner-id`, `tag:<key>`, `tag-key`, `instance-match-criteria`,
+    /// `instance-type`, `availability-zone`), every page, by id.
+    async fn describe_capacity_reservations(
+        &self,
+        ids: &[String],
+        filters: &[Filter],
+    ) -> Result<Vec<CapacityReservation>, Ec2Error>;
 }

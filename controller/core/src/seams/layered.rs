@@ -23,8 +23,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::ec2::{
-    CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image, ImageQuery, Instance,
-    InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup, Subnet,
+    CapacityReservation, CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image,
+    ImageQuery, Instance, InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup,
+    Subnet,
 };
 use super::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, KubeApi, KubeError, ListOptions, ObjectKey,
@@ -216,6 +217,10 @@ pub enum Ec2Call<'a> {
     DescribeLaunchTemplates(&'a [Filter]),
     DeleteLaunchTemplate(&'a str),
     DescribeInstanceStatus(&'a [Filter]),
+    DescribeCapacityReservations {
+        ids: &'a [String],
+        filters: &'a [Filter],
+    },
 }
 
 /// The result of an [`Ec2Call`], by method.
@@ -233,6 +238,7 @@ pub enum Ec2Reply {
     DescribeLaunchTemplates(Result<Vec<LaunchTemplate>, Ec2Error>),
     DeleteLaunchTemplate(Result<(), Ec2Error>),
     DescribeInstanceStatus(Result<Vec<InstanceStatus>, Ec2Error>),
+    DescribeCapacityReservations(Result<Vec<CapacityReservation>, Ec2Error>),
 }
 
 impl Ec2Call<'_> {
@@ -251,6 +257,7 @@ impl Ec2Call<'_> {
             Ec2Call::DescribeLaunchTemplates(_) => "DescribeLaunchTemplates",
             Ec2Call::DeleteLaunchTemplate(_) => "DeleteLaunchTemplate",
             Ec2Call::DescribeInstanceStatus(_) => "DescribeInstanceStatus",
+            Ec2Call::DescribeCapacityReservations { .. } => "DescribeCapacityReservations",
         }
     }
 
@@ -269,6 +276,9 @@ impl Ec2Call<'_> {
             Ec2Call::DescribeLaunchTemplates(_) => Ec2Reply::DescribeLaunchTemplates(Err(error)),
             Ec2Call::DeleteLaunchTemplate(_) => Ec2Reply::DeleteLaunchTemplate(Err(error)),
             Ec2Call::DescribeInstanceStatus(_) => Ec2Reply::DescribeInstanceStatus(Err(error)),
+            Ec2Call::DescribeCapacityReservations { .. } => {
+                Ec2Reply::DescribeCapacityReservations(Err(error))
+            }
         }
     }
 
@@ -308,6 +318,11 @@ impl Ec2Call<'_> {
             Ec2Call::DescribeInstanceStatus(filters) => {
                 Ec2Reply::DescribeInstanceStatus(ec2.describe_instance_status(filters).await)
             }
+            Ec2Call::DescribeCapacityReservations { ids, filters } => {
+                Ec2Reply::DescribeCapacityReservations(
+                    ec2.describe_capacity_reservations(ids, filters).await,
+                )
+            }
         }
     }
 }
@@ -328,6 +343,7 @@ impl Ec2Reply {
             Ec2Reply::DescribeLaunchTemplates(_) => "DescribeLaunchTemplates",
             Ec2Reply::DeleteLaunchTemplate(_) => "DeleteLaunchTemplate",
             Ec2Reply::DescribeInstanceStatus(_) => "DescribeInstanceStatus",
+            Ec2Reply::DescribeCapacityReservations(_) => "DescribeCapacityReservations",
         }
     }
 }
@@ -721,6 +737,22 @@ impl<L: Ec2Layer> Ec2 for Layered<L, dyn Ec2> {
         unpack!(
             reply.await,
             Ec2Reply::DescribeInstanceStatus,
+            method,
+            ec2_mismatch
+        )
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        ids: &[String],
+        filters: &[Filter],
+    ) -> Result<Vec<CapacityReservation>, Ec2Error> {
+        let call = Ec2Call::DescribeCapacityReservations { ids, filters };
+        let reply = self.layer.call(call, &*self.inner);
+        let method = "DescribeCapacityReservations";
+        unpack!(
+            reply.await,
+            Ec2Reply::DescribeCapacityReservations,
             method,
             ec2_mismatch
         )

@@ -45,6 +45,12 @@ fn spot_warning_json() -> Value {
     })
 }
 
+fn reservation_warning_json() -> Value {
+    let mut value = spot_warning_json();
+    value["detail-type"] = json!("EC2 Capacity Reservation Instance Interruption Warning");
+    value
+}
+
 fn rebalance_json() -> Value {
     json!({
         "version": "0",
@@ -245,7 +251,7 @@ fn health_events_of_other_services_or_categories_are_ignored() {
 #[test]
 fn unknown_detail_types_and_schema_versions_are_ignored() {
     let mut other = rebalance_json();
-    other["detail-type"] = json!("EC2 Capacity Reservation Instance Interruption Warning");
+    other["detail-type"] = json!("EC2 Fast Snapshot Restore State-change Notification");
     assert!(matches!(
         parse(&body(&other)),
         Ok(InterruptionMessage::Ignored { .. })
@@ -319,6 +325,7 @@ fn malformed_bodies_are_rejected_with_an_error_naming_the_problem() {
 fn every_kind_survives_a_round_trip_through_its_json() {
     for value in [
         spot_warning_json(),
+        reservation_warning_json(),
         rebalance_json(),
         state_change_json("stopped"),
         health_json("EC2", "scheduledChange"),
@@ -326,6 +333,7 @@ fn every_kind_survives_a_round_trip_through_its_json() {
         let message = parse(&body(&value)).expect("parses");
         let again = match &message {
             InterruptionMessage::SpotInterruption(e) => e.to_json(),
+            InterruptionMessage::CapacityReservationInterruption(e) => e.to_json(),
             InterruptionMessage::RebalanceRecommendation(e) => e.to_json(),
             InterruptionMessage::ScheduledChange(e) => e.to_json(),
             InterruptionMessage::StateChange(e) => e.to_json(),
@@ -338,6 +346,7 @@ fn every_kind_survives_a_round_trip_through_its_json() {
 fn valid_bodies() -> Vec<String> {
     vec![
         body(&spot_warning_json()),
+        body(&reservation_warning_json()),
         body(&rebalance_json()),
         body(&state_change_json("terminated")),
         body(&health_json("EC2", "scheduledChange")),

@@ -2,6 +2,7 @@
 //! properties of the validator over arbitrary input. One test binary keeps link time down.
 
 mod api_server;
+mod capacity_reservations;
 mod catalog;
 mod conditions;
 mod crds;

@@ -429,6 +429,7 @@ fn finding_2_garbage_collection_leaves_node_group_instances_tagged_only_with_the
         };
         w.cloud.create_launch_template(&template).await.expect("lt");
         let fleet = |tags: &[(&str, &str)], token: &str| CreateFleetRequest {
+            capacity_block: false,
             capacity_type: CapacityType::OnDemand,
             launch_template_name: "eks-nodegroup".into(),
             overrides: vec![FleetOverride {

@@ -292,6 +292,7 @@ mod batches {
                 .expect("template");
         }
         let request = CreateFleetRequest {
+            capacity_block: false,
             capacity_type: CapacityType::OnDemand,
             launch_template_name: "batch-test-template".into(),
             overrides: vec![FleetOverride {

@@ -89,5 +89,6 @@ pub mod runtime;
 pub mod scheduling;
 pub mod seams;
 pub mod state;
+pub mod state_metrics;
 pub mod termination;
 pub mod validation;

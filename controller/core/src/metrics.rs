@@ -13,6 +13,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+/// A gauge of seconds (upstream's are floats).
+pub type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// `nodepool` label (upstream's `metrics.NodePoolLabel`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
@@ -90,6 +95,60 @@ pub struct ConsolidationTypeLabels {
     pub consolidation_type: String,
 }
 
+/// `reason`, `consolidation_type` (upstream's
+/// `voluntary_disruption_decision_evaluation_duration_seconds`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct EvaluationLabels {
+    /// The lower-case method: `empty`, `drifted`, `underutilized`.
+    pub reason: String,
+    /// `empty`, `single`, `multi`, or empty for drift.
+    pub consolidation_type: String,
+}
+
+/// `nodepool`, `reason` (upstream's `nodepools_allowed_disruptions`; the reason as the budget
+/// names it: `Empty`, `Drifted`, `Underutilized`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct NodePoolReasonLabels {
+    pub nodepool: String,
+    pub reason: String,
+}
+
+/// `controller`, `scheduling_id` (upstream's `scheduler_queue_depth` and
+/// `scheduler_unfinished_work_seconds`): one series per running simulation, removed when it ends.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct SchedulingLabels {
+    pub controller: String,
+    pub scheduling_id: String,
+}
+
+/// A node's labels in upstream's node metrics: `node_name`, `phase`, `managed`, one per
+/// well-known label, and `resource_type` for the per-resource families, sorted by name
+/// (`crate::state_metrics`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeLabels(pub Vec<(String, String)>);
+
+impl EncodeLabelSet for NodeLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+}
+
+/// `resource_type` (upstream's `cluster_utilization_percent`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ResourceTypeLabels {
+    pub resource_type: String,
+}
+
+/// `nodepool`, `resource_type` (upstream's `nodepools_limit` and `nodepools_usage`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct NodePoolResourceLabels {
+    pub nodepool: String,
+    pub resource_type: String,
+}
+
 /// `reason`, `nodepool`, `min_values_relaxed` (upstream's `nodeclaims_created_total`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct CreatedLabels {
@@ -145,6 +204,20 @@ fn lifetime_histogram() -> Histogram {
         25.0 * DAY,
         30.0 * DAY,
     ])
+}
+
+/// Upstream's `metrics.DurationBuckets()` (controller-runtime's, extended to 600 s).
+fn upstream_duration_histogram() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8,
+        0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
+        15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+    ])
+}
+
+fn instance_termination_histogram() -> Histogram {
+    // Upstream's buckets: 1 s .. 1024 s.
+    Histogram::new(exponential_buckets(1.0, 2.0, 11))
 }
 
 fn scheduling_histogram() -> Histogram {
@@ -226,7 +299,73 @@ pub struct Metrics {
     pub interruption_actions: Family<ActionLabels, Counter>,
     /// `karpenter_interruption_message_queue_duration_seconds`: event time to message deletion.
     pub interruption_queue_duration: Histogram,
+    /// `karpenter_nodeclaims_instance_termination_duration_seconds{nodepool}`: from
+    /// `InstanceTerminating` to EC2 reporting the instance gone.
+    pub nodeclaims_instance_termination_duration: HistogramFamily<NodePoolLabels>,
+    /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds{reason,
+    /// consolidation_type}`: one disruption method's evaluation.
+    pub disruption_evaluation_duration: HistogramFamily<EvaluationLabels>,
+    /// `karpenter_voluntary_disruption_eligible_nodes{reason}`: candidates of the last
+    /// evaluation of each method.
+    pub disruption_eligible_nodes: Family<ReasonLabels, Gauge>,
+    /// `karpenter_voluntary_disruption_consolidation_timeouts_total{consolidation_type}`: always
+    /// 0 (consolidation here has no timeout, README deliberate difference 15); exported so
+    /// dashboards and alerts written for upstream find it.
+    pub consolidation_timeouts: Family<ConsolidationTypeLabels, Counter>,
+    /// `karpenter_nodepools_allowed_disruptions{nodepool, reason}`: what each pool's budgets
+    /// allow for each reason (before nodes already disrupting are subtracted).
+    pub nodepools_allowed_disruptions: Family<NodePoolReasonLabels, Gauge>,
+    /// `karpenter_scheduler_queue_depth{controller, scheduling_id}`: pods a running simulation
+    /// has still to place.
+    pub scheduler_queue_depth: Family<SchedulingLabels, Gauge>,
+    /// `karpenter_scheduler_unfinished_work_seconds{controller, scheduling_id}`: how long a
+    /// running simulation has run.
+    pub scheduler_unfinished_work: Family<SchedulingLabels, SecondsGauge>,
+    /// `karpenter_cluster_state_unsynced_time_seconds`: how long the cluster state has failed
+    /// to sync (0 while synced).
+    pub cluster_state_unsynced_time: SecondsGauge,
+    /// `karpenter_pods_scheduling_decision_duration_seconds`: from a pod first seen pending to
+    /// the first provisioning decision about it (a node, a NodeClaim or an error).
+    pub pods_scheduling_decision_duration: Histogram,
+    /// `karpenter_nodes_*` gauges of `crate::state_metrics`, by family name (`allocatable`,
+    /// `total_pod_requests`, ..., `current_lifetime_seconds`).
+    pub node_gauges: BTreeMap<&'static str, Family<NodeLabels, SecondsGauge>>,
+    /// `karpenter_cluster_utilization_percent{resource_type}`.
+    pub cluster_utilization: Family<ResourceTypeLabels, SecondsGauge>,
+    /// `karpenter_nodepools_limit{nodepool, resource_type}`.
+    pub nodepools_limit: Family<NodePoolResourceLabels, SecondsGauge>,
+    /// `karpenter_nodepools_usage{nodepool, resource_type}`.
+    pub nodepools_usage: Family<NodePoolResourceLabels, SecondsGauge>,
 }
+
+/// Upstream's node gauges (`karpenter_nodes_<name>`) and their help texts.
+pub const NODE_GAUGES: [(&str, &str); 7] = [
+    (
+        "allocatable",
+        "Node allocatable are the resources allocatable by nodes.",
+    ),
+    (
+        "total_pod_requests",
+        "Node total pod requests are the resources requested by pods bound to nodes, including the DaemonSet pods.",
+    ),
+    (
+        "total_pod_limits",
+        "Node total pod limits are the resources specified by pod limits, including the DaemonSet pods.",
+    ),
+    (
+        "total_daemon_requests",
+        "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.",
+    ),
+    (
+        "total_daemon_limits",
+        "Node total daemon limits are the resources specified by DaemonSet pod limits.",
+    ),
+    (
+        "system_overhead",
+        "Node system daemon overhead are the resources reserved for system overhead, the difference between the node's capacity and allocatable values are reported by the status.",
+    ),
+    ("current_lifetime_seconds", "Node age in seconds."),
+];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -268,7 +407,36 @@ impl Metrics {
             interruption_malformed: Counter::default(),
             interruption_actions: Family::default(),
             interruption_queue_duration: Histogram::new(exponential_buckets(0.5, 2.0, 12)),
+            nodeclaims_instance_termination_duration: Family::new_with_constructor(
+                instance_termination_histogram,
+            ),
+            disruption_evaluation_duration: Family::new_with_constructor(
+                upstream_duration_histogram,
+            ),
+            disruption_eligible_nodes: Family::default(),
+            consolidation_timeouts: Family::default(),
+            nodepools_allowed_disruptions: Family::default(),
+            scheduler_queue_depth: Family::default(),
+            scheduler_unfinished_work: Family::default(),
+            cluster_state_unsynced_time: SecondsGauge::default(),
+            pods_scheduling_decision_duration: upstream_duration_histogram(),
+            node_gauges: NODE_GAUGES
+                .iter()
+                .map(|(name, _)| (*name, Family::default()))
+                .collect(),
+            cluster_utilization: Family::default(),
+            nodepools_limit: Family::default(),
+            nodepools_usage: Family::default(),
         };
+        // Consolidation never times out here: both series exist at 0 from the start.
+        for consolidation_type in ["single", "multi"] {
+            let _ = metrics
+                .consolidation_timeouts
+                .get_or_create(&ConsolidationTypeLabels {
+                    consolidation_type: consolidation_type.into(),
+                });
+        }
+        metrics.register_state();
         metrics.register_lifecycle();
         metrics.register_termination();
         metrics.register_interruption();
@@ -334,6 +502,80 @@ impl Metrics {
             "Returns 1 if cluster state is synced and 0 otherwise.",
             self.cluster_state_synced.clone(),
         );
+        r.register(
+            "cluster_state_unsynced_time_seconds",
+            "The time for which cluster state is not synced.",
+            self.cluster_state_unsynced_time.clone(),
+        );
+        r.register(
+            "pods_scheduling_decision_duration_seconds",
+            "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
+            self.pods_scheduling_decision_duration.clone(),
+        );
+        r.register(
+            "scheduler_queue_depth",
+            "The number of pods currently waiting to be scheduled.",
+            self.scheduler_queue_depth.clone(),
+        );
+        r.register(
+            "scheduler_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been considered in the scheduling duration.",
+            self.scheduler_unfinished_work.clone(),
+        );
+        r.register(
+            "voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of the disruption decision evaluation process in seconds, by method and consolidation type.",
+            self.disruption_evaluation_duration.clone(),
+        );
+        r.register(
+            "voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter, by disruption reason.",
+            self.disruption_eligible_nodes.clone(),
+        );
+        r.register(
+            "voluntary_disruption_consolidation_timeouts",
+            "Number of times the consolidation algorithm has reached a timeout, by consolidation type.",
+            self.consolidation_timeouts.clone(),
+        );
+        r.register(
+            "nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time, by NodePool and reason.",
+            self.nodepools_allowed_disruptions.clone(),
+        );
+    }
+
+    /// Registers the node and NodePool gauges of `crate::state_metrics`.
+    fn register_state(&mut self) {
+        let r = &mut self.registry;
+        for (name, help) in NODE_GAUGES {
+            if let Some(family) = self.node_gauges.get(name) {
+                r.register(format!("nodes_{name}"), help, family.clone());
+            }
+        }
+        r.register(
+            "cluster_utilization_percent",
+            "Utilization of allocatable resources by pod requests.",
+            self.cluster_utilization.clone(),
+        );
+        r.register(
+            "nodepools_limit",
+            "Limits specified on the nodepool that restrict the quantity of resources provisioned, by nodepool and resource type.",
+            self.nodepools_limit.clone(),
+        );
+        r.register(
+            "nodepools_usage",
+            "The amount of resources that have been provisioned for a nodepool, by nodepool and resource type.",
+            self.nodepools_usage.clone(),
+        );
+    }
+
+    /// The `karpenter_nodes_<family>` gauge family (`family` one of [`NODE_GAUGES`]).
+    pub fn node_gauge(&self, family: &str) -> &Family<NodeLabels, SecondsGauge> {
+        assert!(
+            self.node_gauges.contains_key(family),
+            "{family} is not a node gauge"
+        );
+        &self.node_gauges[family]
     }
 
     /// Registers the series of node and NodeClaim termination: drains, evictions, finalizers (the registry holds clones: metrics are shared
@@ -354,6 +596,11 @@ impl Metrics {
             "nodeclaims_termination_duration_seconds",
             "Duration of NodeClaim termination in seconds.",
             self.nodeclaims_termination_duration.clone(),
+        );
+        r.register(
+            "nodeclaims_instance_termination_duration_seconds",
+            "Duration of CloudProvider Instance termination in seconds.",
+            self.nodeclaims_instance_termination_duration.clone(),
         );
         r.register(
             "nodes_lifetime_duration_seconds",
@@ -441,11 +688,68 @@ impl Metrics {
         out
     }
 
+    /// [`Self::touch_all`] for the families of the evaluation, scheduler-progress, state and
+    /// node/NodePool gauges.
+    fn touch_recent(&self) {
+        let pool = Self::nodepool("default");
+        let _ = self
+            .nodeclaims_instance_termination_duration
+            .get_or_create(&pool);
+        let _ = self
+            .disruption_evaluation_duration
+            .get_or_create(&EvaluationLabels {
+                reason: "empty".into(),
+                consolidation_type: "empty".into(),
+            });
+        let _ = self.disruption_eligible_nodes.get_or_create(&ReasonLabels {
+            reason: "empty".into(),
+        });
+        let _ = self
+            .nodepools_allowed_disruptions
+            .get_or_create(&NodePoolReasonLabels {
+                nodepool: "default".into(),
+                reason: "Empty".into(),
+            });
+        let scheduling = SchedulingLabels {
+            controller: "provisioner".into(),
+            scheduling_id: "1".into(),
+        };
+        let _ = self.scheduler_queue_depth.get_or_create(&scheduling);
+        let _ = self.scheduler_unfinished_work.get_or_create(&scheduling);
+        let node = NodeLabels(
+            crate::state_metrics::node_label_names()
+                .into_iter()
+                .map(|n| (n, String::new()))
+                .collect(),
+        );
+        let mut with_resource = node.0.clone();
+        with_resource.push(("resource_type".into(), "cpu".into()));
+        with_resource.sort();
+        for (name, family) in &self.node_gauges {
+            let labels = if *name == "current_lifetime_seconds" {
+                node.clone()
+            } else {
+                NodeLabels(with_resource.clone())
+            };
+            let _ = family.get_or_create(&labels);
+        }
+        let _ = self.cluster_utilization.get_or_create(&ResourceTypeLabels {
+            resource_type: "cpu".into(),
+        });
+        let pool_resource = NodePoolResourceLabels {
+            nodepool: "default".into(),
+            resource_type: "cpu".into(),
+        };
+        let _ = self.nodepools_limit.get_or_create(&pool_resource);
+        let _ = self.nodepools_usage.get_or_create(&pool_resource);
+    }
+
     /// One series of every family, with placeholder labels: what `/metrics` shows once every
     /// controller has recorded something. The comparison with upstream's table
     /// (`docs/metrics.md`) reads names and label sets from this encoding, so a family missing
     /// here fails that test.
     pub fn touch_all(&self) {
+        self.touch_recent();
         let pool = Self::nodepool("default");
         let controller = ControllerLabels {
             controller: "provisioner".into(),

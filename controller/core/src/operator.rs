@@ -91,6 +91,10 @@ pub enum StepError {
     InstanceHealth(crate::interruption::health::HealthError),
     #[error("capacity reservations: {0}")]
     CapacityReservation(crate::capacityreservation::ReservationError),
+    #[error("nodeclaim consistency: {0}")]
+    Consistency(KubeError),
+    #[error("node and nodepool metrics: {0}")]
+    StateMetrics(KubeError),
 }
 
 impl StepError {
@@ -109,6 +113,8 @@ impl StepError {
             StepError::Drift(_) => "drift_detection",
             StepError::InstanceHealth(_) => "interruption.instancestatus",
             StepError::CapacityReservation(_) => "capacityreservation",
+            StepError::Consistency(_) => "nodeclaim.consistency",
+            StepError::StateMetrics(_) => "metrics.node",
         }
     }
 }
@@ -198,8 +204,9 @@ impl Drop for OperatorHandle {
 /// The loops that write status from what they read: the NodePool counters, and the
 /// EC2NodeClass status controller followed by drift detection.
 /// The loops that run on their own interval: garbage collection, the instance-status health
-/// controller and the capacity-reservation controllers.
-fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'static, ()>; 3] {
+/// controller, the capacity-reservation controllers, NodeClaim consistency and the node and
+/// NodePool metrics.
+fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'static, ()>; 5] {
     let gc = loops::GarbageCollectionLoop {
         collector: GarbageCollector::new(ctx.clone()),
         interval: ctx.options.gc_interval.unwrap_or(nodeclaim::GC_INTERVAL),
@@ -218,6 +225,20 @@ fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'
         Box::pin(run_singleton(health, crate::runtime::Trigger::never())),
         Box::pin(run_singleton(
             reservations,
+            crate::runtime::Trigger::never(),
+        )),
+        Box::pin(run_singleton(
+            loops::ConsistencyLoop {
+                consistency: nodeclaim::consistency::Consistency::new(ctx.clone()),
+                reports: reports.clone(),
+            },
+            crate::runtime::Trigger::never(),
+        )),
+        Box::pin(run_singleton(
+            loops::StateMetricsLoop {
+                metrics: crate::state_metrics::StateMetrics::new(ctx.clone()),
+                reports: reports.clone(),
+            },
             crate::runtime::Trigger::never(),
         )),
     ]

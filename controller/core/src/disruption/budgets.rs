@@ -106,10 +106,26 @@ impl Budgets {
         }
     }
 
-    /// How many more nodes of `pool` may be disrupted for `reason` now; `Err` explains a zero.
-    pub fn allowed(&self, pool: &str, reason: DisruptionReason) -> Result<u64, String> {
+    /// What `pool`'s active budgets allow for `reason` over its nodes, before those already
+    /// disrupting are subtracted (upstream's `GetAllowedDisruptionsByReason`, the
+    /// `nodepools_allowed_disruptions` gauge): `i32::MAX` when no budget applies (as upstream),
+    /// 0 when one is misconfigured.
+    pub fn limit(&self, pool: &str, reason: DisruptionReason) -> u64 {
+        match self.tightest(pool, reason) {
+            Ok(Some((allowed, _))) => allowed,
+            Ok(None) => i32::MAX as u64,
+            Err(_) => 0,
+        }
+    }
+
+    /// The tightest active budget of `pool` for `reason`: how many nodes it allows and which it
+    /// is; `None` when none applies, `Err` when one is misconfigured.
+    fn tightest(
+        &self,
+        pool: &str,
+        reason: DisruptionReason,
+    ) -> Result<Option<(u64, String)>, String> {
         let count = self.counts.get(pool).copied().unwrap_or_default();
-        let taken = self.taken.get(pool).copied().unwrap_or(0);
         let mut limit: Option<(u64, String)> = None;
         for budget in self.budgets.get(pool).into_iter().flatten() {
             if !applies(budget, reason) {
@@ -134,7 +150,14 @@ impl Budgets {
                 limit = Some((allowed, format!("nodes {:?}{window}", budget.nodes)));
             }
         }
-        let Some((allowed, which)) = limit else {
+        Ok(limit)
+    }
+
+    /// How many more nodes of `pool` may be disrupted for `reason` now; `Err` explains a zero.
+    pub fn allowed(&self, pool: &str, reason: DisruptionReason) -> Result<u64, String> {
+        let count = self.counts.get(pool).copied().unwrap_or_default();
+        let taken = self.taken.get(pool).copied().unwrap_or(0);
+        let Some((allowed, which)) = self.tightest(pool, reason)? else {
             return Ok(u64::MAX);
         };
         let used = count.disrupting + taken;

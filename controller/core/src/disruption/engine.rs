@@ -24,6 +24,22 @@ pub struct Decision {
     pub command: Option<Command>,
     /// Every managed node not in the command, with the one reason it is not (by node name).
     pub blocked: BTreeMap<String, String>,
+    /// The methods evaluated, in order, until one found a command (upstream's metrics of
+    /// disruption evaluation).
+    pub evaluations: Vec<Evaluation>,
+}
+
+/// One disruption method's evaluation in a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// Upstream's `reason` label: `empty`, `drifted`, `underutilized`.
+    pub reason: &'static str,
+    /// Upstream's `consolidation_type` label: `empty`, `multi`, `single`, or empty for drift.
+    pub consolidation_type: &'static str,
+    /// Nodes the method could disrupt (past the shared candidate checks).
+    pub eligible: usize,
+    /// How long it took, by the caller's clock (0 with [`decide`]).
+    pub seconds: f64,
 }
 
 /// A pass in progress: the view, the shared budgets and simulator, and the reasons so far.
@@ -97,6 +113,7 @@ impl<'v> Pass<'v> {
         Decision {
             command,
             blocked: self.blocked,
+            evaluations: Vec::new(),
         }
     }
 }
@@ -128,12 +145,47 @@ pub fn decide(
     options: &Options,
     exclusions: Exclusions,
 ) -> Decision {
+    decide_timed(view, catalog, options, exclusions, &|| 0.0)
+}
+
+/// [`decide`], timing each method's evaluation with `seconds` (a monotonic clock in seconds).
+pub fn decide_timed(
+    view: &ClusterView,
+    catalog: &Catalog,
+    options: &Options,
+    exclusions: Exclusions,
+    seconds: &dyn Fn() -> f64,
+) -> Decision {
+    type Find = fn(&mut Pass<'_>) -> Option<Command>;
     let mut pass = Pass::new(view, catalog, options, exclusions);
-    let command = emptiness::find(&mut pass)
-        .or_else(|| options.drift.then(|| drift::find(&mut pass)).flatten())
-        .or_else(|| multinode::find(&mut pass))
-        .or_else(|| singlenode::find(&mut pass));
-    pass.finish(command)
+    let underutilized = pass.eligible.len();
+    let empty = pass.eligible.iter().filter(|c| c.facts.is_empty()).count();
+    let drifted = view.facts.values().filter(|f| f.drift.is_some()).count();
+    let mut methods: Vec<(&'static str, &'static str, usize, Find)> =
+        vec![("empty", "empty", empty, emptiness::find)];
+    if options.drift {
+        methods.push(("drifted", "", drifted, drift::find));
+    }
+    methods.push(("underutilized", "multi", underutilized, multinode::find));
+    methods.push(("underutilized", "single", underutilized, singlenode::find));
+    let mut evaluations = Vec::new();
+    let mut command = None;
+    for (reason, consolidation_type, eligible, find) in methods {
+        let start = seconds();
+        command = find(&mut pass);
+        evaluations.push(Evaluation {
+            reason,
+            consolidation_type,
+            eligible,
+            seconds: (seconds() - start).max(0.0),
+        });
+        if command.is_some() {
+            break;
+        }
+    }
+    let mut decision = pass.finish(command);
+    decision.evaluations = evaluations;
+    decision
 }
 
 /// Re-checks a command decided earlier against the cluster now (upstream's 15-second

@@ -41,7 +41,7 @@ use serde::Serialize;
 
 pub use candidates::Exclusions;
 pub use consolidation::Replacement;
-pub use engine::{Decision, decide, plan_all, validate};
+pub use engine::{Decision, Evaluation, decide, decide_timed, plan_all, validate};
 pub use expiration::Expiration;
 pub use orchestration::{Disruption, DisruptionError, PassOutcome};
 pub use podevents::PodEvents;

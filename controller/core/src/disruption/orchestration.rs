@@ -22,10 +22,11 @@ use serde_json::json;
 
 use super::queue::{FAILED_COMMAND_BACKOFF, Progress, Queue, Record, set_taint, timed_out};
 use super::{
-    ClusterView, Command, Exclusions, Method, Objects, Options, Scheduling, decide, validate,
+    ClusterView, Command, Exclusions, Method, Objects, Options, Scheduling, decide_timed, validate,
 };
 use crate::api::conditions::{self, nodeclaim as cond};
 use crate::api::labels::{DISRUPTED_TAINT_KEY, DISRUPTION_COMMAND_ANNOTATION};
+use crate::api::nodepool::DisruptionReason;
 use crate::api::{ConditionStatus, NodeClaim};
 use crate::context::Context;
 use crate::events::{EventType, Reference};
@@ -116,6 +117,7 @@ impl Disruption {
         let now = self.ctx.now();
         let mut outcome = PassOutcome::default();
         let read = self.read(now).await?;
+        self.record_budgets(&read.view);
         outcome.progress = self.progress(&read, now).await;
         if !outcome.progress.is_empty() {
             // Commands changed the cluster: decide on what it is now, next pass.
@@ -159,7 +161,16 @@ impl Disruption {
             }
             Some(_) => {}
             None => {
-                let decision = decide(&read.view, &self.ctx.catalog, &self.options, exclusions);
+                let started = tokio::time::Instant::now();
+                let seconds = || started.elapsed().as_secs_f64();
+                let decision = decide_timed(
+                    &read.view,
+                    &self.ctx.catalog,
+                    &self.options,
+                    exclusions,
+                    &seconds,
+                );
+                self.record_evaluations(&decision.evaluations);
                 match decision.command {
                     Some(command) if command.method == Method::Drifted => {
                         self.start(&read, command, now, &mut outcome).await;
@@ -179,6 +190,50 @@ impl Disruption {
             }
         }
         Ok(outcome)
+    }
+
+    /// Upstream's `nodepools_allowed_disruptions` gauge: what each pool's budgets allow per
+    /// reason now.
+    fn record_budgets(&self, view: &ClusterView) {
+        let budgets = super::budgets::Budgets::new(view);
+        for pool in &view.pools {
+            let name = pool.metadata.name.clone().unwrap_or_default();
+            for (reason, label) in [
+                (DisruptionReason::Empty, "Empty"),
+                (DisruptionReason::Drifted, "Drifted"),
+                (DisruptionReason::Underutilized, "Underutilized"),
+            ] {
+                let allowed = i64::try_from(budgets.limit(&name, reason)).unwrap_or(i64::MAX);
+                self.ctx
+                    .metrics
+                    .nodepools_allowed_disruptions
+                    .get_or_create(&crate::metrics::NodePoolReasonLabels {
+                        nodepool: name.clone(),
+                        reason: label.to_string(),
+                    })
+                    .set(allowed);
+            }
+        }
+    }
+
+    /// Upstream's evaluation metrics: each method's duration and eligible nodes.
+    fn record_evaluations(&self, evaluations: &[super::Evaluation]) {
+        let metrics = &self.ctx.metrics;
+        for e in evaluations {
+            metrics
+                .disruption_evaluation_duration
+                .get_or_create(&crate::metrics::EvaluationLabels {
+                    reason: e.reason.to_string(),
+                    consolidation_type: e.consolidation_type.to_string(),
+                })
+                .observe(e.seconds);
+            metrics
+                .disruption_eligible_nodes
+                .get_or_create(&crate::metrics::ReasonLabels {
+                    reason: e.reason.to_string(),
+                })
+                .set(i64::try_from(e.eligible).unwrap_or(i64::MAX));
+        }
     }
 
     /// Nodes not to try now: those of recently failed commands.

@@ -15,6 +15,7 @@
 //! `garbagecollection.rs` the [`GarbageCollector`]. Resolving the EC2NodeClass (subnets, security
 //! groups, AMI) is `crate::nodeclass`'s.
 
+pub mod consistency;
 pub mod drift;
 pub mod fleet;
 mod garbagecollection;

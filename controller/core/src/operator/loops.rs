@@ -225,6 +225,46 @@ impl Singleton for CapacityReservationLoop {
     }
 }
 
+/// The NodeClaim consistency checks, every minute (each claim every ten).
+pub struct ConsistencyLoop {
+    pub consistency: crate::nodeclaim::consistency::Consistency,
+    pub reports: Reporter,
+}
+
+#[async_trait]
+impl Singleton for ConsistencyLoop {
+    fn name(&self) -> &'static str {
+        "nodeclaim.consistency"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        if let Err(err) = self.consistency.reconcile().await {
+            self.reports.failed(StepError::Consistency(err));
+        }
+        crate::nodeclaim::consistency::CONSISTENCY_INTERVAL
+    }
+}
+
+/// The node and NodePool metric gauges, every [`crate::state_metrics::STATE_METRICS_INTERVAL`].
+pub struct StateMetricsLoop {
+    pub metrics: crate::state_metrics::StateMetrics,
+    pub reports: Reporter,
+}
+
+#[async_trait]
+impl Singleton for StateMetricsLoop {
+    fn name(&self) -> &'static str {
+        "metrics.node"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        if let Err(err) = self.metrics.reconcile().await {
+            self.reports.failed(StepError::StateMetrics(err));
+        }
+        crate::state_metrics::STATE_METRICS_INTERVAL
+    }
+}
+
 /// NodePool counters and conditions, when pools, claims or classes change.
 pub struct CounterLoop {
     pub counter: nodepool::Counter,

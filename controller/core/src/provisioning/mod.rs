@@ -72,6 +72,13 @@ pub struct Provisioner {
     seen: BTreeSet<String>,
     /// When the last pass ran.
     last_pass: Option<jiff::Timestamp>,
+    /// Pending pods by `namespace/name`: when a tick first saw them, and whether a pass has
+    /// decided about them yet (upstream's pod ack and scheduling-decision times).
+    acked: std::sync::Mutex<BTreeMap<String, (jiff::Timestamp, bool)>>,
+    /// Since when reading the cluster state has failed (`None`: it is synced).
+    unsynced_since: std::sync::Mutex<Option<jiff::Timestamp>>,
+    /// Simulations run, for their `scheduling_id` label.
+    solves: std::sync::atomic::AtomicU64,
 }
 
 /// How often pods that stay pending are provisioned for again (upstream requeues every 10 s).
@@ -131,6 +138,9 @@ impl Provisioner {
             ctx,
             seen: BTreeSet::new(),
             last_pass: None,
+            acked: Default::default(),
+            unsynced_since: Default::default(),
+            solves: Default::default(),
         }
     }
 
@@ -145,10 +155,11 @@ impl Provisioner {
             && self
                 .last_pass
                 .is_some_and(|t| now.duration_since(t).unsigned_abs() >= RETRY_INTERVAL);
-        if pending.iter().any(|uid| !self.seen.contains(uid)) || (!pending.is_empty() && retry) {
+        if pending.keys().any(|uid| !self.seen.contains(uid)) || (!pending.is_empty() && retry) {
             self.batcher.trigger(now);
         }
-        self.seen = pending;
+        self.ack(&pending, now);
+        self.seen = pending.into_keys().collect();
         if !self.batcher.is_ready(now) {
             return Ok(None);
         }
@@ -157,9 +168,64 @@ impl Provisioner {
         self.provision().await.map(Some)
     }
 
-    /// UIDs of the pods a pass would provision for: pending pods, and pods on nodes going away
-    /// (replacement capacity is planned before they are evicted).
-    async fn pending_pods(&self) -> Result<BTreeSet<String>, KubeError> {
+    /// Notes when each pending pod was first seen; forgets pods no longer pending.
+    fn ack(&self, pending: &BTreeMap<String, String>, now: jiff::Timestamp) {
+        let keys: BTreeSet<&String> = pending.values().collect();
+        let mut acked = self.acked.lock().unwrap_or_else(|p| p.into_inner());
+        acked.retain(|key, _| keys.contains(key));
+        for key in keys {
+            acked.entry(key.clone()).or_insert((now, false));
+        }
+    }
+
+    /// Upstream's `pods_scheduling_decision_duration_seconds`: once per pod, the time from its
+    /// ack to the first pass that placed it or said why not.
+    fn record_decisions(&self, results: &Results) {
+        let now = self.ctx.now();
+        let decided = results
+            .new_claims
+            .iter()
+            .flat_map(|c| c.pods.iter())
+            .chain(results.existing_nodes.iter().flat_map(|n| n.pods.iter()))
+            .chain(results.unschedulable.iter().map(|u| &u.pod));
+        let mut acked = self.acked.lock().unwrap_or_else(|p| p.into_inner());
+        for pod in decided {
+            if let Some((seen, done)) = acked.get_mut(pod)
+                && !*done
+            {
+                *done = true;
+                self.ctx
+                    .metrics
+                    .pods_scheduling_decision_duration
+                    .observe(now.duration_since(*seen).as_secs_f64().max(0.0));
+            }
+        }
+    }
+
+    /// Upstream's `cluster_state_synced` and `cluster_state_unsynced_time_seconds`.
+    fn record_sync(&self, synced: bool) {
+        let now = self.ctx.now();
+        let metrics = &self.ctx.metrics;
+        let mut since = self
+            .unsynced_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if synced {
+            *since = None;
+            metrics.cluster_state_synced.set(1);
+            metrics.cluster_state_unsynced_time.set(0.0);
+        } else {
+            let start = *since.get_or_insert(now);
+            metrics.cluster_state_synced.set(0);
+            metrics
+                .cluster_state_unsynced_time
+                .set(now.duration_since(start).as_secs_f64().max(0.0));
+        }
+    }
+
+    /// The pods a pass would provision for, UID → `namespace/name`: pending pods, and pods on
+    /// nodes going away (replacement capacity is planned before they are evicted).
+    async fn pending_pods(&self) -> Result<BTreeMap<String, String>, KubeError> {
         // Nodes and claims before pods (as the snapshot reads them), so a pod on a node that
         // starts going away after these syncs is noticed on the next tick, never misread.
         let mut state = self.ctx.state.lock().await;
@@ -167,7 +233,7 @@ impl Provisioner {
         state.claims.sync(self.ctx.kube.as_ref()).await?;
         state.pods.sync(self.ctx.kube.as_ref()).await?;
         let going_away = Self::nodes_going_away(&state);
-        let mut pending = BTreeSet::new();
+        let mut pending = BTreeMap::new();
         for pod in state.pods.iter() {
             let node = pod
                 .spec
@@ -178,7 +244,12 @@ impl Provisioner {
                 continue;
             }
             if is_provisionable(pod) || (!node.is_empty() && is_reschedulable(pod)) {
-                pending.insert(pod.metadata.uid.clone().unwrap_or_default());
+                let key = format!(
+                    "{}/{}",
+                    pod.metadata.namespace.as_deref().unwrap_or("default"),
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                );
+                pending.insert(pod.metadata.uid.clone().unwrap_or_default(), key);
             }
         }
         Ok(pending)
@@ -203,9 +274,10 @@ impl Provisioner {
     pub async fn provision(&self) -> Result<Outcome, ProvisionError> {
         let snapshot = {
             let mut state = self.ctx.state.lock().await;
-            state.sync(self.ctx.kube.as_ref()).await?;
+            let synced = state.sync(self.ctx.kube.as_ref()).await;
+            self.record_sync(synced.is_ok());
+            synced?;
             let metrics = &self.ctx.metrics;
-            metrics.cluster_state_synced.set(1);
             metrics
                 .cluster_state_node_count
                 .set(i64::try_from(state.nodes.len()).unwrap_or(i64::MAX));
@@ -236,18 +308,7 @@ impl Provisioner {
             .unavailable
             .apply(&self.ctx.catalog, self.ctx.now());
         let pool_catalogs = pool_catalogs(&snapshot, &catalog, &self.ctx.reservations);
-        let started = tokio::time::Instant::now();
-        let results = scheduling::solve(Input {
-            node_pools: &snapshot.pools,
-            catalog: &catalog,
-            pool_catalogs: &pool_catalogs,
-            nodes: &snapshot.nodes,
-            daemonsets: &snapshot.daemonsets,
-            pods: &snapshot.pending,
-            namespaces: &snapshot.namespaces,
-            options: self.ctx.options.provisioning.scheduling,
-        });
-        self.record_solve(started, &results);
+        let results = self.solve(&snapshot, &catalog, &pool_catalogs);
         let mut replacements = Replacements {
             snapshot: &snapshot,
             unplanned: BTreeSet::new(),
@@ -288,6 +349,56 @@ impl Provisioner {
         outcome.unschedulable += results.unschedulable.len();
         self.mark_replacements_planned(&replacements).await;
         Ok(outcome)
+    }
+
+    /// The scheduling simulation of one pass, with its metrics: duration, unschedulable pods,
+    /// the queue depth and unfinished work while it runs (removed when it ends), and each pod's
+    /// first decision.
+    fn solve(
+        &self,
+        snapshot: &Snapshot,
+        catalog: &Catalog,
+        pool_catalogs: &BTreeMap<String, Catalog>,
+    ) -> Results {
+        let started = tokio::time::Instant::now();
+        let id = self
+            .solves
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let running = crate::metrics::SchedulingLabels {
+            controller: "provisioner".to_string(),
+            scheduling_id: id.to_string(),
+        };
+        let metrics = &self.ctx.metrics;
+        let progress = |left: usize| {
+            metrics
+                .scheduler_queue_depth
+                .get_or_create(&running)
+                .set(i64::try_from(left).unwrap_or(i64::MAX));
+            metrics
+                .scheduler_unfinished_work
+                .get_or_create(&running)
+                .set(started.elapsed().as_secs_f64());
+        };
+        let results = scheduling::solve_with_progress(
+            Input {
+                node_pools: &snapshot.pools,
+                catalog,
+                pool_catalogs,
+                nodes: &snapshot.nodes,
+                daemonsets: &snapshot.daemonsets,
+                pods: &snapshot.pending,
+                namespaces: &snapshot.namespaces,
+                options: self.ctx.options.provisioning.scheduling,
+            },
+            &progress,
+        );
+        // A finished simulation has no queue and no unfinished work (upstream deletes both).
+        metrics.scheduler_queue_depth.remove(&running);
+        metrics.scheduler_unfinished_work.remove(&running);
+        self.record_solve(started, &results);
+        self.record_decisions(&results);
+        results
     }
 
     /// The solve's metrics: how long it took and how many pods it could not place.

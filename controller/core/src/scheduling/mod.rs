@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 pub use pod::{PodError, PodInfo};
 pub use requirements::{Requirement, Requirements};
-pub use solver::solve;
+pub use solver::{PROGRESS_EVERY_PODS, solve, solve_with_progress};
 
 use crate::api::{NodePool, Requirement as ApiRequirement, Taint};
 use crate::catalog::Catalog;

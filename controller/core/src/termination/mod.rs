@@ -776,6 +776,32 @@ impl Termination {
                 .nodeclaims_termination_duration
                 .get_or_create(&Metrics::nodepool(&nodepool))
                 .observe(now.duration_since(started).as_secs_f64().max(0.0));
+            // Upstream's instance termination time: from `InstanceTerminating` to the finalizer.
+            if let Some(terminating) = claim
+                .status
+                .as_ref()
+                .and_then(|s| {
+                    crate::api::conditions::get(&s.conditions, cond::INSTANCE_TERMINATING)
+                })
+                .filter(|c| c.status == ConditionStatus::True)
+            {
+                metrics
+                    .nodeclaims_instance_termination_duration
+                    .get_or_create(&Metrics::nodepool(&nodepool))
+                    .observe(
+                        now.duration_since(terminating.last_transition_time.0)
+                            .as_secs_f64()
+                            .max(0.0),
+                    );
+            }
+            // Its reservation slot is free again (until the next sync says otherwise).
+            if let Some(id) = claim
+                .labels()
+                .get(crate::api::labels::CAPACITY_RESERVATION_ID_LABEL)
+                .filter(|_| claim_provider_id(claim).is_some())
+            {
+                self.ctx.reservations.mark_terminated(id);
+            }
         }
         Ok(())
     }

@@ -629,3 +629,44 @@ fn the_re_check_keeps_a_command_the_cluster_still_supports() {
     assert_eq!(kept.node_names(), command.node_names());
     assert_eq!(kept.replacements.len(), 1);
 }
+
+#[test]
+fn a_pass_reports_each_method_it_evaluated_with_its_eligible_nodes_until_one_decides() {
+    let mut scene = Scene::new(&[pool("default")]);
+    for n in ["a", "b", "c"] {
+        scene
+            .node(n, "default", "m5.xlarge", "on-demand")
+            .pod(&format!("web-{n}"), n, "1");
+    }
+    let ticks = std::cell::Cell::new(0.0);
+    let clock = || {
+        ticks.set(ticks.get() + 0.5);
+        ticks.get()
+    };
+    let decision = engine::decide_timed(
+        &scene.view_at(now()),
+        catalog(),
+        &scene.options(),
+        Exclusions::default(),
+        &clock,
+    );
+    let seen: Vec<(&str, &str, usize)> = decision
+        .evaluations
+        .iter()
+        .map(|e| (e.reason, e.consolidation_type, e.eligible))
+        .collect();
+    // No node is empty, none drifted; multi-node consolidation finds the command.
+    assert_eq!(
+        seen,
+        [
+            ("empty", "empty", 0),
+            ("drifted", "", 0),
+            ("underutilized", "multi", 3)
+        ]
+    );
+    assert!(decision.evaluations.iter().all(|e| e.seconds == 0.5));
+    assert_eq!(
+        decision.command.expect("command").method,
+        Method::Underutilized
+    );
+}

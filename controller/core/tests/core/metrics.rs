@@ -154,3 +154,88 @@ fn a_provisioning_pass_records_created_claims_scheduling_time_and_cluster_state(
         "{text}"
     );
 }
+
+#[test]
+fn node_and_nodepool_gauges_follow_the_cluster_and_drop_a_deleted_node() {
+    use karpenter_core::seams::KubeApi;
+    use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+    use karpenter_core::state_metrics::StateMetrics;
+    use serde_json::json;
+    let clock = super::support::clock();
+    let cloud = super::support::cloud(&clock);
+    let kube = super::api_server::api_server(clock.clone());
+    let ctx = std::sync::Arc::new(super::support::context(&kube, &cloud, &clock));
+    let mut node = super::support::objects::ready_node("ip-10-0-0-1", "aws:///us-west-2a/i-0a");
+    node["metadata"]["labels"] = json!({
+        "karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
+        "karpenter.sh/capacity-type": "spot", "topology.kubernetes.io/zone": "us-west-2a"
+    });
+    node["status"]["capacity"] = json!({"cpu": "2", "memory": "8Gi", "pods": "29"});
+    use super::api_server::Fixtures;
+    kube.apply(&ResourceKind::NODE, node);
+    let mut pod = super::support::objects::running_pod("web", "ip-10-0-0-1", |_| {});
+    pod["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1"}});
+    kube.apply(&ResourceKind::POD, pod);
+    let mut pool = super::validation::nodepool();
+    pool["spec"]["limits"] = json!({"cpu": "100"});
+    kube.apply(&ResourceKind::NODE_POOL, pool);
+    let metrics = StateMetrics::new(ctx.clone());
+    // The gauges read the caches as the controllers last synced them.
+    let sync = || {
+        futures::executor::block_on(async { ctx.state.lock().await.sync(ctx.kube.as_ref()).await })
+            .expect("sync")
+    };
+    sync();
+    futures::executor::block_on(metrics.reconcile()).expect("pass");
+    let text = ctx.metrics.encode();
+    let line = |family: &str, resource: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with(&format!("karpenter_{family}{{"))
+                    && l.contains(&format!("resource_type=\"{resource}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+    };
+    assert_eq!(line("nodes_allocatable", "cpu").as_deref(), Some("2.0"));
+    assert_eq!(
+        line("nodes_total_pod_requests", "cpu").as_deref(),
+        Some("0.5")
+    );
+    assert_eq!(
+        line("nodes_total_pod_limits", "cpu").as_deref(),
+        Some("1.0")
+    );
+    assert_eq!(
+        line("cluster_utilization_percent", "cpu").as_deref(),
+        Some("25.0")
+    );
+    assert_eq!(line("nodepools_limit", "cpu").as_deref(), Some("100.0"));
+    let allocatable = text
+        .lines()
+        .find(|l| l.starts_with("karpenter_nodes_allocatable{"))
+        .expect("series");
+    for label in [
+        "node_name=\"ip-10-0-0-1\"",
+        "nodepool=\"default\"",
+        "instance_type=\"m5.large\"",
+        "capacity_type=\"spot\"",
+        "zone=\"us-west-2a\"",
+        "managed=\"true\"",
+    ] {
+        assert!(allocatable.contains(label), "{label} in {allocatable}");
+    }
+    futures::executor::block_on(kube.delete(
+        &ResourceKind::NODE,
+        &ObjectKey::cluster("ip-10-0-0-1"),
+        &DeleteOptions::default(),
+    ))
+    .expect("delete");
+    sync();
+    futures::executor::block_on(metrics.reconcile()).expect("pass");
+    let text = ctx.metrics.encode();
+    assert!(
+        !text.contains("node_name=\"ip-10-0-0-1\""),
+        "a deleted node's series are removed: {text}"
+    );
+}

@@ -842,3 +842,74 @@ fn a_finalizer_added_after_the_claim_was_read_is_a_conflict_and_a_retry_not_lost
         ["example.com/audit", "karpenter.sh/termination"]
     );
 }
+
+#[test]
+fn a_node_much_smaller_than_its_claim_promised_fails_the_consistency_check() {
+    use karpenter_core::nodeclaim::consistency::{CONSISTENCY_SCAN_PERIOD, Consistency};
+    let w = world();
+    let mut claim = claim("default-a", &["m5.large"], &["on-demand"]);
+    claim["spec"]["resources"] = json!({"requests": {"cpu": "1", "memory": "1Gi"}});
+    w.kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    let launched = w.claim("default-a").expect("claim");
+    w.register_node(&launched, json!([]));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
+    // The kubelet reports an m5.large's cpus but a quarter of its memory, and its agent is up
+    // (no startup taint left).
+    let mut node = w.kube.objects(&ResourceKind::NODE)[0].clone();
+    node["spec"]["taints"] = json!([]);
+    node["status"]["capacity"] = json!({"cpu": "2", "memory": "2Gi", "pods": "29"});
+    w.kube.apply(&ResourceKind::NODE, node.clone());
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Initialized));
+    let node = w.kube.objects(&ResourceKind::NODE)[0].clone();
+    let mut node = node;
+    let consistency = Consistency::new(w.ctx.clone());
+    let inconsistent = futures::executor::block_on(consistency.reconcile()).expect("pass");
+    assert_eq!(inconsistent, vec!["default-a".to_string()]);
+    let condition = |w: &World| {
+        let claim = w.claim("default-a").expect("claim");
+        karpenter_core::api::conditions::get(
+            &claim.status.unwrap().conditions,
+            "ConsistentStateFound",
+        )
+        .map(|c| (c.status, c.reason.clone()))
+    };
+    assert_eq!(
+        condition(&w),
+        Some((
+            karpenter_core::api::ConditionStatus::False,
+            "ConsistencyCheckFailed".to_string()
+        ))
+    );
+    assert!(
+        w.kube
+            .recorded_events()
+            .iter()
+            .any(|e| e.reason == "FailedConsistencyCheck" && e.message.contains("resource memory")),
+        "{:#?}",
+        w.kube.recorded_events()
+    );
+    // Fixed (the real capacity), checked again only after the scan period: consistent.
+    node["status"]["capacity"] = json!({"cpu": "2", "memory": "7910Mi", "pods": "29"});
+    w.kube.apply(&ResourceKind::NODE, node);
+    assert!(
+        futures::executor::block_on(consistency.reconcile())
+            .expect("pass")
+            .is_empty()
+    );
+    assert_eq!(
+        condition(&w).map(|c| c.0),
+        Some(karpenter_core::api::ConditionStatus::False),
+        "not checked again within ten minutes"
+    );
+    w.clock.advance(CONSISTENCY_SCAN_PERIOD);
+    assert!(
+        futures::executor::block_on(consistency.reconcile())
+            .expect("pass")
+            .is_empty()
+    );
+    assert_eq!(
+        condition(&w).map(|c| c.0),
+        Some(karpenter_core::api::ConditionStatus::True)
+    );
+}

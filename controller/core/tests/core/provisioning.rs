@@ -981,3 +981,63 @@ fn a_node_whose_csi_driver_cannot_attach_another_volume_gets_no_more_volume_pods
     let full = run(Some(2));
     assert_eq!(full.created.len(), 1, "{full:?}");
 }
+
+#[test]
+fn provisioning_records_each_pods_decision_time_once_and_how_long_the_cluster_was_unsynced() {
+    use fakekube::{ApiFault, ApiOperation, Fake};
+    let clock = Arc::new(ManualClock::new(start()));
+    let kube = api_server(clock.clone());
+    kube.apply(&ResourceKind::NODE_POOL, pool());
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, ready_class());
+    let ctx = Arc::new(context(&kube, &clock));
+    let metrics = ctx.metrics.clone();
+    let mut provisioner = Provisioner::new(ctx);
+    // Reading the cluster fails twice, 30 s apart: unsynced for 30 s, then synced again.
+    kube.script_faults(
+        ApiOperation::List,
+        [ApiFault::Unavailable, ApiFault::Unavailable],
+    );
+    futures::executor::block_on(async {
+        assert!(provisioner.provision().await.is_err());
+        clock.advance(Duration::from_secs(30));
+        assert!(provisioner.provision().await.is_err());
+    });
+    let text = metrics.encode();
+    assert!(text.contains("karpenter_cluster_state_synced 0"), "{text}");
+    assert!(
+        text.contains("karpenter_cluster_state_unsynced_time_seconds 30.0"),
+        "{text}"
+    );
+    kube.apply(&ResourceKind::POD, pending_pod("web", "500m"));
+    futures::executor::block_on(async {
+        assert_eq!(
+            provisioner.tick().await.expect("tick"),
+            None,
+            "batch opened"
+        );
+        clock.advance(Duration::from_millis(1500));
+        let outcome = provisioner.tick().await.expect("tick").expect("a pass");
+        assert_eq!(outcome.nominated, 1);
+        // Retried passes decide about it again; it is counted once.
+        clock.advance(Duration::from_secs(11));
+        provisioner.tick().await.expect("tick");
+    });
+    let text = metrics.encode();
+    assert!(text.contains("karpenter_cluster_state_synced 1"), "{text}");
+    assert!(
+        text.contains("karpenter_cluster_state_unsynced_time_seconds 0.0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_pods_scheduling_decision_duration_seconds_count 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_pods_scheduling_decision_duration_seconds_sum 1.5"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("karpenter_scheduler_queue_depth{"),
+        "a finished simulation leaves no queue series: {text}"
+    );
+}

@@ -96,6 +96,9 @@ struct Relaxation {
 
 struct Solver<'a> {
     input: Input<'a>,
+    /// Told the pods still to place every [`PROGRESS_EVERY_PODS`] placements (upstream's
+    /// queue-depth and unfinished-work gauges).
+    progress: &'a dyn Fn(usize),
     space: Space,
     pools: Vec<Pool<'a>>,
     /// Whether some NodePool taints its nodes `PreferNoSchedule`: only then does relaxation end
@@ -134,14 +137,23 @@ struct Solver<'a> {
     reservations: BTreeMap<String, u32>,
 }
 
+/// How often a run reports its progress, in pods attempted.
+pub const PROGRESS_EVERY_PODS: usize = 100;
+
 /// Runs the scheduling simulation.
 pub fn solve(input: Input<'_>) -> Results {
-    let mut solver = Solver::new(input);
+    solve_with_progress(input, &|_| {})
+}
+
+/// [`solve`], telling `progress` how many pods are left to place every [`PROGRESS_EVERY_PODS`]
+/// attempts (and once at the start). Progress reports never change the result.
+pub fn solve_with_progress(input: Input<'_>, progress: &dyn Fn(usize)) -> Results {
+    let mut solver = Solver::new(input, progress);
     solver.run()
 }
 
 impl<'a> Solver<'a> {
-    fn new(input: Input<'a>) -> Self {
+    fn new(input: Input<'a>, progress: &'a dyn Fn(usize)) -> Self {
         let mut space = Space::new();
         for pod in input.pods.iter().chain(input.daemonsets) {
             space.learn(&pod.requests);
@@ -156,6 +168,7 @@ impl<'a> Solver<'a> {
         }
         let mut solver = Solver {
             input,
+            progress,
             pools: Vec::new(),
             pools_prefer_no_schedule: false,
             nodes: Vec::new(),
@@ -216,10 +229,14 @@ impl<'a> Solver<'a> {
             }
         }
         let mut failures: BTreeMap<usize, Failure> = BTreeMap::new();
+        (self.progress)(queue.len());
         loop {
             let mut progress = false;
             let mut failed = Vec::new();
-            for &p in &queue {
+            for (attempted, &p) in queue.iter().enumerate() {
+                if attempted > 0 && attempted % PROGRESS_EVERY_PODS == 0 {
+                    (self.progress)(queue.len() - attempted);
+                }
                 loop {
                     match self.place(p, &relax[p]) {
                         Ok(()) => {

@@ -45,13 +45,11 @@ impl Origin<'_> {
     }
 }
 
-pub(crate) fn spot_interruption_warning(origin: &Origin<'_>, instance_id: &str) -> String {
+/// A two-minute warning that EC2 terminates `instance_id` (the spot and the capacity-reservation
+/// warnings share the detail).
+fn termination_warning(origin: &Origin<'_>, detail_type: &str, instance_id: &str) -> String {
     Event {
-        metadata: origin.metadata(
-            DETAIL_TYPE_SPOT_INTERRUPTION,
-            SOURCE_EC2,
-            origin.instance_arn(instance_id),
-        ),
+        metadata: origin.metadata(detail_type, SOURCE_EC2, origin.instance_arn(instance_id)),
         detail: SpotInterruptionDetail {
             instance_id: instance_id.to_string(),
             instance_action: "terminate".to_string(),
@@ -60,22 +58,19 @@ pub(crate) fn spot_interruption_warning(origin: &Origin<'_>, instance_id: &str) 
     .to_json()
 }
 
+pub(crate) fn spot_interruption_warning(origin: &Origin<'_>, instance_id: &str) -> String {
+    termination_warning(origin, DETAIL_TYPE_SPOT_INTERRUPTION, instance_id)
+}
+
 pub(crate) fn capacity_reservation_interruption_warning(
     origin: &Origin<'_>,
     instance_id: &str,
 ) -> String {
-    Event {
-        metadata: origin.metadata(
-            DETAIL_TYPE_CAPACITY_RESERVATION_INTERRUPTION,
-            SOURCE_EC2,
-            origin.instance_arn(instance_id),
-        ),
-        detail: SpotInterruptionDetail {
-            instance_id: instance_id.to_string(),
-            instance_action: "terminate".to_string(),
-        },
-    }
-    .to_json()
+    termination_warning(
+        origin,
+        DETAIL_TYPE_CAPACITY_RESERVATION_INTERRUPTION,
+        instance_id,
+    )
 }
 
 pub(crate) fn rebalance_recommendation(origin: &Origin<'_>, instance_id: &str) -> String {

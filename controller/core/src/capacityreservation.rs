@@ -27,9 +27,9 @@ use crate::context::Context;
 use crate::events::{EventType, Reference};
 pub use crate::nodeclass::capacityreservation::CAPACITY_BLOCK_EXPIRATION_LEAD;
 use crate::nodeclass::capacityreservation::status_of;
+use crate::seams::KubeError;
 use crate::seams::ec2::{Ec2Error, Filter, InstanceState};
 use crate::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
-use crate::seams::{KubeApiExt, KubeError};
 
 /// How often both controllers run (upstream: every minute).
 pub const CAPACITY_RESERVATION_INTERVAL: Duration = Duration::from_secs(60);
@@ -62,13 +62,14 @@ impl CapacityReservations {
         Self { ctx }
     }
 
-    /// One pass of both controllers.
+    /// One pass of both controllers, over the NodeClaims as the watch-fed cache last saw them
+    /// (the lifecycle and termination loops keep it current; no list of its own).
     pub async fn reconcile(&self) -> Result<ReservationReport, ReservationError> {
-        let mut claims: Vec<NodeClaim> = self
-            .ctx
-            .kube
-            .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
-            .await?;
+        let mut claims: Vec<NodeClaim> = {
+            let mut state = self.ctx.state.lock().await;
+            state.claims.sync(self.ctx.kube.as_ref()).await?;
+            state.claims.iter().map(|c| (**c).clone()).collect()
+        };
         claims.retain(|c| {
             c.metadata.deletion_timestamp.is_none()
                 && c.labels().contains_key(CAPACITY_RESERVATION_ID_LABEL)

@@ -281,6 +281,10 @@ pub struct Operator {
     disruption: Disruption,
     node_class_status: crate::nodeclass::NodeClassStatus,
     drift: crate::nodeclaim::drift::DriftDetection,
+    reservations: crate::capacityreservation::CapacityReservations,
+    /// When the capacity-reservation controllers last ran (they run every
+    /// `CAPACITY_RESERVATION_INTERVAL`).
+    reservations_ran: Option<jiff::Timestamp>,
 }
 
 impl Operator {
@@ -307,6 +311,8 @@ impl Operator {
             readiness: nodepool::Readiness::new(ctx.clone()),
             pod_events: PodEvents::new(ctx.clone()),
             expiration: Expiration::new(ctx.clone()),
+            reservations: crate::capacityreservation::CapacityReservations::new(ctx.clone()),
+            reservations_ran: None,
             disruption: Disruption::new(ctx.clone()),
             node_class_status: crate::nodeclass::NodeClassStatus::new(ctx.clone()),
             drift: crate::nodeclaim::drift::DriftDetection::new(ctx.clone()),
@@ -495,6 +501,17 @@ impl Operator {
                 report.errors.push(StepError::GarbageCollection(err));
             }
             None => {}
+        }
+        let now = self.ctx.now();
+        let reservations_due = self.reservations_ran.is_none_or(|t| {
+            now.duration_since(t).unsigned_abs()
+                >= crate::capacityreservation::CAPACITY_RESERVATION_INTERVAL
+        });
+        if reservations_due {
+            self.reservations_ran = Some(now);
+            if let Err(err) = self.reservations.reconcile().await {
+                report.errors.push(StepError::CapacityReservation(err));
+            }
         }
         if let Err(err) = self.readiness.reconcile_all().await {
             tracing::warn!(%err, "nodepool readiness pass failed; retrying next step");

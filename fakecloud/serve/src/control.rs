@@ -14,6 +14,9 @@
 //! | `POST /fakecloud/spot-interruptions` | `{"instanceId":"i-…"}` or `{"instanceType":"m5.large","zone":"us-west-2a"}` | interruption warnings now, reclaims two minutes later |
 //! | `POST /fakecloud/ami-releases` | `{"family":"al2023","release":"v20250701"}` | a new release: images, SSM parameters moved |
 //! | `POST /fakecloud/messages` | `{"body":"…"}` | a raw message into the interruption queue |
+//! | `POST /fakecloud/capacity-reservations` | `{"instanceType":"m5.large","zone":"us-west-2a","count":2}` (optional `"matchCriteria":"open"`, `"capacityBlockEnd":"2026-…Z"`, `"interruptible":true`, `"endDate":"…"`, `"tags":{…}`) | a capacity reservation now; answers its id |
+//! | `POST /fakecloud/capacity-reservations/cancel` | `{"id":"cr-…"}` | cancels it (its instances run on as on-demand) |
+//! | `POST /fakecloud/capacity-reservations/interrupt` | `{"id":"cr-…","count":1}` | an interruptible reservation's owner takes instances back: warnings now, reclaim two minutes later |
 //!
 //! Answers are JSON; a bad request is 400 with `{"error": "…"}`.
 
@@ -97,6 +100,19 @@ pub fn handle(world: &World, method: &str, path: &str, body: &[u8], host: &str) 
         ("POST", "/capacity") => capacity(world, &body),
         ("POST", "/spot-interruptions") => spot_interruptions(world, &body),
         ("POST", "/ami-releases") => ami_release(world, &body),
+        ("POST", "/capacity-reservations") => create_reservation(world, &body),
+        ("POST", "/capacity-reservations/cancel") => string(&body, "id").map(|id| {
+            let cancelled = world.account.cloud.cancel_capacity_reservation(id);
+            ok(json!({"cancelled": cancelled}))
+        }),
+        ("POST", "/capacity-reservations/interrupt") => string(&body, "id").map(|id| {
+            let count = body.get("count").and_then(Value::as_u64).unwrap_or(1);
+            let warned = world
+                .account
+                .cloud
+                .interrupt_capacity_reservation(id, usize::try_from(count).unwrap_or(usize::MAX));
+            ok(json!({"warned": warned}))
+        }),
         ("POST", "/messages") => string(&body, "body").map(|b| {
             world.account.cloud.inject_message(b);
             ok(json!({}))
@@ -165,6 +181,48 @@ fn capacity(world: &World, body: &Value) -> Result<Reply, Reply> {
     } else {
         Err(bad(format!("no such pool: {pool}")))
     }
+}
+
+fn create_reservation(world: &World, body: &Value) -> Result<Reply, Reply> {
+    let count = body
+        .get("count")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("missing number field \"count\""))?;
+    let mut spec = fakecloud::ReservationSpec::new(
+        string(body, "instanceType")?,
+        string(body, "zone")?,
+        u32::try_from(count).unwrap_or(u32::MAX),
+    );
+    let time = |key: &str| -> Result<Option<jiff::Timestamp>, Reply> {
+        body.get(key)
+            .and_then(Value::as_str)
+            .map(|t| t.parse().map_err(|e| bad(format!("{key}: {e}"))))
+            .transpose()
+    };
+    match body.get("matchCriteria").and_then(Value::as_str) {
+        None | Some("targeted") => {}
+        Some("open") => spec = spec.open(),
+        Some(other) => return Err(bad(format!("matchCriteria {other:?}: open or targeted"))),
+    }
+    if let Some(end) = time("capacityBlockEnd")? {
+        spec = spec.capacity_block(end);
+    }
+    if let Some(end) = time("endDate")? {
+        spec = spec.ending(end);
+    }
+    if body.get("interruptible").and_then(Value::as_bool) == Some(true) {
+        spec = spec.interruptible();
+    }
+    for (key, value) in body
+        .get("tags")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        spec = spec.tag(key, value.as_str().unwrap_or_default());
+    }
+    let id = world.account.cloud.create_capacity_reservation(spec);
+    Ok(ok(json!({"id": id})))
 }
 
 fn spot_interruptions(world: &World, body: &Value) -> Result<Reply, Reply> {

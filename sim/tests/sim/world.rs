@@ -1270,3 +1270,75 @@ fn statefulset_pods_run_in_their_volumes_zones_across_a_scale_down_and_up() {
         assert_invariants_held(&world, 5);
     });
 }
+
+#[test]
+fn pods_fill_a_targeted_reservation_first_then_on_demand_and_its_nodes_go_on_demand_when_it_ends() {
+    // Pods of 1500m: one per m5.large. The class selects a 2-instance reservation in
+    // us-west-2a: two pods run on reserved nodes, the third on on-demand; when the reservation
+    // is cancelled, EC2 keeps the instances as on-demand and the claims are relabelled.
+    let mut manifests = pool_manifests(
+        "m5.large",
+        "us-west-2a, us-west-2b",
+        "reserved, on-demand",
+        "",
+    );
+    manifests.push_str("    capacityReservationSelectorTerms: [{tags: {team: ml}}]\n");
+    let workloads =
+        "  - at: 2m\n    deployment: {name: ml, replicas: 3, cpu: 1500m, memory: 1Gi}\n";
+    let minutes = |m: u64| Duration::from_secs(60 * m);
+    let capacity_types = |world: &World| -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = world
+            .api()
+            .objects(&ResourceKind::NODE_CLAIM)
+            .iter()
+            .map(|c| {
+                let labels = &c["metadata"]["labels"];
+                (
+                    labels["karpenter.sh/capacity-type"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    labels["karpenter.k8s.aws/capacity-reservation-id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    on_runtime(async {
+        let mut world = world(3, fault_scenario(&manifests, workloads)).await;
+        let id = world.cloud().create_capacity_reservation(
+            fakecloud::ReservationSpec::new("m5.large", "us-west-2a", 2).tag("team", "ml"),
+        );
+        run_until(&mut world, minutes(10)).await;
+        assert_eq!(running_count(&world), 3);
+        assert_eq!(
+            capacity_types(&world),
+            vec![
+                ("on-demand".to_string(), String::new()),
+                ("reserved".to_string(), id.clone()),
+                ("reserved".to_string(), id.clone()),
+            ]
+        );
+        assert_eq!(
+            world
+                .cloud()
+                .capacity_reservation(&id)
+                .expect("reservation")
+                .available_instance_count,
+            0
+        );
+        assert!(world.cloud().cancel_capacity_reservation(&id));
+        run_until(&mut world, minutes(13)).await;
+        assert_eq!(
+            capacity_types(&world),
+            vec![("on-demand".to_string(), String::new()); 3],
+            "relabelled within the capacity-type controller's minute"
+        );
+        assert_eq!(running_count(&world), 3, "the nodes keep running");
+        assert_invariants_held(&world, 3);
+    });
+}

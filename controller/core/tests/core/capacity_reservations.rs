@@ -87,6 +87,23 @@ impl World {
             .expect("step")
     }
 
+    /// A reservation tagged `team: ml` (so the class selects it), resolved into the class.
+    fn reserve(&self, spec: ReservationSpec) -> String {
+        let id = self.cloud.create_capacity_reservation(ml(spec));
+        self.resolve();
+        id
+    }
+
+    /// Launches `name`, pinned to reserved capacity in reservation `id` (with the termination
+    /// finalizer, so a deletion leaves it visible).
+    fn launch_reserved(&self, name: &str, id: &str) -> Step {
+        let mut reserved = claim(name, &["reserved"])
+            .requirement(ID_LABEL, &[id])
+            .json();
+        reserved["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+        self.launch(reserved)
+    }
+
     fn claim(&self, name: &str) -> Option<NodeClaim> {
         self.kube
             .object_named(&ResourceKind::NODE_CLAIM, name)
@@ -148,16 +165,8 @@ fn a_node_class_s_reservation_terms_resolve_into_its_status_and_sync_the_counts(
 #[test]
 fn a_reserved_claim_launches_into_its_reservation_and_carries_its_labels() {
     let w = world();
-    let id =
-        w.cloud
-            .create_capacity_reservation(ml(ReservationSpec::new("m5.large", "us-west-2a", 2)));
-    w.resolve();
-    let step = w.launch(
-        claim("default-a", &["reserved"])
-            .requirement(ID_LABEL, &[&id])
-            .json(),
-    );
-    assert_eq!(step, Step::Launched);
+    let id = w.reserve(ReservationSpec::new("m5.large", "us-west-2a", 2));
+    assert_eq!(w.launch_reserved("default-a", &id), Step::Launched);
     let labels = w.labels("default-a");
     assert_eq!(labels["karpenter.sh/capacity-type"], "reserved");
     assert_eq!(labels[ID_LABEL], id);
@@ -218,10 +227,7 @@ fn an_on_demand_launch_stays_out_of_an_open_reservation_that_would_take_it() {
 #[test]
 fn a_launch_into_a_full_reservation_marks_it_unavailable_and_deletes_the_claim() {
     let w = world();
-    let id =
-        w.cloud
-            .create_capacity_reservation(ml(ReservationSpec::new("m5.large", "us-west-2a", 1)));
-    w.resolve();
+    let id = w.reserve(ReservationSpec::new("m5.large", "us-west-2a", 1));
     let first = claim("default-a", &["reserved"]).requirement(ID_LABEL, &[&id]);
     assert_eq!(w.launch(first.json()), Step::Launched);
     // A stale count (another controller's launch, say) still says one is left.
@@ -235,16 +241,8 @@ fn a_launch_into_a_full_reservation_marks_it_unavailable_and_deletes_the_claim()
 #[test]
 fn a_reservation_interruption_warning_deletes_the_claim_and_marks_the_reservation_unavailable() {
     let w = world();
-    let id =
-        w.cloud.create_capacity_reservation(ml(
-            ReservationSpec::new("m5.large", "us-west-2a", 2).interruptible()
-        ));
-    w.resolve();
-    let mut reserved = claim("default-a", &["reserved"])
-        .requirement(ID_LABEL, &[&id])
-        .json();
-    reserved["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
-    assert_eq!(w.launch(reserved), Step::Launched);
+    let id = w.reserve(ReservationSpec::new("m5.large", "us-west-2a", 2).interruptible());
+    assert_eq!(w.launch_reserved("default-a", &id), Step::Launched);
     assert_eq!(
         w.labels("default-a")["karpenter.k8s.aws/capacity-reservation-interruptible"],
         "true"
@@ -270,16 +268,8 @@ fn a_reservation_interruption_warning_deletes_the_claim_and_marks_the_reservatio
 #[test]
 fn a_claim_whose_reservation_ended_is_relabelled_on_demand() {
     let w = world();
-    let id =
-        w.cloud
-            .create_capacity_reservation(ml(ReservationSpec::new("m5.large", "us-west-2a", 1)));
-    w.resolve();
-    let step = w.launch(
-        claim("default-a", &["reserved"])
-            .requirement(ID_LABEL, &[&id])
-            .json(),
-    );
-    assert_eq!(step, Step::Launched);
+    let id = w.reserve(ReservationSpec::new("m5.large", "us-west-2a", 1));
+    assert_eq!(w.launch_reserved("default-a", &id), Step::Launched);
     // Past EC2's eventual-consistency window, so DescribeInstances sees the instance.
     w.clock.advance(Duration::from_secs(60));
     let controllers = CapacityReservations::new(w.ctx.clone());
@@ -298,16 +288,8 @@ fn a_claim_whose_reservation_ended_is_relabelled_on_demand() {
 fn claims_in_a_capacity_block_are_deleted_forty_minutes_before_it_ends() {
     let w = world();
     let end = w.clock.now() + jiff::SignedDuration::from_hours(2);
-    let id =
-        w.cloud.create_capacity_reservation(ml(
-            ReservationSpec::new("m5.large", "us-west-2a", 1).capacity_block(end)
-        ));
-    w.resolve();
-    let mut reserved = claim("default-a", &["reserved"])
-        .requirement(ID_LABEL, &[&id])
-        .json();
-    reserved["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
-    assert_eq!(w.launch(reserved), Step::Launched);
+    let id = w.reserve(ReservationSpec::new("m5.large", "us-west-2a", 1).capacity_block(end));
+    assert_eq!(w.launch_reserved("default-a", &id), Step::Launched);
     assert_eq!(
         w.labels("default-a")["karpenter.k8s.aws/capacity-reservation-type"],
         "capacity-block"

@@ -98,6 +98,30 @@ impl State {
         })
     }
 
+    /// Why EC2 refuses to launch from `template` at all: an image or a security group that
+    /// does not exist.
+    fn template_refusal(
+        &self,
+        template: &karpenter_core::seams::ec2::LaunchTemplateRequest,
+    ) -> Option<(&'static str, String)> {
+        if !self.amis.exists(&template.image_id) {
+            return Some((
+                "InvalidAMIID.NotFound",
+                format!("The image id '[{}]' does not exist", template.image_id),
+            ));
+        }
+        template
+            .security_group_ids
+            .iter()
+            .find(|id| !self.network.security_groups.contains_key(*id))
+            .map(|missing| {
+                (
+                    "InvalidGroup.NotFound",
+                    format!("The security group '{missing}' does not exist"),
+                )
+            })
+    }
+
     fn fulfil(
         &mut self,
         request: &CreateFleetRequest,
@@ -131,12 +155,8 @@ impl State {
             );
             return Ok(response);
         };
-        if !self.amis.exists(&template.image_id) {
-            response.errors = every_override(
-                request,
-                "InvalidAMIID.NotFound",
-                &format!("The image id '[{}]' does not exist", template.image_id),
-            );
+        if let Some((code, message)) = self.template_refusal(&template) {
+            response.errors = every_override(request, code, &message);
             return Ok(response);
         }
         let denied = match self.profile_check(iam, &template.instance_profile) {
@@ -416,6 +436,7 @@ impl State {
                 private_dns_name: private_dns_name(&ip, &self.config.region),
                 tags: request.tags.clone(),
                 capacity_reservation_id: reservation.clone(),
+                security_group_ids: security_groups(&template.security_group_ids),
             },
             pool: pool.clone(),
             zone_id,
@@ -471,6 +492,15 @@ impl State {
 }
 
 /// Cheapest first; ties by instance type, zone, then the emptiest subnet.
+/// The groups an instance launched from a template gets: the template's, sorted (EC2 answers
+/// `DescribeInstances` with the interface's groups, order not significant).
+fn security_groups(ids: &[String]) -> Vec<String> {
+    let mut ids = ids.to_vec();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
 fn lowest_price(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
     candidates.sort_by(|a, b| a.price.total_cmp(&b.price).then_with(|| tie_break(a, b)));
     candidates

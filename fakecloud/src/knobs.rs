@@ -79,6 +79,32 @@ impl FakeCloud {
         self.current().amis.deprecate(image_id)
     }
 
+    /// Creates a security group named `name` with `tags` (what `CreateSecurityGroup` and
+    /// `CreateTags` do); returns its id.
+    pub fn add_security_group(&self, name: &str, tags: BTreeMap<String, String>) -> String {
+        let mut state = self.current();
+        let state = &mut *state;
+        let group_id = crate::rng::resource_id(&mut state.rng.ids, "sg");
+        state.network.security_groups.insert(
+            group_id.clone(),
+            karpenter_core::seams::ec2::SecurityGroup {
+                group_id: group_id.clone(),
+                group_name: name.to_string(),
+                tags,
+            },
+        );
+        group_id
+    }
+
+    /// A security group's name (`None` if unknown).
+    pub fn security_group_name(&self, group_id: &str) -> Option<String> {
+        self.current()
+            .network
+            .security_groups
+            .get(group_id)
+            .map(|g| g.group_name.clone())
+    }
+
     /// Sets a subnet's free IPs; false if unknown.
     pub fn set_subnet_free_ips(&self, subnet_id: &str, free_ips: u32) -> bool {
         match self.current().network.subnets.get_mut(subnet_id) {

@@ -25,6 +25,8 @@ use karpenter_features::SimWorld;
 
 #[path = "steps/disruption.rs"]
 mod disruption;
+#[path = "steps/drift.rs"]
+mod drift;
 #[path = "steps/expectations.rs"]
 mod expectations;
 #[path = "steps/interruption.rs"]

@@ -13,12 +13,14 @@
 //! | `controller-crash` | the controller process dies (at any seam call, right after a launch or an eviction) and a new one starts after a downtime |
 //! | `leader-failover` | two replicas elect a leader over a Lease; the leader is killed and the other takes over once the lease expires |
 //! | `pdb-never-allows` | a PodDisruptionBudget with `maxUnavailable: 0` covers a Deployment |
+//! | `ami-release` | a new release of an AMI family is published: `@latest` aliases move to it (its SSM parameters), drifting the nodes on the previous image |
 //!
 //! What a tally in the report's `faultsInjected` counts: for `ec2-*` rates, `api-*` rates and
 //! `sqs-duplicate`/`sqs-reorder`, the calls, watches or messages hit (`sqs-reorder`: receives of
 //! two or more messages shuffled); for `slow-boot`/`never-boot`, instances whose boot was drawn
 //! slow or never; for `ec2-consistency-lag`, instances launched while it was on; for
 //! `pdb-never-allows`, evictions its budgets refused; for `controller-crash`, processes that died;
+//! for `ami-release`, releases published;
 //! for the other discrete faults, their firings (a storm that found no spot instance, or a
 //! failover with no leader, does not count).
 //!
@@ -35,7 +37,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// Every fault's stable name, in catalogue order.
-pub const FAULT_NAMES: [&str; 17] = [
+pub const FAULT_NAMES: [&str; 18] = [
     SPOT_STORM,
     CAPACITY_WAVE,
     SLOW_BOOT,
@@ -53,6 +55,7 @@ pub const FAULT_NAMES: [&str; 17] = [
     CONTROLLER_CRASH,
     LEADER_FAILOVER,
     PDB_NEVER_ALLOWS,
+    AMI_RELEASE,
 ];
 
 pub const SPOT_STORM: &str = "spot-storm";
@@ -72,6 +75,7 @@ pub const API_WATCH_DROP: &str = "api-watch-drop";
 pub const CONTROLLER_CRASH: &str = "controller-crash";
 pub const LEADER_FAILOVER: &str = "leader-failover";
 pub const PDB_NEVER_ALLOWS: &str = "pdb-never-allows";
+pub const AMI_RELEASE: &str = "ami-release";
 
 /// What a stream of a fault is used for: when it fires, or what it hits when it does. Kept apart
 /// so that what a fault hits (which depends on the cluster) never shifts when it fires.
@@ -159,7 +163,8 @@ scheduled!(
     CapacityWave,
     Malformed,
     ControllerCrash,
-    LeaderFailover
+    LeaderFailover,
+    AmiRelease
 );
 
 /// `spot-storm`: a share of the live spot instances of one zone get an interruption warning at
@@ -329,6 +334,28 @@ pub struct PdbNeverAllows {
     pub deployment: Option<String>,
 }
 
+/// `ami-release`: a new release of `family` is published (one image per architecture and
+/// variant); `@latest` aliases and SSM `recommended` parameters move to it, pinned aliases do
+/// not. Releases are named after the simulated date, a day apart per firing (`v20250602`, ...;
+/// Bottlerocket `1.41.0`, ...).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AmiRelease {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+    /// `al2023` (default), `al2` or `bottlerocket`.
+    #[serde(default = "default_ami_family")]
+    pub family: String,
+}
+
+fn default_ami_family() -> String {
+    "al2023".to_string()
+}
+
 /// Which faults are on, and how hard. `Default` is every fault off.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -352,6 +379,7 @@ pub struct FaultMix {
     pub controller_crash: Option<ControllerCrash>,
     pub leader_failover: Option<LeaderFailover>,
     pub pdb_never_allows: Option<PdbNeverAllows>,
+    pub ami_release: Option<AmiRelease>,
 }
 
 /// The swarm draw's source: the seed's stream, and whether each fault in catalogue order is on.
@@ -432,6 +460,11 @@ impl FaultMix {
                 downtime: Duration::from_secs(30),
             }),
             pdb_never_allows: Some(PdbNeverAllows { deployment: None }),
+            ami_release: Some(AmiRelease {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(60 * 60)),
+                family: default_ami_family(),
+            }),
         }
     }
 
@@ -463,7 +496,20 @@ impl FaultMix {
         mix.draw_ec2(&mut coins);
         mix.draw_queue_and_api(&mut coins);
         mix.draw_processes(&mut coins);
+        mix.draw_releases(&mut coins);
         mix
+    }
+
+    /// AMI releases (drawn last: the faults before keep the draws they had before it existed).
+    fn draw_releases(&mut self, c: &mut Coins<'_>) {
+        let (flag, every) = (c.on(), c.minutes(20, 90));
+        if flag {
+            self.ami_release = Some(AmiRelease {
+                at: Vec::new(),
+                every: Some(every),
+                family: default_ami_family(),
+            });
+        }
     }
 
     /// Spot storms, capacity waves, slow and never-booting instances.
@@ -607,6 +653,7 @@ impl FaultMix {
             controller_crash: self.controller_crash.or(base.controller_crash),
             leader_failover: self.leader_failover.or(base.leader_failover),
             pdb_never_allows: self.pdb_never_allows.or(base.pdb_never_allows),
+            ami_release: self.ami_release.or(base.ami_release),
         }
     }
 
@@ -635,6 +682,7 @@ impl FaultMix {
             self.controller_crash.is_some(),
             self.leader_failover.is_some(),
             self.pdb_never_allows.is_some(),
+            self.ami_release.is_some(),
         ];
         FAULT_NAMES
             .iter()
@@ -708,6 +756,15 @@ impl FaultMix {
         }
         if let Some(f) = &self.leader_failover {
             schedule(LEADER_FAILOVER, &f.schedule())?;
+        }
+        if let Some(f) = &self.ami_release {
+            schedule(AMI_RELEASE, &f.schedule())?;
+            if !matches!(f.family.as_str(), "al2023" | "al2" | "bottlerocket") {
+                return Err(format!(
+                    "{AMI_RELEASE}.family must be al2023, al2 or bottlerocket, not {:?}",
+                    f.family
+                ));
+            }
         }
         Ok(())
     }

@@ -60,6 +60,13 @@ pub struct PodsReport {
     /// Simulated seconds from first seen pending to running.
     pub pending_seconds_p50: f64,
     pub pending_seconds_p99: f64,
+    /// Simulated seconds until every pod first ran (none pending); none if that never happened.
+    pub settled_seconds: Option<f64>,
+    /// Most pods pending at once after that: the rescheduling window of drains, rolls and
+    /// interruptions (and any new demand).
+    pub pending_max_after_settled: usize,
+    /// The longest wait of a pod that went pending after that, in simulated seconds.
+    pub pending_seconds_max_after_settled: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -72,6 +79,8 @@ pub struct NodesReport {
     /// Instances launched during the run and gone (shutting down or terminated) at its end, by
     /// `type/capacity-type`.
     pub terminated_by_type: BTreeMap<String, usize>,
+    /// Karpenter's live instances at the end by `nodepool/image-id` (where an AMI roll stands).
+    pub live_by_pool_and_image: BTreeMap<String, usize>,
 }
 
 impl Report {

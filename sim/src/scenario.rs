@@ -8,8 +8,9 @@ use serde::Deserialize;
 use crate::faults::FaultMix;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 4] = [
+pub const BUILTIN: [(&str, &str); 5] = [
     ("default", include_str!("../scenarios/default.yaml")),
+    ("ami-roll", include_str!("../scenarios/ami-roll.yaml")),
     ("diurnal", include_str!("../scenarios/diurnal.yaml")),
     ("fleet-200", include_str!("../scenarios/fleet-200.yaml")),
     ("scale-in", include_str!("../scenarios/scale-in.yaml")),
@@ -107,6 +108,10 @@ pub struct CloudKnobs {
     pub controller_cluster_endpoint: Option<String>,
     /// How long registered nodes stay NotReady (default: drawn per seed, 2-30 s).
     pub kubelet_ready_delay_ms: Option<u64>,
+    /// Security groups created besides the cluster's node group, by name, each tagged
+    /// `Name: <name>` (what an EC2NodeClass's `securityGroupSelectorTerms` may move to mid-run).
+    #[serde(default)]
+    pub extra_security_groups: Vec<String>,
 }
 
 /// Something the workload does at a point in simulated time.
@@ -121,6 +126,12 @@ pub struct WorkloadEvent {
     pub batch: Option<BatchSpec>,
     /// Set a StatefulSet's replica count (created on first use).
     pub statefulset: Option<StatefulSetSpec>,
+    /// Edit the cluster's NodePools and EC2NodeClasses mid-run: multi-document YAML, each
+    /// document merged into the object of its kind and name (a JSON merge patch, as `kubectl
+    /// patch --type merge`; created when absent), e.g. a NodePool's template labels or an
+    /// EC2NodeClass's `securityGroupSelectorTerms`. Checked as the API server would when the
+    /// scenario is read.
+    pub apply: Option<String>,
 }
 
 /// A StatefulSet: `replicas` pods requesting `cpu` and `memory`, each with a claim of `storage`
@@ -149,6 +160,9 @@ pub struct DeploymentSpec {
     /// Annotations of its pods (e.g. `karpenter.sh/do-not-disrupt: "true"`).
     #[serde(default)]
     pub annotations: std::collections::BTreeMap<String, String>,
+    /// Its pods' `nodeSelector` (e.g. `karpenter.sh/nodepool: pinned`).
+    #[serde(default)]
+    pub node_selector: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -160,6 +174,47 @@ pub struct BatchSpec {
     pub memory: String,
     #[serde(with = "humantime_serde")]
     pub run_for: Duration,
+}
+
+/// The documents of an `apply` event with their kinds: NodePools and EC2NodeClasses only, each
+/// named. (Not validated whole: a merge patch may carry only the fields it changes.)
+pub fn edits(
+    text: &str,
+) -> Result<Vec<(karpenter_core::seams::kube::ResourceKind, serde_json::Value)>, String> {
+    use karpenter_core::seams::kube::ResourceKind;
+    let documents =
+        karpenter_core::manifest::parse_documents(text).map_err(|e| format!("apply: {e}"))?;
+    if documents.is_empty() {
+        return Err("apply: no document".into());
+    }
+    documents
+        .into_iter()
+        .map(|(index, document)| {
+            let kind = match (document["apiVersion"].as_str(), document["kind"].as_str()) {
+                (Some("karpenter.sh/v1"), Some("NodePool")) => ResourceKind::NODE_POOL,
+                (Some("karpenter.k8s.aws/v1"), Some("EC2NodeClass")) => {
+                    ResourceKind::EC2_NODE_CLASS
+                }
+                (api_version, kind) => {
+                    return Err(format!(
+                        "apply: document {index}: only karpenter.sh/v1 NodePools and \
+                         karpenter.k8s.aws/v1 EC2NodeClasses can be edited, not {} {}",
+                        api_version.unwrap_or("?"),
+                        kind.unwrap_or("?")
+                    ));
+                }
+            };
+            if document["metadata"]["name"]
+                .as_str()
+                .is_none_or(str::is_empty)
+            {
+                return Err(format!(
+                    "apply: document {index}: metadata.name is required"
+                ));
+            }
+            Ok((kind, document))
+        })
+        .collect()
 }
 
 impl Scenario {
@@ -191,15 +246,19 @@ impl Scenario {
                 event.deployment.is_some(),
                 event.batch.is_some(),
                 event.statefulset.is_some(),
+                event.apply.is_some(),
             ];
+            let invalid = |message: String| ScenarioError::Invalid {
+                name: name.to_string(),
+                message: format!("workload at {:?}: {message}", event.at),
+            };
             if kinds.iter().filter(|k| **k).count() != 1 {
-                return Err(ScenarioError::Invalid {
-                    name: name.to_string(),
-                    message: format!(
-                        "workload at {:?}: exactly one of deployment, batch, statefulset",
-                        event.at
-                    ),
-                });
+                return Err(invalid(
+                    "exactly one of deployment, batch, statefulset, apply".into(),
+                ));
+            }
+            if let Some(text) = &event.apply {
+                edits(text).map_err(invalid)?;
             }
         }
         Ok(scenario)

@@ -29,9 +29,11 @@ use std::time::Duration;
 
 use fakecloud::{BootModel, FakeCloud};
 use jiff::Timestamp;
+use karpenter_core::api::labels::NODEPOOL_LABEL;
 use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::manifest::{KarpenterObject, Outcome, check_document, parse_documents};
 use karpenter_core::operator::{self, StepReport};
+use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 
@@ -82,6 +84,13 @@ pub struct World {
     /// Pod name → first time it was seen pending, and when it started running.
     pending_since: BTreeMap<String, Timestamp>,
     pending_seconds: Vec<f64>,
+    /// When every pod first ran (none pending): what follows is rescheduling (drains, rolls,
+    /// interruptions) or new demand, measured apart from the first burst.
+    settled_at: Option<Timestamp>,
+    /// Most pods pending at once since `settled_at`.
+    pending_max_settled: usize,
+    /// Longest wait of a pod that went pending after `settled_at`, in seconds.
+    pending_seconds_max_settled: f64,
     log: EventLog,
     invariants: Invariants,
     observer: ObserverCache,
@@ -176,6 +185,9 @@ impl World {
             workloads,
             pending_since: BTreeMap::new(),
             pending_seconds: Vec::new(),
+            settled_at: None,
+            pending_max_settled: 0,
+            pending_seconds_max_settled: 0.0,
             log: EventLog::default(),
             invariants,
             observer: ObserverCache::default(),
@@ -633,9 +645,19 @@ impl World {
         }
         for name in &observation.running_names {
             if let Some(since) = self.pending_since.remove(name) {
-                self.pending_seconds
-                    .push(now.duration_since(since).as_secs_f64());
+                let waited = now.duration_since(since).as_secs_f64();
+                self.pending_seconds.push(waited);
+                if self.settled_at.is_some_and(|at| since >= at) {
+                    self.pending_seconds_max_settled = self.pending_seconds_max_settled.max(waited);
+                }
             }
+        }
+        let pending = observation.pending_names.len();
+        if self.settled_at.is_none() && pending == 0 && !observation.running_names.is_empty() {
+            self.settled_at = Some(now);
+        }
+        if self.settled_at.is_some() {
+            self.pending_max_settled = self.pending_max_settled.max(pending);
         }
         let lagging = self.injector.mix.ec2_consistency_lag.is_some();
         let boot_ms_max = BootModel::default().boot_duration_ms_max;
@@ -728,12 +750,18 @@ impl World {
                 running: observation.pods_running,
                 pending_seconds_p50: pct(0.5),
                 pending_seconds_p99: pct(0.99),
+                settled_seconds: self
+                    .settled_at
+                    .map(|at| at.duration_since(self.start).as_secs_f64()),
+                pending_max_after_settled: self.pending_max_settled,
+                pending_seconds_max_after_settled: self.pending_seconds_max_settled,
             },
             nodes: NodesReport {
                 launched: self.instances_seen.len(),
                 terminated: self.terminated_seen,
                 launched_by_type: launched_by,
                 terminated_by_type: terminated_by,
+                live_by_pool_and_image: live_by_pool_and_image(&self.cloud),
             },
             faults_injected: self.faults.clone(),
             ec2_calls: self.ec2_calls.clone(),
@@ -750,6 +778,24 @@ impl World {
             event_log_lines: self.log.lines(),
         }
     }
+}
+
+/// Karpenter's live instances (pending or running) by `nodepool/image`: where a roll stands.
+fn live_by_pool_and_image(cloud: &FakeCloud) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for instance in cloud.instances() {
+        let live = matches!(
+            instance.state,
+            InstanceState::Pending | InstanceState::Running
+        );
+        if let Some(pool) = instance.tags.get(NODEPOOL_LABEL)
+            && live
+        {
+            *out.entry(format!("{pool}/{}", instance.image_id))
+                .or_insert(0) += 1;
+        }
+    }
+    out
 }
 
 /// How long this seed's nodes stay NotReady after registering: 2-30 s, the CNI starting (a

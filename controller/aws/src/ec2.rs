@@ -187,6 +187,16 @@ fn instance(i: &ec2t::Instance) -> Instance {
         private_dns_name: i.private_dns_name().unwrap_or_default().to_string(),
         tags: tag_map(i.tags()),
         capacity_reservation_id: i.capacity_reservation_id().map(String::from),
+        security_group_ids: {
+            let mut ids: Vec<String> = i
+                .security_groups()
+                .iter()
+                .filter_map(|g| g.group_id().map(String::from))
+                .collect();
+            ids.sort();
+            ids.dedup();
+            ids
+        },
     }
 }
 

@@ -266,6 +266,12 @@ async fn a_launch_goes_from_template_to_fleet_to_a_visible_tagged_instance_and_i
     let instance = visible(&f, &launched.instance_id).await;
     assert_eq!(instance.image_id, image);
     assert_eq!(instance.tags["karpenter.sh/nodepool"], "default");
+    // The instance carries the template's security groups (security-group drift reads them).
+    let groups = ec2.describe_security_groups(&discovery()).await.unwrap();
+    let mut group_ids: Vec<String> = groups.iter().map(|g| g.group_id.clone()).collect();
+    group_ids.sort();
+    assert!(!group_ids.is_empty());
+    assert_eq!(instance.security_group_ids, group_ids);
     assert!(
         instance
             .private_dns_name

@@ -86,7 +86,7 @@ pub enum StepError {
     #[error("ec2nodeclass status: {0}")]
     NodeClassStatus(KubeError),
     #[error("drift detection: {0}")]
-    Drift(KubeError),
+    Drift(crate::nodeclaim::drift::DriftError),
     #[error("instance status: {0}")]
     InstanceHealth(crate::interruption::health::HealthError),
     #[error("capacity reservations: {0}")]

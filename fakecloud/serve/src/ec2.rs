@@ -181,6 +181,12 @@ pub fn instance_xml(x: &mut Xml, account: &Account, i: &Instance) {
         .leaf("subnetId", &i.subnet_id)
         .leaf("vpcId", vpc_id(account))
         .leaf("privateIpAddress", private_ip(&i.private_dns_name))
+        .items("groupSet", &i.security_group_ids, |x, id| {
+            x.leaf("groupId", id).leaf(
+                "groupName",
+                account.cloud.security_group_name(id).unwrap_or_default(),
+            );
+        })
         .maybe("architecture", arch)
         .leaf("rootDeviceType", "ebs")
         .leaf("rootDeviceName", "/dev/xvda")

@@ -37,6 +37,15 @@ impl SimWorld {
             .collect()
     }
 
+    /// Ids of the instances launched before the last action step (what a change drifts).
+    pub fn launched_before_mark(&mut self) -> std::collections::BTreeSet<String> {
+        self.track_instances();
+        self.launch_order[..self.baseline.min(self.launch_order.len())]
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     /// Creates a Deployment: its pods exist when this returns.
     pub async fn create_deployment(&mut self, deployment: Deployment) {
         self.world().await;

@@ -60,6 +60,8 @@ pub(crate) struct Injector {
     /// Counters of fakecloud last seen (their increase is this step's tally).
     queue: QueueFaults,
     delayed_calls: u64,
+    /// AMI releases published so far (each names the next release).
+    releases: u32,
 }
 
 /// A discrete fault that fires this step, for the world to carry out.
@@ -88,6 +90,7 @@ impl Injector {
             budgets: BTreeSet::new(),
             queue: QueueFaults::default(),
             delayed_calls: 0,
+            releases: 0,
         }
     }
 
@@ -129,6 +132,11 @@ impl Injector {
                 faults::LEADER_FAILOVER,
                 mix.leader_failover.as_ref().map(|f| f.schedule()),
                 old.leader_failover != mix.leader_failover,
+            ),
+            (
+                faults::AMI_RELEASE,
+                mix.ami_release.as_ref().map(|f| f.schedule()),
+                old.ami_release != mix.ami_release,
             ),
         ];
         for (name, schedule, changed) in schedules {
@@ -353,10 +361,50 @@ impl Injector {
                         });
                     }
                 }
+                faults::AMI_RELEASE => {
+                    if let Some(spec) = &mix.ami_release {
+                        let (release, images) = self.release(spec, cloud);
+                        lines.push(format!(
+                            "t={t} fault={name} family={} release={release} images={}",
+                            spec.family,
+                            images.len()
+                        ));
+                        count(tally, name, 1);
+                    }
+                }
                 _ => {}
             }
         }
         fired
+    }
+
+    /// Publishes the next release of `spec.family`: named after the simulated date plus one day
+    /// per release so far (AL2023/AL2 `vYYYYMMDD`), or the next minor version (Bottlerocket).
+    fn release(&mut self, spec: &faults::AmiRelease, cloud: &FakeCloud) -> (String, Vec<String>) {
+        self.releases += 1;
+        let (family, release) = match spec.family.as_str() {
+            "bottlerocket" => (
+                fakecloud::AmiFamily::Bottlerocket,
+                format!("1.{}.0", 40 + self.releases),
+            ),
+            family => {
+                let day = cloud
+                    .now()
+                    .checked_add(jiff::SignedDuration::from_hours(
+                        24 * i64::from(self.releases),
+                    ))
+                    .unwrap_or_else(|_| cloud.now());
+                let date = day.strftime("%Y%m%d").to_string();
+                let family = if family == "al2" {
+                    fakecloud::AmiFamily::Al2
+                } else {
+                    fakecloud::AmiFamily::Al2023
+                };
+                (family, format!("v{date}"))
+            }
+        };
+        let images = cloud.publish_ami(family, &release);
+        (release, images)
     }
 
     fn target(&mut self, name: &'static str) -> &mut ChaCha8Rng {

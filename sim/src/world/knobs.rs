@@ -40,8 +40,9 @@ impl CloudKnobs {
         config
     }
 
-    /// Sets the standing EC2 fault rates and empties the exhausted offerings' pools on `cloud`,
-    /// and sets the API server's fault rates on `api`.
+    /// Creates the extra security groups, sets the standing EC2 fault rates and empties the
+    /// exhausted offerings' pools on `cloud`, and sets the API server's fault rates on `api`.
+    /// (Called once, on the freshly built components.)
     pub fn apply(&self, cloud: &FakeCloud, api: &ApiServer) {
         let throttle = self.ec2_throttle_rate.unwrap_or(0.0);
         let unavailable = self.ec2_unavailable_rate.unwrap_or(0.0);
@@ -51,6 +52,10 @@ impl CloudKnobs {
                 unavailable_rate: unavailable,
                 ..FaultRates::default()
             });
+        }
+        for name in &self.extra_security_groups {
+            let tags = std::collections::BTreeMap::from([("Name".to_string(), name.clone())]);
+            cloud.add_security_group(name, tags);
         }
         for (instance_type, zone, capacity_type) in &self.exhausted {
             let ct = CapacityType::from_label(capacity_type).unwrap_or(CapacityType::OnDemand);

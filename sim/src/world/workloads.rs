@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{KubeApi, KubeError};
 use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
@@ -34,6 +34,28 @@ pub(crate) struct Workloads {
     dirty: bool,
 }
 
+/// Merges each document of an `apply` event into its object (created when absent). The
+/// documents were checked when the scenario was read; the API server validates the result.
+async fn apply(api: &dyn KubeApi, text: &str) -> Result<(), KubeError> {
+    let edits = crate::scenario::edits(text).map_err(KubeError::Invalid)?;
+    for (kind, document) in edits {
+        let name = document["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let key = ObjectKey::cluster(name);
+        match api.get(&kind, &key).await? {
+            Some(_) => {
+                api.patch(&kind, &key, &Patch::Merge(document)).await?;
+            }
+            None => {
+                api.create(&kind, document).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A batch pod of `owner`, labelled `app: <owner>`.
 fn batch_pod(name: &str, owner: &str, cpu: &str, memory: &str) -> Value {
     json!({
@@ -55,6 +77,9 @@ fn deployment(spec: &DeploymentSpec) -> Deployment {
     );
     if !spec.annotations.is_empty() {
         deployment.template["metadata"]["annotations"] = json!(spec.annotations);
+    }
+    if !spec.node_selector.is_empty() {
+        deployment.template["spec"]["nodeSelector"] = json!(spec.node_selector);
     }
     deployment
 }
@@ -149,6 +174,9 @@ impl Workloads {
             if let Some(set) = &event.statefulset {
                 self.set_statefulset(set);
                 self.reconcile(api).await?;
+            }
+            if let Some(text) = &event.apply {
+                apply(api, text).await?;
             }
             if let Some(b) = &event.batch {
                 for i in 0..b.pods {

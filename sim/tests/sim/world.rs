@@ -879,6 +879,10 @@ fn loud_mix(from: Duration) -> FaultMix {
         f.every = None;
         f.at = vec![at(6)];
     }
+    if let Some(f) = &mut mix.ami_release {
+        f.every = None;
+        f.at = vec![at(5)];
+    }
     mix
 }
 
@@ -1341,4 +1345,146 @@ fn pods_fill_a_targeted_reservation_first_then_on_demand_and_its_nodes_go_on_dem
         assert_eq!(running_count(&world), 3, "the nodes keep running");
         assert_invariants_held(&world, 3);
     });
+}
+
+// ---- drift ----
+
+/// Karpenter's live instances of `pool`: id → image.
+fn live_images(world: &World, pool: &str) -> BTreeMap<String, String> {
+    world
+        .cloud()
+        .instances()
+        .into_iter()
+        .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+        .filter(|i| i.tags.get("karpenter.sh/nodepool").map(String::as_str) == Some(pool))
+        .map(|i| (i.instance_id, i.image_id))
+        .collect()
+}
+
+/// The built-in `ami-roll` scenario scaled down: 12 `default` nodes, 3 `pinned`, the release at
+/// 10 minutes.
+fn small_ami_roll() -> Scenario {
+    let text = karpenter_sim::scenario::BUILTIN
+        .iter()
+        .find(|(name, _)| *name == "ami-roll")
+        .expect("built in")
+        .1
+        .replace("replicas: 180", "replicas: 12")
+        .replace("replicas: 20", "replicas: 3")
+        .replace("ami-release: {at: [30m]}", "ami-release: {at: [10m]}");
+    Scenario::parse("ami-roll-small", &text).expect("parses")
+}
+
+#[test]
+fn an_ami_release_rolls_the_latest_pool_within_its_budget_and_leaves_the_pinned_pool_alone() {
+    let minutes = |m: u64| Duration::from_secs(60 * m);
+    on_runtime(async {
+        let mut world = world(5, small_ami_roll()).await;
+        run_until(&mut world, minutes(9)).await;
+        let before = live_images(&world, "default");
+        let pinned = live_images(&world, "pinned");
+        // One pod per node; a web pod may land on a pinned node (the pools are not tainted).
+        assert_eq!(before.len() + pinned.len(), 15, "{before:?} {pinned:?}");
+        assert!(!pinned.is_empty());
+        let old: BTreeSet<&String> = before.values().collect();
+        assert_eq!(old.len(), 1, "one image before the release: {old:?}");
+        run_until(&mut world, minutes(50)).await;
+        let after = live_images(&world, "default");
+        assert_eq!(after.len(), before.len(), "{after:?}");
+        assert!(
+            after.values().all(|image| !old.contains(image)),
+            "every default node on the new image: {after:?}"
+        );
+        assert!(
+            after.keys().all(|id| !before.contains_key(id)),
+            "every default node replaced"
+        );
+        assert_eq!(
+            live_images(&world, "pinned"),
+            pinned,
+            "the pinned pool keeps its nodes"
+        );
+        assert_eq!(running_count(&world), 15);
+        assert_eq!(tally(world.faults_injected(), "ami-release"), 1);
+        assert_invariants_held(&world, 5);
+    });
+}
+
+/// One pool over m5.large on-demand (`extra` goes into the template's spec) and its class, a
+/// Deployment of 6 one-per-node pods, an extra security group, and `edit` applied at 10 minutes.
+fn edited_scenario(edit: &str) -> Scenario {
+    let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "");
+    let text = format!(
+        "name: edit\nduration: 1h\nstep: 1s\n{manifests}cloud:\n  extraSecurityGroups: [sim-node-v2]\n\
+         workloads:\n  - at: 0s\n    deployment: {{name: web, replicas: 6, cpu: 1200m, memory: 512Mi}}\n\
+         \x20 - at: 10m\n    apply: |\n{}",
+        edit.lines()
+            .map(|l| format!("      {l}\n"))
+            .collect::<String>()
+    );
+    Scenario::parse("edit", &text).expect("test scenario parses")
+}
+
+/// Runs `scenario` to 9 minutes and to 45; returns the live instances of `default` before and
+/// after.
+fn run_edit(
+    seed: u64,
+    scenario: Scenario,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>, World) {
+    let minutes = |m: u64| Duration::from_secs(60 * m);
+    on_runtime(async {
+        let mut world = world(seed, scenario).await;
+        run_until(&mut world, minutes(9)).await;
+        let before = live_images(&world, "default");
+        run_until(&mut world, minutes(45)).await;
+        let after = live_images(&world, "default");
+        assert_invariants_held(&world, seed);
+        assert_eq!(running_count(&world), 6);
+        (before, after, world)
+    })
+}
+
+#[test]
+fn a_security_group_change_on_the_node_class_replaces_every_node_with_one_in_the_new_group() {
+    let edit = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: default}\n\
+                spec:\n  securityGroupSelectorTerms: [{tags: {Name: sim-node-v2}}]\n";
+    let (before, after, world) = run_edit(6, edited_scenario(edit));
+    assert!(!before.is_empty());
+    assert!(
+        after.keys().all(|id| !before.contains_key(id)),
+        "{before:?} {after:?}"
+    );
+    for id in after.keys() {
+        let instance = world.cloud().instance(id).expect("instance");
+        let names: Vec<Option<String>> = instance
+            .security_group_ids
+            .iter()
+            .map(|g| world.cloud().security_group_name(g))
+            .collect();
+        assert_eq!(names, vec![Some("sim-node-v2".to_string())], "{id}");
+    }
+}
+
+#[test]
+fn a_template_label_change_replaces_every_node_and_a_weight_change_none() {
+    let relabel = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\n\
+                   spec:\n  template:\n    metadata:\n      labels: {team: b}\n";
+    let (before, after, world) = run_edit(7, edited_scenario(relabel));
+    assert!(!before.is_empty());
+    assert!(
+        after.keys().all(|id| !before.contains_key(id)),
+        "{before:?} {after:?}"
+    );
+    let nodes = world.api().objects(&ResourceKind::NODE);
+    assert!(
+        nodes
+            .iter()
+            .filter(|n| n["metadata"]["labels"]["karpenter.sh/nodepool"] == "default")
+            .all(|n| n["metadata"]["labels"]["team"] == "b"),
+        "the replacements carry the new label"
+    );
+    let reweigh = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\n\
+                   spec:\n  weight: 50\n";
+    let (before, after, _) = run_edit(7, edited_scenario(reweigh));
+    assert_eq!(before, after, "a weight change drifts nothing");
 }

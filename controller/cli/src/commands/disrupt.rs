@@ -89,11 +89,12 @@ pub fn table(outcome: &Outcome, now: jiff::Timestamp) -> String {
                             0 | 1 => String::new(),
                             n => format!(" or {} other types", n - 1),
                         };
-                        format!(
-                            "{first}{more}, {}, in {}",
-                            r.capacity_type,
+                        let zones = if r.zones.is_empty() {
+                            "any zone".to_string()
+                        } else {
                             r.zones.join(",")
-                        )
+                        };
+                        format!("{first}{more}, {}, in {zones}", r.capacity_type)
                     })
                     .collect();
                 format!(

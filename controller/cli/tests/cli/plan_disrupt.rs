@@ -108,3 +108,32 @@ fn the_users_examples_plan_disruption_without_error() {
         assert!(plan["disruption"]["blocked"].is_array(), "{file}");
     }
 }
+
+#[test]
+fn node_claims_in_the_dump_drift_on_their_image_and_their_nodepool_hash() {
+    let output = karpenter(
+        &[
+            "plan",
+            "-f",
+            "examples/dumps/ami-released.yaml",
+            "--disrupt",
+            "--now",
+            NOW,
+        ],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let plan: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    let d = &plan["disruption"];
+    let commands = d["commands"].as_array().expect("commands");
+    let drifted: Vec<&Value> = commands
+        .iter()
+        .filter(|c| c["method"] == "Drifted")
+        .flat_map(|c| c["nodes"].as_array().expect("nodes"))
+        .collect();
+    // node-a runs an image the class no longer lists, node-c's claim another template's hash;
+    // node-b runs the current image and is kept.
+    assert_eq!(drifted, ["node-a", "node-c"], "{d:#}");
+    let blocked = d["blocked"].as_array().expect("blocked");
+    assert!(blocked.iter().any(|b| b["node"] == "node-b"), "{d:#}");
+}

@@ -360,13 +360,6 @@ fn drift(
             c.reason.clone()
         });
     }
-    let pool = pool?;
-    let requirements =
-        crate::scheduling::Requirements::from_api(&pool.spec.template.spec.requirements);
-    requirements.iter().find_map(|(key, req)| {
-        let value = labels.get(key)?;
-        (!req.has(value)).then(|| {
-            format!("RequirementsDrifted: label {key}={value} no longer allowed by its NodePool")
-        })
-    })
+    let why = crate::nodeclaim::drift::requirements_drift(labels, pool?)?;
+    Some(format!("RequirementsDrifted: {why}"))
 }

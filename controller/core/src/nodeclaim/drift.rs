@@ -3,21 +3,36 @@
 //! when it matches again. The disruption engine replaces drifted claims (budgets, replacement
 //! first); this controller only decides.
 //!
-//! Rules, in upstream's order (the first that applies is the reason):
-//! - `AMIDrift`: the claim's image is not among the class's `status.amis` (only while the class
-//!   has resolved AMIs, so a failed resolution never rolls the fleet);
+//! Rules, in upstream's order (the first that applies is the reason): the NodePool's
+//! (`kubernetes-sigs/karpenter` `nodeclaim/disruption/drift.go`), then the EC2NodeClass's
+//! (`karpenter-provider-aws` `cloudprovider/drift.go`):
+//! - `NodePoolDrifted`: the pool's static hash differs from the one stamped on the claim;
+//! - `RequirementsDrifted`: a label the claim carries is no longer allowed by the pool's
+//!   requirements (a requirement on a label the claim lacks is not evidence);
 //! - `NodeClassDrift`: the class's static hash differs from the one stamped on the claim;
-//! - `NodePoolDrifted`: the pool's static hash differs from the one stamped on the claim.
+//! - `AMIDrift`: the claim's image is not among the class's `status.amis` that serve its
+//!   architecture (only while the class has resolved AMIs, so a failed resolution never rolls
+//!   the fleet);
+//! - `SecurityGroupDrift`: the instance's security groups are not exactly the class's
+//!   `status.securityGroups` (only while some are resolved);
+//! - `SubnetDrift`: the instance's subnet is not among the class's `status.subnets` (same);
+//! - `CapacityReservationDrift`: the instance runs in a reservation the class no longer
+//!   selects (confirmed against a fresh `DescribeInstances`, as upstream skips its cache: an
+//!   instance whose reservation just ended runs on as on-demand and has not drifted).
 //!
 //! A hash is compared only when the claim's hash version equals the current one. When the
 //! version differs (the hashing rules changed with a controller upgrade) or the claim carries no
 //! hash, the claim is re-stamped with the current hash instead: no mass drift after an upgrade.
-//! Requirements drift is decided from node labels by the disruption view; subnet and
-//! security-group drift need the instance's network placement and are not checked yet.
+//! The instance's network placement comes from `DescribeInstances` (one call per pass for the
+//! claims not seen within [`PLACEMENT_TTL_S`], at most `BATCH_IDS_MAX` ids a call).
+//! Upstream's `InstanceTypeNotFound` (the claim's type left the catalog) is not checked: the
+//! catalog here never drops a type while running (README, deliberate differences).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use jiff::Timestamp;
 use kube_core::ResourceExt;
 use serde_json::json;
 
@@ -29,15 +44,57 @@ use crate::api::labels::{
     EC2NODECLASS_HASH_ANNOTATION, EC2NODECLASS_HASH_VERSION_ANNOTATION, NODEPOOL_HASH_ANNOTATION,
     NODEPOOL_HASH_VERSION_ANNOTATION, NODEPOOL_LABEL,
 };
-use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool};
+use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool, ProviderId};
 use crate::context::Context;
+use crate::scheduling::Requirements;
 use crate::seams::KubeError;
+use crate::seams::batch::BATCH_IDS_MAX;
+use crate::seams::ec2::{Ec2Error, Instance};
 use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
+
+/// How long an instance's network placement is trusted before it is described again. Placement
+/// changes only when someone edits the instance by hand (`ModifyInstanceAttribute`) or its
+/// reservation ends; upstream re-checks drift every 5 minutes (`RequeueAfter: 5 * time.Minute`).
+pub const PLACEMENT_TTL_S: u64 = 5 * 60;
+
+/// What drift detection failed on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DriftError {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    /// Describing the instances failed: this pass checked hashes, requirements and AMIs only.
+    #[error("describing instances for subnet and security-group drift: {0}")]
+    Ec2(#[from] Ec2Error),
+}
+
+/// Where an instance runs: what subnet, security-group and reservation drift compare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub subnet_id: String,
+    /// Sorted.
+    pub security_group_ids: Vec<String>,
+    pub capacity_reservation_id: Option<String>,
+}
+
+impl From<&Instance> for Placement {
+    fn from(instance: &Instance) -> Self {
+        let mut groups = instance.security_group_ids.clone();
+        groups.sort();
+        groups.dedup();
+        Self {
+            subnet_id: instance.subnet_id.clone(),
+            security_group_ids: groups,
+            capacity_reservation_id: instance.capacity_reservation_id.clone(),
+        }
+    }
+}
 
 /// What detection concluded for one claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Drifted, with upstream's reason (`AMIDrift`, `NodeClassDrift`, `NodePoolDrifted`).
+    /// Drifted, with upstream's reason (`NodePoolDrifted`, `RequirementsDrifted`,
+    /// `NodeClassDrift`, `AMIDrift`, `SecurityGroupDrift`, `SubnetDrift`,
+    /// `CapacityReservationDrift`).
     Drifted(&'static str, String),
     /// Matches its pool and class.
     Current,
@@ -78,103 +135,378 @@ pub fn restamp(
     out
 }
 
-/// Whether `claim` drifted from `pool` and `class` (hashes compared only at equal versions).
-pub fn detect(claim: &NodeClaim, pool: Option<&NodePool>, class: Option<&EC2NodeClass>) -> Verdict {
-    let annotations = claim.annotations();
-    let same = |key: &str, version_key: &str, version: &str, current: String| {
-        annotations.get(version_key).map(String::as_str) == Some(version)
-            && annotations.get(key).is_some_and(|h| *h != current)
-    };
-    if let Some(class) = class {
-        let amis = class.status.as_ref().map(|s| &s.amis);
-        let image = claim.status.as_ref().and_then(|s| s.image_id.as_ref());
-        if let (Some(amis), Some(image)) = (amis, image)
-            && !amis.is_empty()
-            && !amis.iter().any(|a| &a.id == image)
-        {
-            return Verdict::Drifted(
-                "AMIDrift",
-                format!("image {image} is no longer among the EC2NodeClass's AMIs"),
-            );
-        }
-        if same(
-            EC2NODECLASS_HASH_ANNOTATION,
-            EC2NODECLASS_HASH_VERSION_ANNOTATION,
-            EC2NODECLASS_HASH_VERSION,
-            ec2nodeclass_hash(class),
-        ) {
-            return Verdict::Drifted(
-                "NodeClassDrift",
-                "EC2NodeClass static fields changed".into(),
-            );
+/// A label in `labels` that `pool`'s requirements no longer allow, as `RequirementsDrifted`'s
+/// message. Only labels present are compared: not every attribute label is copied onto claims
+/// and nodes, so a missing one is not evidence of drift.
+pub fn requirements_drift(labels: &BTreeMap<String, String>, pool: &NodePool) -> Option<String> {
+    let requirements = Requirements::from_api(&pool.spec.template.spec.requirements);
+    requirements_drift_in(labels, &requirements)
+}
+
+/// [`requirements_drift`] against requirements already read from a pool.
+pub fn requirements_drift_in(
+    labels: &BTreeMap<String, String>,
+    requirements: &Requirements,
+) -> Option<String> {
+    requirements.iter().find_map(|(key, req)| {
+        let value = labels.get(key)?;
+        (!req.has(value))
+            .then(|| format!("label {key}={value} is no longer allowed by its NodePool"))
+    })
+}
+
+/// What a claim is compared with: its NodePool and EC2NodeClass, with their hashes and the
+/// pool's requirements computed once (a pass compares every claim of a pool with the same).
+pub struct Target<'a> {
+    pool: Option<(&'a NodePool, String, Requirements)>,
+    class: Option<(&'a EC2NodeClass, String)>,
+}
+
+impl<'a> Target<'a> {
+    pub fn new(pool: Option<&'a NodePool>, class: Option<&'a EC2NodeClass>) -> Self {
+        Self {
+            pool: pool.map(|p| {
+                let requirements = Requirements::from_api(&p.spec.template.spec.requirements);
+                (p, nodepool_hash(p), requirements)
+            }),
+            class: class.map(|c| (c, ec2nodeclass_hash(c))),
         }
     }
-    if let Some(pool) = pool
-        && same(
+}
+
+/// Whether `claim` drifted from `pool` and `class` (hashes compared only at equal versions;
+/// subnet, security-group and reservation rules only with the instance's `placement`).
+pub fn detect(
+    claim: &NodeClaim,
+    pool: Option<&NodePool>,
+    class: Option<&EC2NodeClass>,
+    placement: Option<&Placement>,
+) -> Verdict {
+    detect_against(claim, &Target::new(pool, class), placement)
+}
+
+/// [`detect`] against a [`Target`] built once for many claims.
+pub fn detect_against(
+    claim: &NodeClaim,
+    target: &Target<'_>,
+    placement: Option<&Placement>,
+) -> Verdict {
+    let annotations = claim.annotations();
+    let same = |key: &str, version_key: &str, version: &str, current: &str| {
+        annotations.get(version_key).map(String::as_str) == Some(version)
+            && annotations.get(key).is_some_and(|h| h != current)
+    };
+    if let Some((_, hash, requirements)) = &target.pool {
+        if same(
             NODEPOOL_HASH_ANNOTATION,
             NODEPOOL_HASH_VERSION_ANNOTATION,
             NODEPOOL_HASH_VERSION,
-            nodepool_hash(pool),
-        )
+            hash,
+        ) {
+            return Verdict::Drifted("NodePoolDrifted", "NodePool template changed".into());
+        }
+        if let Some(why) = requirements_drift_in(claim.labels(), requirements) {
+            return Verdict::Drifted("RequirementsDrifted", why);
+        }
+    }
+    let Some((class, class_hash)) = &target.class else {
+        return Verdict::Current;
+    };
+    if same(
+        EC2NODECLASS_HASH_ANNOTATION,
+        EC2NODECLASS_HASH_VERSION_ANNOTATION,
+        EC2NODECLASS_HASH_VERSION,
+        class_hash,
+    ) {
+        return Verdict::Drifted(
+            "NodeClassDrift",
+            "EC2NodeClass static fields changed".into(),
+        );
+    }
+    let Some(status) = class.status.as_ref() else {
+        return Verdict::Current;
+    };
+    let image = claim.status.as_ref().and_then(|s| s.image_id.as_ref());
+    let serving: Vec<&str> = status
+        .amis
+        .iter()
+        .filter(|ami| serves(&ami.requirements, claim.labels()))
+        .map(|ami| ami.id.as_str())
+        .collect();
+    if let Some(image) = image
+        && !status.amis.is_empty()
+        && !serving.contains(&image.as_str())
     {
-        return Verdict::Drifted("NodePoolDrifted", "NodePool template changed".into());
+        return Verdict::Drifted(
+            "AMIDrift",
+            format!("image {image} is no longer among the EC2NodeClass's AMIs"),
+        );
+    }
+    match placement {
+        Some(placement) => placement_drift(status, placement),
+        None => Verdict::Current,
+    }
+}
+
+/// The subnet, security-group and reservation rules, against the class's resolved `status`.
+fn placement_drift(status: &crate::api::EC2NodeClassStatus, placement: &Placement) -> Verdict {
+    let groups: BTreeSet<&str> = status
+        .security_groups
+        .iter()
+        .map(|g| g.id.as_str())
+        .collect();
+    let instance_groups: BTreeSet<&str> = placement
+        .security_group_ids
+        .iter()
+        .map(String::as_str)
+        .collect();
+    if !groups.is_empty() && groups != instance_groups {
+        return Verdict::Drifted(
+            "SecurityGroupDrift",
+            format!(
+                "instance security groups [{}] are not the EC2NodeClass's [{}]",
+                placement.security_group_ids.join(","),
+                groups.into_iter().collect::<Vec<_>>().join(",")
+            ),
+        );
+    }
+    if !status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == placement.subnet_id) {
+        return Verdict::Drifted(
+            "SubnetDrift",
+            format!(
+                "subnet {} is no longer among the EC2NodeClass's subnets",
+                placement.subnet_id
+            ),
+        );
+    }
+    if let Some(reservation) = &placement.capacity_reservation_id
+        && !status
+            .capacity_reservations
+            .iter()
+            .any(|r| &r.id == reservation)
+    {
+        return Verdict::Drifted(
+            "CapacityReservationDrift",
+            format!("capacity reservation {reservation} is no longer selected by the EC2NodeClass"),
+        );
     }
     Verdict::Current
+}
+
+/// Whether an AMI's requirements allow a claim's labels: each `In`/`NotIn` on a label the claim
+/// carries (its architecture) must hold; the variant's `Exists` rules are left to the launch.
+fn serves(
+    requirements: &[crate::api::ec2nodeclass::AmiRequirement],
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    requirements
+        .iter()
+        .all(|r| match (r.operator.as_str(), labels.get(&r.key)) {
+            ("In", Some(value)) => r.values.contains(value),
+            ("NotIn", Some(value)) => !r.values.contains(value),
+            _ => true,
+        })
 }
 
 /// The drift detection controller.
 pub struct DriftDetection {
     ctx: Arc<Context>,
+    /// Each live instance's placement and when it was described, by instance id; entries of
+    /// instances no longer behind a claim are dropped every pass (bounded by the claims).
+    placements: Mutex<BTreeMap<String, (Timestamp, Placement)>>,
+}
+
+/// The claims, pools and classes one pass decides on.
+struct Inputs {
+    pools: BTreeMap<String, Arc<NodePool>>,
+    classes: BTreeMap<String, Arc<EC2NodeClass>>,
+    claims: Vec<Arc<NodeClaim>>,
+}
+
+impl Inputs {
+    fn pool(&self, claim: &NodeClaim) -> Option<&NodePool> {
+        claim
+            .labels()
+            .get(NODEPOOL_LABEL)
+            .and_then(|p| self.pools.get(p))
+            .map(|p| &**p)
+    }
+
+    /// The pool and class names a claim is compared with.
+    fn target_key(&self, claim: &NodeClaim) -> (Option<String>, String) {
+        (
+            claim.labels().get(NODEPOOL_LABEL).cloned(),
+            claim.spec.node_class_ref.name.clone(),
+        )
+    }
+
+    fn class(&self, claim: &NodeClaim) -> Option<&EC2NodeClass> {
+        self.classes
+            .get(&claim.spec.node_class_ref.name)
+            .map(|c| &**c)
+    }
+}
+
+fn is_launched(claim: &NodeClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, claim_conditions::LAUNCHED))
+}
+
+fn instance_id(claim: &NodeClaim) -> Option<String> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(ProviderId::instance_id_of)
 }
 
 impl DriftDetection {
     pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx }
+        Self {
+            ctx,
+            placements: Mutex::new(BTreeMap::new()),
+        }
     }
 
-    /// One pass over every launched claim not being deleted; returns how many claims changed.
-    pub async fn pass(&self) -> Result<usize, KubeError> {
-        let (pools, classes, claims) = {
-            let mut state = self.ctx.state.lock().await;
-            let kube = self.ctx.kube.as_ref();
-            state.pools.sync(kube).await?;
-            state.node_classes.sync(kube).await?;
-            state.claims.sync(kube).await?;
-            let pools: BTreeMap<String, Arc<NodePool>> = state
+    async fn inputs(&self) -> Result<Inputs, KubeError> {
+        let mut state = self.ctx.state.lock().await;
+        let kube = self.ctx.kube.as_ref();
+        state.pools.sync(kube).await?;
+        state.node_classes.sync(kube).await?;
+        state.claims.sync(kube).await?;
+        Ok(Inputs {
+            pools: state
                 .pools
                 .to_vec()
                 .into_iter()
                 .map(|p| (p.name_any(), p))
-                .collect();
-            let classes: BTreeMap<String, Arc<EC2NodeClass>> = state
+                .collect(),
+            classes: state
                 .node_classes
                 .to_vec()
                 .into_iter()
                 .map(|c| (c.name_any(), c))
-                .collect();
-            (pools, classes, state.claims.to_vec())
-        };
-        let mut changed = 0;
-        for claim in claims {
-            if claim.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let pool = claim
-                .labels()
-                .get(NODEPOOL_LABEL)
-                .and_then(|p| pools.get(p))
-                .map(|p| &**p);
-            let class = classes.get(&claim.spec.node_class_ref.name).map(|c| &**c);
-            changed += usize::from(self.reconcile(&claim, pool, class).await?);
+                .collect(),
+            claims: state
+                .claims
+                .to_vec()
+                .into_iter()
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .collect(),
+        })
+    }
+
+    /// One pass over every launched claim not being deleted; returns how many claims changed.
+    /// When describing the instances fails, the other rules still run and the error is
+    /// returned after them (the loop retries).
+    pub async fn pass(&self) -> Result<usize, DriftError> {
+        let inputs = self.inputs().await?;
+        let started = self.ctx.clock.now();
+        let live: BTreeSet<String> = inputs
+            .claims
+            .iter()
+            .filter(|c| is_launched(c))
+            .filter_map(|c| instance_id(c))
+            .collect();
+        let stale_before = started - Duration::from_secs(PLACEMENT_TTL_S);
+        let mut targets: BTreeMap<(Option<String>, String), Target<'_>> = BTreeMap::new();
+        for claim in &inputs.claims {
+            targets
+                .entry(inputs.target_key(claim))
+                .or_insert_with(|| Target::new(inputs.pool(claim), inputs.class(claim)));
         }
+        let target = |claim: &NodeClaim| &targets[&inputs.target_key(claim)];
+        let mut described = self.refresh(&live, |fetched| fetched <= stale_before).await;
+        let placements = self.placements_now();
+        // A reservation rule decided on an entry older than this pass is confirmed first.
+        let confirm: BTreeSet<String> = inputs
+            .claims
+            .iter()
+            .filter_map(|claim| {
+                let id = instance_id(claim)?;
+                let (fetched, placement) = placements.get(&id)?;
+                let verdict = detect_against(claim, target(claim), Some(placement));
+                (*fetched < started
+                    && matches!(verdict, Verdict::Drifted("CapacityReservationDrift", _)))
+                .then_some(id)
+            })
+            .collect();
+        if !confirm.is_empty() && described.is_ok() {
+            described = self.refresh(&confirm, |_| true).await;
+        }
+        let placements = self.placements_now();
+        let mut changed = 0;
+        for claim in &inputs.claims {
+            let placement =
+                instance_id(claim).and_then(|id| placements.get(&id).map(|(_, p)| p.clone()));
+            changed += usize::from(
+                self.reconcile(
+                    claim,
+                    (inputs.pool(claim), inputs.class(claim)),
+                    target(claim),
+                    placement.as_ref(),
+                )
+                .await?,
+            );
+        }
+        described?;
         Ok(changed)
+    }
+
+    fn placements_now(&self) -> BTreeMap<String, (Timestamp, Placement)> {
+        self.placements
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Describes the instances of `live` not cached or whose entry `stale` says is too old (in
+    /// calls of at most `BATCH_IDS_MAX` ids) and forgets instances not in `live`. An instance
+    /// EC2 does not show (not visible yet, or gone) keeps no entry.
+    async fn refresh(
+        &self,
+        live: &BTreeSet<String>,
+        stale: impl Fn(Timestamp) -> bool,
+    ) -> Result<(), Ec2Error> {
+        let wanted: Vec<String> = {
+            let mut cache = self
+                .placements
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            cache.retain(|id, _| live.contains(id));
+            live.iter()
+                .filter(|id| cache.get(*id).is_none_or(|(fetched, _)| stale(*fetched)))
+                .cloned()
+                .collect()
+        };
+        for chunk in wanted.chunks(BATCH_IDS_MAX) {
+            let instances = self.ctx.ec2.describe_instances(chunk, &[]).await?;
+            let now = self.ctx.clock.now();
+            let mut cache = self
+                .placements
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for id in chunk {
+                cache.remove(id);
+            }
+            for instance in &instances {
+                cache.insert(
+                    instance.instance_id.clone(),
+                    (now, Placement::from(instance)),
+                );
+            }
+        }
+        Ok(())
     }
 
     async fn reconcile(
         &self,
         claim: &NodeClaim,
-        pool: Option<&NodePool>,
-        class: Option<&EC2NodeClass>,
+        (pool, class): (Option<&NodePool>, Option<&EC2NodeClass>),
+        target: &Target<'_>,
+        placement: Option<&Placement>,
     ) -> Result<bool, KubeError> {
         let key = ObjectKey::cluster(claim.name_any());
         let stamps = restamp(claim, pool, class);
@@ -186,11 +518,7 @@ impl DriftDetection {
                 .await?;
             return Ok(true); // compared on the next pass, against the stamped hashes
         }
-        let launched = claim
-            .status
-            .as_ref()
-            .is_some_and(|s| conditions::is_true(&s.conditions, claim_conditions::LAUNCHED));
-        if !launched {
+        if !is_launched(claim) {
             return Ok(false);
         }
         let mut conds = claim
@@ -199,7 +527,7 @@ impl DriftDetection {
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
         let now = self.ctx.clock.now();
-        let changed = match detect(claim, pool, class) {
+        let changed = match detect_against(claim, target, placement) {
             Verdict::Drifted(reason, message) => conditions::set(
                 &mut conds,
                 claim_conditions::DRIFTED,
@@ -312,7 +640,7 @@ spec:
     fn a_claim_on_one_of_the_class_amis_has_not_drifted() {
         let (p, c) = (pool(), class(&["ami-old", "ami-arm"]));
         assert_eq!(
-            detect(&claim(&p, &c, "ami-old"), Some(&p), Some(&c)),
+            detect(&claim(&p, &c, "ami-old"), Some(&p), Some(&c), None),
             Verdict::Current
         );
     }
@@ -323,7 +651,7 @@ spec:
         let claim = claim(&p, &class(&["ami-old"]), "ami-old");
         let released = class(&["ami-new"]);
         assert!(matches!(
-            detect(&claim, Some(&p), Some(&released)),
+            detect(&claim, Some(&p), Some(&released), None),
             Verdict::Drifted("AMIDrift", _)
         ));
     }
@@ -333,7 +661,7 @@ spec:
         let p = pool();
         let claim = claim(&p, &class(&["ami-old"]), "ami-old");
         assert_eq!(
-            detect(&claim, Some(&p), Some(&class(&[]))),
+            detect(&claim, Some(&p), Some(&class(&[])), None),
             Verdict::Current
         );
     }
@@ -352,7 +680,7 @@ spec:
             .labels
             .insert("team".into(), "b".into());
         assert!(matches!(
-            detect(&claim, Some(&changed), Some(&c)),
+            detect(&claim, Some(&changed), Some(&c), None),
             Verdict::Drifted("NodePoolDrifted", _)
         ));
     }
@@ -363,7 +691,10 @@ spec:
         let claim = claim(&p, &c, "ami-old");
         let mut changed = p.clone();
         changed.spec.weight = Some(50);
-        assert_eq!(detect(&claim, Some(&changed), Some(&c)), Verdict::Current);
+        assert_eq!(
+            detect(&claim, Some(&changed), Some(&c), None),
+            Verdict::Current
+        );
     }
 
     #[test]
@@ -373,7 +704,7 @@ spec:
         let mut changed = c.clone();
         changed.spec.tags.insert("team".into(), "b".into());
         assert!(matches!(
-            detect(&claim, Some(&p), Some(&changed)),
+            detect(&claim, Some(&p), Some(&changed), None),
             Verdict::Drifted("NodeClassDrift", _)
         ));
     }
@@ -385,7 +716,7 @@ spec:
         let annotations = claim.metadata.annotations.as_mut().expect("stamped");
         annotations.insert(NODEPOOL_HASH_ANNOTATION.into(), "12345".into());
         annotations.insert(NODEPOOL_HASH_VERSION_ANNOTATION.into(), "v2".into());
-        assert_eq!(detect(&claim, Some(&p), Some(&c)), Verdict::Current);
+        assert_eq!(detect(&claim, Some(&p), Some(&c), None), Verdict::Current);
         let stamps = restamp(&claim, Some(&p), Some(&c));
         assert_eq!(
             stamps.get(NODEPOOL_HASH_ANNOTATION),
@@ -397,5 +728,141 @@ spec:
                 .map(String::as_str),
             Some(NODEPOOL_HASH_VERSION)
         );
+    }
+    fn with_network(mut class: EC2NodeClass, subnets: &[&str], groups: &[&str]) -> EC2NodeClass {
+        use crate::api::ec2nodeclass::{SecurityGroupStatus, SubnetStatus};
+        let status = class.status.as_mut().expect("status");
+        status.subnets = subnets
+            .iter()
+            .map(|id| SubnetStatus {
+                id: id.to_string(),
+                zone: "us-west-2a".into(),
+                zone_id: None,
+            })
+            .collect();
+        status.security_groups = groups
+            .iter()
+            .map(|id| SecurityGroupStatus {
+                id: id.to_string(),
+                name: None,
+            })
+            .collect();
+        class
+    }
+
+    fn placement(subnet: &str, groups: &[&str], reservation: Option<&str>) -> Placement {
+        Placement {
+            subnet_id: subnet.into(),
+            security_group_ids: groups.iter().map(|g| g.to_string()).collect(),
+            capacity_reservation_id: reservation.map(String::from),
+        }
+    }
+
+    #[test]
+    fn an_instance_whose_security_groups_are_not_exactly_the_class_groups_drifted() {
+        let p = pool();
+        let c = with_network(class(&["ami-old"]), &["subnet-a"], &["sg-1", "sg-2"]);
+        let claim = claim(&p, &c, "ami-old");
+        let same = placement("subnet-a", &["sg-1", "sg-2"], None);
+        assert_eq!(
+            detect(&claim, Some(&p), Some(&c), Some(&same)),
+            Verdict::Current
+        );
+        let fewer = placement("subnet-a", &["sg-1"], None);
+        assert!(matches!(
+            detect(&claim, Some(&p), Some(&c), Some(&fewer)),
+            Verdict::Drifted("SecurityGroupDrift", _)
+        ));
+    }
+
+    #[test]
+    fn an_instance_in_a_subnet_the_class_no_longer_selects_drifted() {
+        let p = pool();
+        let c = with_network(class(&["ami-old"]), &["subnet-b"], &["sg-1"]);
+        let claim = claim(&p, &c, "ami-old");
+        assert!(matches!(
+            detect(
+                &claim,
+                Some(&p),
+                Some(&c),
+                Some(&placement("subnet-a", &["sg-1"], None))
+            ),
+            Verdict::Drifted("SubnetDrift", _)
+        ));
+    }
+
+    #[test]
+    fn a_class_with_no_resolved_network_never_drifts_on_placement() {
+        let p = pool();
+        let c = with_network(class(&["ami-old"]), &[], &[]);
+        let claim = claim(&p, &c, "ami-old");
+        let anywhere = placement("subnet-z", &["sg-z"], None);
+        assert_eq!(
+            detect(&claim, Some(&p), Some(&c), Some(&anywhere)),
+            Verdict::Current
+        );
+    }
+
+    #[test]
+    fn an_instance_in_a_reservation_the_class_no_longer_selects_drifted_and_one_without_did_not() {
+        let p = pool();
+        let c = with_network(class(&["ami-old"]), &["subnet-a"], &["sg-1"]);
+        let claim = claim(&p, &c, "ami-old");
+        let reserved = placement("subnet-a", &["sg-1"], Some("cr-0abc"));
+        assert!(matches!(
+            detect(&claim, Some(&p), Some(&c), Some(&reserved)),
+            Verdict::Drifted("CapacityReservationDrift", _)
+        ));
+        let fell_back = placement("subnet-a", &["sg-1"], None);
+        assert_eq!(
+            detect(&claim, Some(&p), Some(&c), Some(&fell_back)),
+            Verdict::Current
+        );
+    }
+
+    #[test]
+    fn a_label_the_pool_no_longer_allows_drifts_with_requirements_drifted_before_the_class_rules() {
+        let (mut p, c) = (pool(), class(&["ami-new"]));
+        let mut claim = claim(&p, &c, "ami-old");
+        claim
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("karpenter.sh/capacity-type".into(), "spot".into());
+        p.spec.template.spec.requirements = serde_json::from_value(serde_json::json!([
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]))
+        .expect("requirements");
+        // The hash covers requirements too: restamp so only the requirement rule can fire.
+        claim.annotations_mut().clear();
+        for (k, v) in restamp(&claim.clone(), Some(&p), None) {
+            claim.annotations_mut().insert(k.into(), v);
+        }
+        assert!(matches!(
+            detect(&claim, Some(&p), Some(&c), None),
+            Verdict::Drifted("RequirementsDrifted", _)
+        ));
+    }
+
+    #[test]
+    fn an_ami_of_another_architecture_does_not_keep_a_claim_current() {
+        use crate::api::ec2nodeclass::AmiRequirement;
+        let p = pool();
+        let mut c = class(&["ami-arm"]);
+        c.status.as_mut().expect("status").amis[0].requirements = vec![AmiRequirement {
+            key: "kubernetes.io/arch".into(),
+            operator: "In".into(),
+            values: vec!["arm64".into()],
+        }];
+        let mut claim = claim(&p, &c, "ami-arm");
+        claim
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("kubernetes.io/arch".into(), "amd64".into());
+        assert!(matches!(
+            detect(&claim, Some(&p), Some(&c), None),
+            Verdict::Drifted("AMIDrift", _)
+        ));
     }
 }

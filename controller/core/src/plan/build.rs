@@ -36,7 +36,8 @@ impl Builder {
                 self.cluster.node_classes.push((**class).clone());
             }
             Object::NodeClaim => notes.push(format!(
-                "{} ({}): left out: only Nodes count as existing capacity",
+                "{} ({}): left out of provisioning (only Nodes count as existing capacity); \
+                 --disrupt reads it for drift",
                 d.object_ref, d.at
             )),
             Object::Pod(pod) => self.pods.push(PodSource {

@@ -190,6 +190,9 @@ pub fn disruption_view(
             }
         }
     }
+    for claim in &mut claims {
+        mark_drift(claim, cluster, now);
+    }
     let nodes: Vec<&Node> = nodes.iter().collect();
     let claims: Vec<&crate::api::NodeClaim> = claims.iter().collect();
     let pods: Vec<&Pod> = pods.iter().collect();
@@ -210,6 +213,42 @@ pub fn disruption_view(
             pdbs: &pdbs,
         },
     )
+}
+
+/// Decides drift for a NodeClaim given to `plan --disrupt` as the controller would (its hash
+/// annotations against the NodePool and EC2NodeClass given, its image against the class's
+/// `status.amis`) and sets `Drifted=True` on it when it drifted. A claim that already says
+/// `Drifted` keeps it. Subnet and security-group drift need the instance and are not decided
+/// offline.
+fn mark_drift(claim: &mut crate::api::NodeClaim, cluster: &Cluster, now: jiff::Timestamp) {
+    use crate::api::conditions::{self, nodeclaim as claim_conditions};
+    use crate::nodeclaim::drift::{Verdict, detect};
+    use kube_core::ResourceExt;
+    let pool = claim
+        .labels()
+        .get(crate::api::labels::NODEPOOL_LABEL)
+        .and_then(|name| cluster.node_pools.iter().find(|p| p.name_any() == *name));
+    let class = cluster
+        .node_classes
+        .iter()
+        .find(|c| c.name_any() == claim.spec.node_class_ref.name);
+    let Verdict::Drifted(reason, message) = detect(claim, pool, class, None) else {
+        return;
+    };
+    let generation = claim.metadata.generation;
+    let status = claim.status.get_or_insert_default();
+    if conditions::is_true(&status.conditions, claim_conditions::DRIFTED) {
+        return;
+    }
+    conditions::set(
+        &mut status.conditions,
+        claim_conditions::DRIFTED,
+        crate::api::ConditionStatus::True,
+        reason,
+        &message,
+        generation,
+        now,
+    );
 }
 
 /// Decodes every document (and every item of `kind: List` documents), rejecting duplicates.

@@ -110,6 +110,9 @@ pub struct Instance {
     /// The capacity reservation the instance runs in (`CapacityReservationId`); an instance
     /// whose reservation ended runs on as on-demand with none.
     pub capacity_reservation_id: Option<String>,
+    /// The security groups of its primary network interface (`SecurityGroups`), sorted: what
+    /// security-group drift compares with the EC2NodeClass's resolved groups.
+    pub security_group_ids: Vec<String>,
 }
 
 /// A subnet with the free-IP count used to pick the emptiest subnet per zone.

@@ -435,7 +435,7 @@ def main():
             check.step(f"kubernetes-validate --strict ({rendering})", kubernetes_validate,
                        rendering)
             check.step(f"security context ({rendering})", secure, rendering)
-            check.step(f"RBAC is exactly controller/kube/src/rbac.rs ({rendering})", rbac_exact,
+            check.step(f"RBAC is exactly controller/core/src/rbac.rs ({rendering})", rbac_exact,
                        rendering)
         check.step("ServiceMonitor only where enabled and its API exists", service_monitor)
         check.step("NOTES.txt renders", notes)

@@ -24,6 +24,7 @@ pub mod invariants;
 pub mod kubelet;
 mod objects;
 pub mod process;
+pub mod rbac;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;

@@ -2,13 +2,14 @@
 //! layers over the API server or fakecloud, composed here and nowhere else.
 //!
 //! ```text
-//! controller kube: Fuse (per process) → Broken → Audited → View → ApiServer
+//! controller kube: Fuse (per process) → Broken → Authorized → Audited → View → ApiServer
 //! controller EC2:  Fuse (per process) → Broken → FakeCloud
 //! controller SQS:  Fuse (per process) → Broken → FakeCloud
 //! scheduler kube:  View (Bug::SchedulerOvercommit only) → ApiServer
 //! ```
 //!
-//! The controller's Kubernetes seam is always audited (also with [`Bug::None`], when [`Broken`]
+//! The controller's Kubernetes seam is always authorized ([`Authorized`]: the chart's RBAC, as
+//! the API server enforces it on the controller's ServiceAccount) and audited (also with [`Bug::None`], when [`Broken`]
 //! and [`View`] pass every call on): invariants need the [`Audit`] of what the controller removed
 //! and created. The fuse is added per process ([`crate::process`]).
 
@@ -22,6 +23,7 @@ use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
 
 use crate::audit::{Audit, Audited};
 use crate::bugs::{Broken, Bug, View};
+use crate::rbac::Authorized;
 
 /// The seams a world hands its controller and its kube-scheduler stand-in.
 pub struct Seams {
@@ -61,6 +63,7 @@ impl Seams {
             },
             viewed,
         ));
+        let authorized: Arc<dyn KubeApi> = Arc::new(Layered::new(Authorized, audited));
         let ec2: Arc<dyn Ec2> = cloud.clone();
         let sqs: Arc<dyn Sqs> = cloud;
         let scheduler_kube: Arc<dyn KubeApi> = match bug {
@@ -69,7 +72,7 @@ impl Seams {
         };
         Self {
             audit,
-            controller_kube: Arc::new(Layered::new(broken.clone(), audited)),
+            controller_kube: Arc::new(Layered::new(broken.clone(), authorized)),
             controller_ec2: Arc::new(Layered::new(broken.clone(), ec2)),
             controller_sqs: Arc::new(Layered::new(broken, sqs)),
             scheduler_kube,

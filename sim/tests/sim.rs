@@ -10,6 +10,8 @@ mod fixtures;
 mod invariants;
 #[path = "sim/kubelet.rs"]
 mod kubelet;
+#[path = "sim/rbac.rs"]
+mod rbac;
 #[path = "sim/scheduler.rs"]
 mod scheduler;
 #[path = "sim/swarm.rs"]

@@ -83,6 +83,7 @@ pub mod nodepool;
 pub mod operator;
 pub mod plan;
 pub mod provisioning;
+pub mod rbac;
 pub mod replacement;
 pub mod resources;
 pub mod runtime;

@@ -15,6 +15,8 @@
 pub mod client;
 pub mod errors;
 pub mod events;
-pub mod rbac;
+/// The permissions table lives in the core (pure data), so the simulation's API server can
+/// enforce it on the controller's calls; re-exported here for the chart checks.
+pub use karpenter_core::rbac;
 
 pub use client::{ClientLimits, KubeClient};

@@ -226,7 +226,7 @@ fn the_rendered_chart_grants_exactly_the_table() {
     let differences = differences(&manifests);
     assert!(
         differences.is_empty(),
-        "the chart's RBAC differs from controller/kube/src/rbac.rs:\n{}",
+        "the chart's RBAC differs from controller/core/src/rbac.rs:\n{}",
         differences.join("\n")
     );
 }

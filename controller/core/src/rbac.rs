@@ -7,9 +7,15 @@
 //! `pods/eviction`, and `record_event` creates (and, for a repeated event, patches) an
 //! `events.k8s.io/v1` Event. Leader election reads, creates and renews one Lease.
 //!
-//! Two tests keep the rows honest: `tests/rbac_table.rs` fails when the core calls the seam for a
-//! kind that has no row here, and `tests/chart_rbac.rs` (run by the chart check,
-//! `cargo xtask chart`) fails when the rendered chart grants anything more or less than these rows.
+//! Three checks keep the rows honest: `controller/kube/tests/rbac_table.rs` fails when the core
+//! calls the seam for a kind (or, with the kind spelled out, a verb) that has no row here,
+//! `controller/kube/tests/chart_rbac.rs` (run by the chart check, `cargo xtask chart`) fails when
+//! the rendered chart grants anything more or less than these rows, and the simulation's
+//! controller seam refuses every call [`authorize`] refuses, as the API server's authorizer
+//! would (a 403), so a controller that needs a permission the chart does not grant fails there.
+//!
+//! Lives in the core (it is pure data) so that the simulation can enforce it; `karpenter_kube`
+//! re-exports it.
 
 /// Where a grant applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -66,8 +72,8 @@ pub const GRANTS: &[Grant] = &[
         "NodePool",
         "karpenter.sh",
         "nodepools",
-        &["list", "watch"],
-        "state reflectors; provisioning snapshot",
+        &["get", "list", "watch"],
+        "state reflectors; provisioning snapshot; NodePool readiness reads the pool it writes",
     ),
     grant(
         "NodePool",
@@ -80,8 +86,9 @@ pub const GRANTS: &[Grant] = &[
         "NodeClaim",
         "karpenter.sh",
         "nodeclaims",
-        &["create", "delete", "list", "patch", "watch"],
-        "provisioner creates; lifecycle, termination and interruption annotate, finalize, delete",
+        &["create", "delete", "get", "list", "patch", "watch"],
+        "provisioner creates; lifecycle reads the claim it reconciles; lifecycle, termination, \
+         interruption and drift annotate, finalize, delete",
     ),
     grant(
         "NodeClaim",
@@ -94,15 +101,25 @@ pub const GRANTS: &[Grant] = &[
         "EC2NodeClass",
         "karpenter.k8s.aws",
         "ec2nodeclasses",
-        &["get", "list", "watch"],
-        "state reflectors; provisioning snapshot; lifecycle reads the claim's class at launch",
+        &["get", "list", "patch", "watch"],
+        "state reflectors; provisioning snapshot; lifecycle reads the claim's class at launch; \
+         the EC2NodeClass status controller stamps the hash annotations",
+    ),
+    grant(
+        "EC2NodeClass",
+        "karpenter.k8s.aws",
+        "ec2nodeclasses/status",
+        &["patch"],
+        "EC2NodeClass status controller: subnets, security groups, AMIs, instance profile, \
+         capacity reservations, conditions",
     ),
     grant(
         "Node",
         "",
         "nodes",
-        &["delete", "list", "patch", "watch"],
-        "lifecycle labels, taints and finalizers; termination taints, finalizes, deletes",
+        &["delete", "get", "list", "patch", "watch"],
+        "lifecycle labels, taints and finalizers; termination taints, finalizes, deletes; the \
+         capacity-type controller reads a node before relabelling it",
     ),
     grant(
         "Pod",
@@ -201,3 +218,90 @@ pub const GRANTS: &[Grant] = &[
         used_by: "leader election creates the Lease (RBAC cannot limit create by name)",
     },
 ];
+
+/// What the API server's RBAC authorizer decides for one request of the controller's
+/// ServiceAccount bound to [`GRANTS`]: `Ok` if a row grants `verb` on `group`/`resource`
+/// (`resource/subresource` for a subresource) for the object `name` in `namespace`, else why
+/// not. `name` is `None` for requests without one (list, watch, create), which a row limited to
+/// `resource_names` does not grant; `release_namespace` is where the chart is installed.
+pub fn authorize(
+    group: &str,
+    resource: &str,
+    verb: &str,
+    name: Option<&str>,
+    namespace: Option<&str>,
+    release_namespace: &str,
+) -> Result<(), String> {
+    let granted = GRANTS.iter().any(|g| {
+        g.group == group
+            && g.resource == resource
+            && g.verbs.contains(&verb)
+            && (g.resource_names.is_empty() || name.is_some_and(|n| g.resource_names.contains(&n)))
+            && match g.scope {
+                Scope::Cluster => true,
+                Scope::ReleaseNamespace => namespace == Some(release_namespace),
+            }
+    });
+    if granted {
+        return Ok(());
+    }
+    let group = if group.is_empty() { "core" } else { group };
+    let on = match (namespace, name) {
+        (Some(ns), Some(n)) => format!(" {ns}/{n}"),
+        (None, Some(n)) => format!(" {n}"),
+        (Some(ns), None) => format!(" in {ns}"),
+        (None, None) => String::new(),
+    };
+    Err(format!(
+        "{verb} on {group}/{resource}{on} is not granted to the controller's ServiceAccount \
+         (controller/core/src/rbac.rs and the chart's roles)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_controller_may_patch_ec2nodeclass_status_but_nobody_may_delete_a_class() {
+        let ok = authorize(
+            "karpenter.k8s.aws",
+            "ec2nodeclasses/status",
+            "patch",
+            Some("default"),
+            None,
+            "karpenter",
+        );
+        assert_eq!(ok, Ok(()));
+        let delete = authorize(
+            "karpenter.k8s.aws",
+            "ec2nodeclasses",
+            "delete",
+            Some("default"),
+            None,
+            "karpenter",
+        );
+        assert!(
+            delete.is_err_and(
+                |why| why.contains("delete on karpenter.k8s.aws/ec2nodeclasses default")
+            )
+        );
+    }
+
+    #[test]
+    fn the_lease_is_granted_by_name_in_the_release_namespace_only() {
+        let lease = |name, ns| {
+            authorize(
+                "coordination.k8s.io",
+                "leases",
+                "patch",
+                Some(name),
+                Some(ns),
+                "karpenter",
+            )
+        };
+        assert_eq!(lease(LEADER_ELECTION_LEASE, "karpenter"), Ok(()));
+        assert!(lease("someone-else", "karpenter").is_err());
+        assert!(lease(LEADER_ELECTION_LEASE, "default").is_err());
+    }
+}

@@ -11,11 +11,16 @@
 //!
 //! Checked only when capacity existed from the warning to then: no insufficient-capacity answer,
 //! no instance launched in it that bootstrapped too slowly (or never) to join
-//! [`REHOME_JOIN_SLACK`] before the reclaim, and no instance launched in it (a replacement)
-//! warned itself before the reclaim (a second storm taking the replacement back). EC2 throttling
-//! and 5xx answers do not excuse it: the controller retries them.
+//! [`REHOME_JOIN_SLACK`] before the reclaim, no replacement launched promptly (within
+//! [`REHOME_LAUNCH_PROMPT`] of the warning) whose node was still not Ready when the controller's
+//! hold ended ([`SPOT_EVICTION_HOLD_MAX`] after the warning: a boot and CNI start in the normal
+//! range can take longer than the notice leaves), no instance launched in it (a replacement)
+//! warned itself before the reclaim, and no later warning that took away the room the pods
+//! would otherwise have had (a second storm taking back the capacity they counted on: with
+//! those nodes' room counted, they fit). EC2 throttling and 5xx answers do not excuse it: the
+//! controller retries them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -34,6 +39,15 @@ pub const SPOT_NOTICE: Duration = fakecloud::SPOT_INTERRUPTION_NOTICE;
 /// A replacement for an interrupted node must be ready to join this long before the reclaim to
 /// count as capacity that existed (registration, initialization and pod start take about 15 s).
 pub const REHOME_JOIN_SLACK: Duration = Duration::from_secs(15);
+/// The controller's hold: eviction of an interrupted node starts at the latest this long after
+/// the warning, replacement ready or not (the rest of the notice is the pods' graceful shutdown).
+pub const SPOT_EVICTION_HOLD_MAX: Duration =
+    karpenter_core::interruption::handler::SPOT_EVICTION_HOLD_MAX;
+/// The controller is held to launching replacement capacity within this long of a spot warning:
+/// receiving the message, marking and deleting the claim, one provisioning batch (at most 10 s)
+/// and CreateFleet, each EC2 call taking up to 3 s under the `ec2-latency` fault. A replacement
+/// launched later that misses the hold is the controller's fault, not the world's.
+pub const REHOME_LAUNCH_PROMPT: Duration = Duration::from_secs(30);
 
 /// Pods of an interrupted node to find running elsewhere at the reclaim.
 #[derive(Clone, Debug)]
@@ -135,7 +149,11 @@ impl Check for Rehome {
                 self.excused += 1;
                 continue;
             }
-            let left = homeless(&check, step.pods(), step.nodes());
+            let left = homeless(&check, step.pods(), step.nodes(), &BTreeSet::new());
+            if !left.is_empty() && room_taken_back(&check, step) {
+                self.excused += 1;
+                continue;
+            }
             if !left.is_empty() {
                 out.push(Violation::at(
                     step.now,
@@ -160,7 +178,63 @@ fn capacity_missing(check: &RehomeCheck, step: &StepView<'_>) -> bool {
     step.history
         .capacity_lost(check.warned, step.now.min(check.due))
         || slow_replacement(check, step)
+        || replacement_missed_hold(check, step)
         || replacement_interrupted(check, step)
+}
+
+/// Whether a replacement launched promptly (within [`REHOME_LAUNCH_PROMPT`] of the warning) was
+/// still not a Ready node when the controller's hold ended: the world's boot and CNI start took
+/// longer than the notice leaves, so eviction had to start without it. Judged only once the hold
+/// has ended (a drain before it, with the replacement not Ready, is the controller's doing).
+fn replacement_missed_hold(check: &RehomeCheck, step: &StepView<'_>) -> bool {
+    // The message's `time` is whole seconds (EventBridge's format), and the hold runs from it.
+    let sent = Timestamp::from_second(check.warned.as_second()).unwrap_or(check.warned);
+    let hold_end = plus(sent, SPOT_EVICTION_HOLD_MAX);
+    if step.now < hold_end {
+        return false;
+    }
+    let prompt = plus(check.warned, REHOME_LAUNCH_PROMPT);
+    step.cloud.instances().iter().any(|instance| {
+        let launched = step
+            .cloud
+            .boot(&instance.instance_id)
+            .map(|boot| boot.launch_time);
+        launched.is_some_and(|t| t >= check.warned && t <= prompt)
+            && !ready_by(
+                node_of_instance(step.nodes(), &instance.instance_id),
+                hold_end,
+            )
+    })
+}
+
+/// Whether `node` exists and turned Ready at or before `by` (and is Ready now).
+fn ready_by(node: Option<&Value>, by: Timestamp) -> bool {
+    node.is_some_and(|node| {
+        node["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c["type"] == "Ready"
+                    && c["status"] == "True"
+                    && time_of(&c["lastTransitionTime"]).is_some_and(|t| t <= by)
+            })
+    })
+}
+
+/// Whether the pods would have had a home but for later spot warnings: counting the room of
+/// the nodes whose instances were warned after this one (up to the check), every pod fits. The
+/// cloud took back the capacity they counted on; nothing boots within what is left of the notice.
+fn room_taken_back(check: &RehomeCheck, step: &StepView<'_>) -> bool {
+    let until = step.now.min(check.due);
+    let taken: BTreeSet<String> = step
+        .history
+        .warnings()
+        .filter(|(id, warned)| *warned > check.warned && *warned <= until && *id != check.instance)
+        .filter_map(|(id, _)| node_of_instance(step.nodes(), id).map(name_of))
+        .map(str::to_string)
+        .collect();
+    !taken.is_empty() && homeless(check, step.pods(), step.nodes(), &taken).is_empty()
 }
 
 /// Whether an instance launched during the notice (a replacement) got a spot warning of its
@@ -186,8 +260,14 @@ fn slow_replacement(check: &RehomeCheck, step: &StepView<'_>) -> bool {
         .any(|(start, ready)| *start >= check.warned && *start <= check.due && *ready > latest)
 }
 
-/// The check's pods that have neither a replacement bound elsewhere nor room on another node.
-fn homeless(check: &RehomeCheck, pods: &[Value], nodes: &[Value]) -> Vec<String> {
+/// The check's pods that have neither a replacement bound elsewhere nor room on another node
+/// (`also`: nodes whose room counts even though they are going, see [`room_taken_back`]).
+fn homeless(
+    check: &RehomeCheck,
+    pods: &[Value],
+    nodes: &[Value],
+    also: &BTreeSet<String>,
+) -> Vec<String> {
     // Replacements: same owner, created since the warning, bound elsewhere.
     let mut replacements: Vec<Option<String>> = pods
         .iter()
@@ -221,15 +301,20 @@ fn homeless(check: &RehomeCheck, pods: &[Value], nodes: &[Value]) -> Vec<String>
     if unmatched.is_empty() {
         return Vec::new();
     }
-    first_fit_decreasing(unmatched, &mut free_room(&check.node, pods, nodes))
+    first_fit_decreasing(unmatched, &mut free_room(&check.node, pods, nodes, also))
 }
 
 /// Free allocatable of the Ready, schedulable, non-deleting, untainted nodes other than `node`.
 /// Any `NoSchedule`/`NoExecute` taint rules a node out (the managed node group's
 /// `CriticalAddonsOnly`, `karpenter.sh/disrupted`, a booting node's `not-ready`): the checked pods'
 /// tolerations are not kept, so a taint some pod tolerates still counts as no room — strict, never
-/// lenient.
-fn free_room(node: &str, pods: &[Value], nodes: &[Value]) -> Vec<(String, Resources)> {
+/// lenient. Nodes in `also` count whatever their state, if Ready.
+fn free_room(
+    node: &str,
+    pods: &[Value],
+    nodes: &[Value],
+    also: &BTreeSet<String>,
+) -> Vec<(String, Resources)> {
     let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
     for pod in pods.iter().filter(|p| !is_terminal(p)) {
         if let Some(node) = pod["spec"]["nodeName"].as_str() {
@@ -240,17 +325,9 @@ fn free_room(node: &str, pods: &[Value], nodes: &[Value]) -> Vec<(String, Resour
     nodes
         .iter()
         .filter(|n| name_of(n) != node && condition_true(n, "Ready"))
-        .filter(|n| !is_deleting(n) && n["spec"]["unschedulable"] != true)
         .filter(|n| {
-            !n["spec"]["taints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|t| {
-                    t["key"] == DISRUPTED_TAINT_KEY
-                        || t["effect"] == "NoSchedule"
-                        || t["effect"] == "NoExecute"
-                })
+            also.contains(name_of(n))
+                || (!is_deleting(n) && n["spec"]["unschedulable"] != true && !tainted(n))
         })
         .map(|n| {
             let room = resource_list(&n["status"]["allocatable"])
@@ -258,6 +335,19 @@ fn free_room(node: &str, pods: &[Value], nodes: &[Value]) -> Vec<(String, Resour
             (name_of(n).to_string(), room)
         })
         .collect()
+}
+
+/// Whether any `NoSchedule`/`NoExecute` taint (or `karpenter.sh/disrupted`) is on the node.
+fn tainted(node: &Value) -> bool {
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| {
+            t["key"] == DISRUPTED_TAINT_KEY
+                || t["effect"] == "NoSchedule"
+                || t["effect"] == "NoExecute"
+        })
 }
 
 /// Who replaces the pod when it goes: its controller owner reference, else its `app` label.

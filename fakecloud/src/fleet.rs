@@ -47,6 +47,12 @@ impl State {
         request: &CreateFleetRequest,
         iam: Option<&crate::iam::FakeIam>,
     ) -> Result<CreateFleetResponse, Ec2Error> {
+        // A launch template that does not exist fails the request itself, as EC2 validates it
+        // before anything is placed (`InvalidLaunchTemplateName.NotFoundException`); a failed
+        // request is not remembered under its client token, so a retry is a new attempt.
+        if self.templates.get(&request.launch_template_name).is_none() {
+            return Err(missing_template(&request.launch_template_name));
+        }
         let token = &request.client_token;
         if !token.is_empty()
             && let Some((previous, response)) = self.fleets.get(token)
@@ -145,15 +151,7 @@ impl State {
             .get(&request.launch_template_name)
             .map(|t| t.request.clone())
         else {
-            response.errors = every_override(
-                request,
-                "InvalidLaunchTemplateName.NotFoundException",
-                &format!(
-                    "The specified launch template, with template name {}, does not exist.",
-                    request.launch_template_name
-                ),
-            );
-            return Ok(response);
+            return Err(missing_template(&request.launch_template_name));
         };
         if let Some((code, message)) = self.template_refusal(&template) {
             response.errors = every_override(request, code, &message);
@@ -575,4 +573,14 @@ fn every_override(request: &CreateFleetRequest, code: &str, message: &str) -> Ve
         .iter()
         .map(|o| override_error(o, &o.zone, code, message))
         .collect()
+}
+
+/// EC2's answer to a CreateFleet naming a launch template that does not exist.
+fn missing_template(name: &str) -> Ec2Error {
+    Ec2Error::NotFound {
+        code: "InvalidLaunchTemplateName.NotFoundException".into(),
+        message: format!(
+            "The specified launch template, with template name {name}, does not exist."
+        ),
+    }
 }

@@ -77,6 +77,9 @@ pub struct Context {
     pub iam: Option<Arc<dyn InstanceProfiles>>,
     /// Profiles known to be in place, so a pass over many classes costs one IAM read each.
     pub profiles: Arc<ProfileCache>,
+    /// When each launch template was last used, for deleting the unused ones
+    /// ([`crate::nodeclass::garbagecollection`]).
+    pub templates: Arc<crate::nodeclass::garbagecollection::TemplateUsage>,
 }
 
 impl std::fmt::Debug for Context {
@@ -112,6 +115,7 @@ impl Context {
             options,
             iam: None,
             profiles: Arc::new(ProfileCache::default()),
+            templates: Arc::default(),
         }
     }
 

@@ -221,7 +221,7 @@ fn invalid_overrides_get_their_own_errors_while_a_valid_one_launches() {
 }
 
 #[test]
-fn a_missing_launch_template_fails_every_override() {
+fn a_missing_launch_template_fails_the_request_and_is_not_remembered_under_its_token() {
     let w = world(config());
     w.fleet(OnDemand, &[("m5.large", ZONE_A)], "warm-up");
     let mut request = w.request(
@@ -229,16 +229,17 @@ fn a_missing_launch_template_fails_every_override() {
         &[("m5.large", ZONE_A), ("m5.large", ZONE_B)],
         "lt",
     );
-    request.launch_template_name = "gone".into();
-    let response = block_on(w.ec2().create_fleet(&request)).expect("fleet");
-    assert!(response.instances.is_empty());
-    assert_eq!(response.errors.len(), 2);
+    let template = std::mem::replace(&mut request.launch_template_name, "gone".into());
+    request.client_token = "token-1".into();
+    let refused = block_on(w.ec2().create_fleet(&request));
     assert!(
-        response
-            .errors
-            .iter()
-            .all(|e| e.code == "InvalidLaunchTemplateName.NotFoundException")
+        matches!(&refused, Err(Ec2Error::NotFound { code, .. }) if code == "InvalidLaunchTemplateName.NotFoundException"),
+        "{refused:?}"
     );
+    // The same token with the template in place is a new attempt, not the remembered failure.
+    request.launch_template_name = template;
+    let launched = block_on(w.ec2().create_fleet(&request)).expect("fleet");
+    assert_eq!(launched.instances.len(), 1, "{launched:?}");
 }
 
 #[test]

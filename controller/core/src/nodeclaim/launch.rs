@@ -28,8 +28,8 @@ use crate::resources::Resources;
 use crate::scheduling::Requirements;
 use crate::seams::Retryable;
 use crate::seams::ec2::{
-    CreateFleetRequest, Ec2Error, Filter, FleetOverride, InstanceState, LaunchTemplateRequest,
-    Subnet,
+    CreateFleetRequest, CreateFleetResponse, Ec2Error, Filter, FleetOverride, InstanceState,
+    LaunchTemplateRequest, Subnet,
 };
 use crate::seams::kube::{KubeError, ObjectKey, Patch, ResourceKind};
 
@@ -504,17 +504,17 @@ pub async fn launch(
         security_groups,
         None,
     )?;
-    ensure_template(ctx, &template).await?;
     let request = CreateFleetRequest {
         capacity_block: false,
         capacity_type,
-        launch_template_name: template.name,
+        launch_template_name: template.name.clone(),
         overrides,
         tags,
         client_token: claim.uid().unwrap_or_else(|| claim.name_any()),
         context: class.spec.context.clone(),
     };
-    create_fleet(ctx, &request, image_id, now).await
+    let response = fleet_with_template(ctx, &template, &request).await?;
+    launched_from(ctx, &request, response, image_id, now)
 }
 
 /// Spot when the claim allows it and some spot offering is left in its subnets' zones, else
@@ -551,11 +551,12 @@ fn arch_of(t: &InstanceType) -> String {
 }
 
 /// Creates `template` unless one of its name exists (names are hashes of the content, so an
-/// existing one is this one).
+/// existing one is this one), and marks it used so the unused-template collector keeps it.
 async fn ensure_template(
     ctx: &Context,
     template: &LaunchTemplateRequest,
 ) -> Result<(), LaunchError> {
+    ctx.templates.used(&template.name, ctx.clock.now());
     match ctx.ec2.create_launch_template(template).await {
         Ok(_) => Ok(()),
         Err(Ec2Error::InvalidRequest { code, .. }) if code.contains("AlreadyExists") => Ok(()),
@@ -705,15 +706,46 @@ pub fn template_data(
     Ok(data)
 }
 
-/// CreateFleet for one instance; every capacity error marks its offering unavailable for
-/// [`UNAVAILABLE_TTL`], and a fleet that launched nothing is an insufficient-capacity error.
-async fn create_fleet(
+/// CreateFleet with `template`, made sure of first. A template EC2 says does not exist (deleted
+/// as unused the instant this launch took it up, see `nodeclass::garbagecollection`, or by
+/// another process while the EC2 cache still knew it) is forgotten, in the usage record and the
+/// cache (deleting a missing template succeeds), made again, and the fleet retried once, as
+/// upstream retries it.
+async fn fleet_with_template(
+    ctx: &Context,
+    template: &LaunchTemplateRequest,
+    request: &CreateFleetRequest,
+) -> Result<CreateFleetResponse, LaunchError> {
+    ensure_template(ctx, template).await?;
+    match ctx.ec2.create_fleet(request).await {
+        Err(err) if template_gone(&err) => {
+            tracing::info!(launch_template = %template.name, "launch template gone; making it again");
+            ctx.templates.forget(&template.name);
+            ctx.ec2.delete_launch_template(&template.name).await?;
+            ensure_template(ctx, template).await?;
+            Ok(ctx.ec2.create_fleet(request).await?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Whether CreateFleet failed because its launch template does not exist.
+fn template_gone(err: &Ec2Error) -> bool {
+    matches!(err, Ec2Error::NotFound { code, .. }
+        if code.starts_with("InvalidLaunchTemplateName.NotFound")
+            || code.starts_with("InvalidLaunchTemplateId.NotFound"))
+}
+
+/// The instance of a CreateFleet for one instance; every capacity error marks its offering
+/// unavailable for [`UNAVAILABLE_TTL`], and a fleet that launched nothing is an
+/// insufficient-capacity error.
+fn launched_from(
     ctx: &Context,
     request: &CreateFleetRequest,
+    response: CreateFleetResponse,
     image_id: String,
     now: Timestamp,
 ) -> Result<Launched, LaunchError> {
-    let response = ctx.ec2.create_fleet(request).await?;
     for error in &response.errors {
         if fleet::classify(&error.code) == fleet::FleetErrorClass::Capacity
             && let (Some(instance_type), Some(zone)) = (&error.instance_type, &error.zone)
@@ -817,7 +849,6 @@ async fn launch_reserved(
             security_groups.clone(),
             Some(&reservation),
         )?;
-        ensure_template(ctx, &template).await?;
         let request = CreateFleetRequest {
             capacity_block: reservation.kind
                 == crate::api::ec2nodeclass::ReservationType::CapacityBlock,
@@ -838,7 +869,7 @@ async fn launch_reserved(
             ),
             context: class.spec.context.clone(),
         };
-        let response = ctx.ec2.create_fleet(&request).await?;
+        let response = fleet_with_template(ctx, &template, &request).await?;
         if let Some(instance) = response.instances.into_iter().next() {
             ctx.reservations.mark_launched(&reservation.id, now);
             return Ok(Some(Launched {

@@ -38,6 +38,7 @@ use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
 use super::ResolveError;
 use super::instanceprofile::{self, InstanceProfileError};
 use super::resolve::term_filters;
+use super::{garbagecollection, termination};
 use crate::seams::Retryable;
 
 /// What one pass did.
@@ -45,8 +46,13 @@ use crate::seams::Retryable;
 pub struct StatusPass {
     /// Classes whose status or hash annotations were written.
     pub written: usize,
-    /// Classes whose resolution hit an EC2 error (kept their last status; retried next pass).
+    /// Classes whose resolution hit an EC2 error (kept their last status; retried next pass),
+    /// plus failed finalizations and template collections (retried next pass).
     pub ec2_errors: usize,
+    /// Deleted classes whose finalizer was removed this pass.
+    pub finalized: usize,
+    /// Launch templates deleted (unused, or of a deleted class).
+    pub templates_deleted: usize,
 }
 
 /// The EC2NodeClass status controller.
@@ -67,23 +73,66 @@ impl NodeClassStatus {
             state.node_classes.to_vec()
         };
         let mut pass = StatusPass::default();
+        let mut claims = None;
         for class in classes {
             if class.metadata.deletion_timestamp.is_some() {
+                if claims.is_none() {
+                    let mut state = self.ctx.state.lock().await;
+                    state.claims.sync(self.ctx.kube.as_ref()).await?;
+                    claims = Some(state.claims.to_vec());
+                }
+                let claims = claims.as_deref().unwrap_or_default();
+                self.finalize(&class, claims, &mut pass).await?;
                 continue;
             }
             let (written, ec2_error) = self.reconcile(&class).await?;
             pass.written += usize::from(written);
             pass.ec2_errors += usize::from(ec2_error);
         }
+        match garbagecollection::collect_unused_templates(&self.ctx).await {
+            Ok(deleted) => pass.templates_deleted += deleted,
+            Err(err) => {
+                tracing::warn!(%err, "deleting unused launch templates failed; retrying at the next collection");
+                pass.ec2_errors += 1;
+            }
+        }
         Ok(pass)
+    }
+
+    /// One pass of a deleting class's finalizer; EC2 and IAM errors are logged and retried next
+    /// pass, Kubernetes errors end the pass.
+    async fn finalize(
+        &self,
+        class: &EC2NodeClass,
+        claims: &[Arc<crate::api::NodeClaim>],
+        pass: &mut StatusPass,
+    ) -> Result<(), KubeError> {
+        match termination::finalize(&self.ctx, class, claims).await {
+            Ok(termination::Finalized::Done { templates }) => {
+                pass.finalized += 1;
+                pass.templates_deleted += templates;
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(termination::FinalizeError::Kube(err)) => Err(err),
+            Err(err) => {
+                tracing::warn!(class = %class.name_any(), %err, "finalizing the EC2NodeClass failed; retrying next pass");
+                pass.ec2_errors += 1;
+                Ok(())
+            }
+        }
     }
 
     /// One class: returns (anything written, an EC2 call failed).
     async fn reconcile(&self, class: &EC2NodeClass) -> Result<(bool, bool), KubeError> {
         let name = class.name_any();
         let key = ObjectKey::cluster(name.clone());
-        let mut written = false;
+        let mut written_any = false;
         let mut version = class.metadata.resource_version.clone();
+        if let Some(written) = termination::ensure_finalizer(&self.ctx, class).await? {
+            version = written;
+            written_any = true;
+        }
         let hash = ec2nodeclass_hash(class);
         let annotations = class.annotations();
         if annotations.get(EC2NODECLASS_HASH_ANNOTATION) != Some(&hash)
@@ -104,7 +153,7 @@ impl NodeClassStatus {
             version = annotated["metadata"]["resourceVersion"]
                 .as_str()
                 .map(String::from);
-            written = true;
+            written_any = true;
         }
         let before = class.status.clone().unwrap_or_default();
         let mut with_profile = before.clone();
@@ -130,9 +179,9 @@ impl NodeClassStatus {
                 .kube
                 .patch_status(&ResourceKind::EC2_NODE_CLASS, &key, &Patch::Merge(patch))
                 .await?;
-            written = true;
+            written_any = true;
         }
-        Ok((written, ec2_error || iam_error))
+        Ok((written_any, ec2_error || iam_error))
     }
 
     /// The instance-profile step: makes sure the class's profile exists and holds its role

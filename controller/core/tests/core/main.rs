@@ -16,6 +16,7 @@ mod leader;
 mod live_catalog;
 mod metrics;
 mod nodeclaim;
+mod nodeclass_termination;
 mod nodepool_status;
 mod operator_loops;
 mod plan;

@@ -17,7 +17,7 @@ use karpenter_core::interruption::messages::{
     DETAIL_TYPE_CAPACITY_RESERVATION_INTERRUPTION, Event, Metadata, SOURCE_EC2,
     SpotInterruptionDetail,
 };
-use karpenter_core::nodeclaim::{Lifecycle, Step};
+use karpenter_core::nodeclaim::Step;
 use karpenter_core::nodeclass::NodeClassStatus;
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, ManualClock};
@@ -77,14 +77,7 @@ impl World {
     fn launch(&self, claim: Value) -> Step {
         let name = claim["metadata"]["name"].as_str().unwrap().to_string();
         self.kube.apply(&ResourceKind::NODE_CLAIM, claim);
-        let lifecycle = Lifecycle::new(self.ctx.clone());
-        futures::executor::block_on(lifecycle.reconcile_all())
-            .expect("reconcile")
-            .into_iter()
-            .find(|(n, _)| *n == name)
-            .expect("reconciled")
-            .1
-            .expect("step")
+        support::lifecycle_step(&self.ctx, &name)
     }
 
     /// A reservation tagged `team: ml` (so the class selects it), resolved into the class.

@@ -11,6 +11,7 @@ use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::context::Context;
 use karpenter_core::nodeclaim::{
     GarbageCollector, LAUNCH_ATTEMPTS_MAX, Lifecycle, LifecycleError, Step,
+    launch::LAUNCH_CONFIGURATION_RETRY,
 };
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, Ec2, KubeApi, ManualClock};
@@ -543,6 +544,32 @@ fn finding_8_a_misconfigured_launch_sets_launched_false_with_an_event_and_backs_
         w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
         fleets,
         "backed off"
+    );
+}
+
+/// A claim whose launch EC2 refused launches at the next retry once the user fixed its class:
+/// the fixed class makes another launch template, so the retry is another request and carries
+/// another idempotency token (the claim's UID alone would be refused as
+/// `IdempotentParameterMismatch` until the launch timeout deleted the claim).
+#[test]
+fn a_claim_launches_at_the_next_retry_once_its_class_is_fixed() {
+    let w = world();
+    let mut class = objects::default_node_class();
+    class["spec"]["amiSelectorTerms"] = json!([{"id": "ami-0doesnotexist"}]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-f", &["m5.large"], &["on-demand"]),
+    );
+    assert!(matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(_))));
+    w.kube
+        .apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
+    w.clock.advance(LAUNCH_CONFIGURATION_RETRY);
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    assert_eq!(
+        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
+        2,
+        "the refused launch and the one after the fix"
     );
 }
 

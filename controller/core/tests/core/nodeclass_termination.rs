@@ -9,7 +9,7 @@ use std::time::Duration;
 use fakecloud::{Fake, FakeCloud, FakeIam};
 use karpenter_core::api::labels::AWS_TERMINATION_FINALIZER;
 use karpenter_core::context::Context;
-use karpenter_core::nodeclaim::{Lifecycle, Step};
+use karpenter_core::nodeclaim::Step;
 use karpenter_core::nodeclass::NodeClassStatus;
 use karpenter_core::nodeclass::garbagecollection::LAUNCH_TEMPLATE_UNUSED_TTL;
 use karpenter_core::nodeclass::instanceprofile::profile_name;
@@ -80,14 +80,7 @@ impl World {
     }
 
     fn reconcile(&self, name: &str) -> Step {
-        let lifecycle = Lifecycle::new(self.ctx.clone());
-        futures::executor::block_on(lifecycle.reconcile_all())
-            .expect("reconcile")
-            .into_iter()
-            .find(|(n, _)| *n == name)
-            .expect("reconciled")
-            .1
-            .expect("step")
+        support::lifecycle_step(&self.ctx, name)
     }
 
     /// Removes a claim outright (its finalizers dropped): what termination ends with.

@@ -71,3 +71,15 @@ pub fn context(kube: &Arc<ApiServer>, cloud: &Arc<FakeCloud>, clock: &Arc<Manual
         options(),
     )
 }
+
+/// Runs the NodeClaim lifecycle over every claim once; what it did to claim `name`.
+pub fn lifecycle_step(ctx: &Arc<Context>, name: &str) -> nodeclaim::Step {
+    let lifecycle = nodeclaim::Lifecycle::new(ctx.clone());
+    futures::executor::block_on(lifecycle.reconcile_all())
+        .expect("reconcile")
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .expect("reconciled")
+        .1
+        .expect("step")
+}

@@ -227,3 +227,14 @@ Feature: Launch
     Then within 3 minutes all pods of "web" are Running
     And every node has label "karpenter.sh/nodepool" = "fallback"
     And the EC2NodeClass "broken" has "Ready" = "False" saying ""
+
+  Scenario: a deleted EC2NodeClass waits for its nodes, then takes its launch templates and instance profile with it
+    # Its NodePool is not Ready while the class terminates (upstream: NodeClassTerminating), so
+    # nothing new launches and nothing is consolidated: the user deletes the nodes.
+    Given the NodePool "default" from "seed-000-default.yaml"
+    When the Deployment "web" with 2 replicas requesting 1 CPU is created
+    Then within 3 minutes all pods of "web" are Running
+    When the EC2NodeClass "default" is deleted
+    Then within 2 minutes the EC2NodeClass "default" waits for its NodeClaims, keeping its instance profile
+    When the NodeClaim of the node running "web" is deleted
+    Then within 10 minutes the EC2NodeClass "default" is gone with its launch templates and instance profile

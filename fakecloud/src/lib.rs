@@ -119,7 +119,7 @@ impl FakeCloud {
     }
 
     /// The attached IAM, if any.
-    pub(crate) fn iam(&self) -> Option<Arc<crate::iam::FakeIam>> {
+    pub fn iam(&self) -> Option<Arc<crate::iam::FakeIam>> {
         self.iam.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 

@@ -1,12 +1,15 @@
 //! Steps of `launch.feature`: the join data the controller is configured with, how long nodes
 //! stay NotReady, and what the launch produced — launch templates (user data, metadata options,
-//! block devices, names), instance tags, why instances never joined, and the managed node
-//! group Karpenter must leave alone.
+//! block devices, names), instance tags, why instances never joined, the managed node
+//! group Karpenter must leave alone, and what a deleted EC2NodeClass leaves behind.
 
 use std::collections::BTreeSet;
 
-use cucumber::{given, then};
+use cucumber::{given, then, when};
+use karpenter_core::api::labels::EC2NODECLASS_TAG;
+use karpenter_core::nodeclass::termination::WAITING_ON_NODECLAIMS_REASON;
 use karpenter_core::seams::ec2::{InstanceState, LaunchTemplateRequest};
+use karpenter_core::seams::kube::ResourceKind;
 use karpenter_features::SimWorld;
 use karpenter_features::observe::Snapshot;
 use serde_json::Value;
@@ -338,5 +341,91 @@ async fn class_condition(
         w.fail(format!(
             "EC2NodeClass {class}: want {type_}={status} saying {says:?}, got {condition}"
         ));
+    }
+}
+
+// ---- an EC2NodeClass's deletion ----
+
+/// `kubectl delete ec2nodeclass NAME`.
+#[when(expr = "the EC2NodeClass {string} is deleted")]
+async fn delete_class(w: &mut SimWorld, class: String) {
+    let key = karpenter_core::seams::kube::ObjectKey::cluster(&class);
+    if let Err(err) = w.delete_object(&ResourceKind::EC2_NODE_CLASS, &key).await {
+        w.fail(format!("deleting EC2NodeClass {class}: {err}"));
+    }
+}
+
+/// What is left of a class: the object (if it is still there), and the launch templates and
+/// instance profiles tagged with its name.
+async fn class_remains(w: &mut SimWorld, class: &str) -> (Option<Value>, usize, usize) {
+    let world = w.world().await;
+    let object = world
+        .api()
+        .objects(&ResourceKind::EC2_NODE_CLASS)
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == class);
+    let tagged = |tags: &std::collections::BTreeMap<String, String>| {
+        tags.get(EC2NODECLASS_TAG).map(String::as_str) == Some(class)
+    };
+    let templates = world
+        .cloud()
+        .launch_templates()
+        .iter()
+        .filter(|t| tagged(&t.tags))
+        .count();
+    let profiles = world
+        .cloud()
+        .iam()
+        .map(|iam| iam.profiles().iter().filter(|p| tagged(&p.tags)).count())
+        .unwrap_or(0);
+    (object, templates, profiles)
+}
+
+/// The launch templates are not checked here: unused ones go after a minute whether or not the
+/// class is deleted (`nodeclass::garbagecollection`).
+#[then(
+    expr = "within {period} the EC2NodeClass {string} waits for its NodeClaims, keeping its instance profile"
+)]
+async fn class_waits(w: &mut SimWorld, period: Period, class: String) {
+    w.wait_until(period.0, |s| {
+        let waiting = s
+            .events_with_reason(WAITING_ON_NODECLAIMS_REASON)
+            .any(|e| e.event.involved.kind == "EC2NodeClass" && e.event.key.name == class);
+        if waiting {
+            Ok(())
+        } else {
+            Err(format!(
+                "no {WAITING_ON_NODECLAIMS_REASON} event on EC2NodeClass {class}"
+            ))
+        }
+    })
+    .await;
+    match class_remains(w, &class).await {
+        (Some(object), _, profiles) if profiles > 0 => {
+            if object["metadata"]["deletionTimestamp"].is_null() {
+                w.fail(format!("EC2NodeClass {class} is not being deleted"));
+            }
+        }
+        left => w.fail(format!("EC2NodeClass {class} kept too little: {left:?}")),
+    }
+}
+
+#[then(
+    expr = "within {period} the EC2NodeClass {string} is gone with its launch templates and instance profile"
+)]
+async fn class_gone(w: &mut SimWorld, period: Period, class: String) {
+    let deadline = w.elapsed() + period.0;
+    loop {
+        let left = class_remains(w, &class).await;
+        if matches!(left, (None, 0, 0)) {
+            return;
+        }
+        if w.elapsed() >= deadline {
+            w.fail(format!(
+                "not within {}s: EC2NodeClass {class} left {left:?}",
+                period.0.as_secs()
+            ));
+        }
+        w.step().await;
     }
 }

@@ -82,6 +82,7 @@ pub mod nodeclass;
 pub mod nodepool;
 pub mod operator;
 pub mod plan;
+pub mod pod_metrics;
 pub mod provisioning;
 pub mod rbac;
 pub mod replacement;

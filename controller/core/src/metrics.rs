@@ -136,6 +136,27 @@ impl EncodeLabelSet for NodeLabels {
     }
 }
 
+/// The labels of `karpenter_pods_state` (`crate::pod_metrics::POD_STATE_LABELS`), sorted by
+/// name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PodStateLabels(pub Vec<(String, String)>);
+
+impl EncodeLabelSet for PodStateLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+}
+
+/// `name`, `namespace`: one pod (upstream's per-pod time gauges).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct PodKeyLabels {
+    pub name: String,
+    pub namespace: String,
+}
+
 /// `resource_type` (upstream's `cluster_utilization_percent`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ResourceTypeLabels {
@@ -336,6 +357,18 @@ pub struct Metrics {
     pub nodepools_limit: Family<NodePoolResourceLabels, SecondsGauge>,
     /// `karpenter_nodepools_usage{nodepool, resource_type}`.
     pub nodepools_usage: Family<NodePoolResourceLabels, SecondsGauge>,
+    /// `karpenter_nodepools_cost_total{nodepool}`: dollars per hour (`crate::state_metrics`).
+    pub nodepools_cost: Family<NodePoolLabels, SecondsGauge>,
+    /// `karpenter_pods_state`: 1 per pod (`crate::pod_metrics`).
+    pub pods_state: Family<PodStateLabels, Gauge>,
+    /// `karpenter_pods_startup_duration_seconds`: creation to Ready.
+    pub pods_startup_duration: Histogram,
+    /// `karpenter_pods_bound_duration_seconds`: creation to bound.
+    pub pods_bound_duration: Histogram,
+    /// `karpenter_pods_unstarted_time_seconds{name, namespace}`.
+    pub pods_unstarted_time: Family<PodKeyLabels, SecondsGauge>,
+    /// `karpenter_pods_unbound_time_seconds{name, namespace}`.
+    pub pods_unbound_time: Family<PodKeyLabels, SecondsGauge>,
 }
 
 /// Upstream's node gauges (`karpenter_nodes_<name>`) and their help texts.
@@ -427,6 +460,12 @@ impl Metrics {
             cluster_utilization: Family::default(),
             nodepools_limit: Family::default(),
             nodepools_usage: Family::default(),
+            nodepools_cost: Family::default(),
+            pods_state: Family::default(),
+            pods_startup_duration: upstream_duration_histogram(),
+            pods_bound_duration: upstream_duration_histogram(),
+            pods_unstarted_time: Family::default(),
+            pods_unbound_time: Family::default(),
         };
         // Consolidation never times out here: both series exist at 0 from the start.
         for consolidation_type in ["single", "multi"] {
@@ -566,6 +605,36 @@ impl Metrics {
             "nodepools_usage",
             "The amount of resources that have been provisioned for a nodepool, by nodepool and resource type.",
             self.nodepools_usage.clone(),
+        );
+        r.register(
+            "nodepools_cost_total",
+            "Total cost of the nodepool from Karpenter's perspective, in US dollars per hour: the catalog prices of its NodeClaims' offerings. Not an authoritative source for billing.",
+            self.nodepools_cost.clone(),
+        );
+        r.register(
+            "pods_state",
+            "Pod state is the current state of pods, labelled by pod name, namespace, owner, node, nodepool, zone, architecture, capacity type, instance type, phase and readiness.",
+            self.pods_state.clone(),
+        );
+        r.register(
+            "pods_startup_duration_seconds",
+            "The time from pod creation until the pod is running.",
+            self.pods_startup_duration.clone(),
+        );
+        r.register(
+            "pods_unstarted_time_seconds",
+            "The time from pod creation until the pod is running.",
+            self.pods_unstarted_time.clone(),
+        );
+        r.register(
+            "pods_bound_duration_seconds",
+            "The time from pod creation until the pod is bound.",
+            self.pods_bound_duration.clone(),
+        );
+        r.register(
+            "pods_unbound_time_seconds",
+            "The time from pod creation until the pod is bound.",
+            self.pods_unbound_time.clone(),
         );
     }
 
@@ -742,6 +811,21 @@ impl Metrics {
         };
         let _ = self.nodepools_limit.get_or_create(&pool_resource);
         let _ = self.nodepools_usage.get_or_create(&pool_resource);
+        let _ = self
+            .nodepools_cost
+            .get_or_create(&Self::nodepool("default"));
+        let _ = self.pods_state.get_or_create(&PodStateLabels(
+            crate::pod_metrics::POD_STATE_LABELS
+                .iter()
+                .map(|l| (l.to_string(), String::new()))
+                .collect(),
+        ));
+        let pod = PodKeyLabels {
+            name: "web-0".into(),
+            namespace: "default".into(),
+        };
+        let _ = self.pods_unstarted_time.get_or_create(&pod);
+        let _ = self.pods_unbound_time.get_or_create(&pod);
     }
 
     /// One series of every family, with placeholder labels: what `/metrics` shows once every

@@ -12,7 +12,10 @@
 //!   empty when the node does not carry it; cpu in cores, other resources in their units.
 //! - `karpenter_cluster_utilization_percent{resource_type}`: pod requests over allocatable,
 //!   over all nodes.
-//! - `karpenter_nodepools_limit{nodepool, resource_type}` and `karpenter_nodepools_usage`.
+//! - `karpenter_nodepools_limit{nodepool, resource_type}` and `karpenter_nodepools_usage`;
+//!   `karpenter_nodepools_cost_total{nodepool}`, the catalog prices of its NodeClaims' offerings
+//!   summed (dollars per hour).
+//! - the pod series of [`crate::pod_metrics`], from the same caches in the same pass.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -21,10 +24,15 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use kube_core::ResourceExt;
 
-use crate::api::NodePool;
-use crate::api::labels::{AWS_WELL_KNOWN_LABELS, NODEPOOL_LABEL, WELL_KNOWN_LABELS};
+use crate::api::labels::{
+    AWS_WELL_KNOWN_LABELS, CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, NODEPOOL_LABEL,
+    WELL_KNOWN_LABELS,
+};
+use crate::api::{NodeClaim, NodePool};
+use crate::catalog::{CapacityType, Catalog};
 use crate::context::Context;
 use crate::metrics::{Metrics, NodeLabels};
+use crate::pod_metrics::{PodSeries, PodTracker, apply_pods, compute_pods};
 use crate::resources::{CPU, PODS, Resources, parse_quantity};
 use crate::scheduling::pod::{is_owned_by_daemonset, pod_requests};
 use crate::seams::KubeError;
@@ -135,6 +143,8 @@ struct Series {
     nodes: BTreeMap<(&'static str, NodeLabels), f64>,
     utilization: BTreeMap<String, f64>,
     pools: BTreeMap<(&'static str, String, String), f64>,
+    /// NodePool → dollars per hour (`karpenter_nodepools_cost_total`).
+    costs: BTreeMap<String, f64>,
 }
 
 /// The node and NodePool metric controllers over one context.
@@ -142,6 +152,8 @@ pub struct StateMetrics {
     ctx: Arc<Context>,
     /// The series the last pass set, so those of deleted nodes and pools can be removed.
     previous: Mutex<Series>,
+    /// The pod series' memory and last pass (`crate::pod_metrics`).
+    pods: Mutex<(PodTracker, PodSeries)>,
 }
 
 impl StateMetrics {
@@ -149,6 +161,7 @@ impl StateMetrics {
         Self {
             ctx,
             previous: Mutex::new(Series::default()),
+            pods: Mutex::new((PodTracker::default(), PodSeries::default())),
         }
     }
 
@@ -160,7 +173,17 @@ impl StateMetrics {
             let nodes: Vec<&Node> = state.nodes.iter().map(|n| &**n).collect();
             let pods: Vec<&Pod> = state.pods.iter().map(|p| &**p).collect();
             let pools: Vec<&NodePool> = state.pools.iter().map(|p| &**p).collect();
-            compute(&nodes, &pods, &pools, now)
+            let by_name: BTreeMap<String, &Node> =
+                nodes.iter().map(|n| (n.name_any(), *n)).collect();
+            // No await while the tracker is held.
+            let mut tracked = self.pods.lock().unwrap_or_else(|p| p.into_inner());
+            let pod_series = compute_pods(&pods, &by_name, &mut tracked.0, now);
+            apply_pods(&self.ctx.metrics, &tracked.1, &pod_series);
+            tracked.1 = pod_series;
+            let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
+            let mut series = compute(&nodes, &pods, &pools, now);
+            series.costs = pool_costs(&pools, &claims, &self.ctx.catalog);
+            series
         };
         let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
         apply(&self.ctx.metrics, &previous, &series);
@@ -277,8 +300,66 @@ fn compute(nodes: &[&Node], pods: &[&Pod], pools: &[&NodePool], now: jiff::Times
     series
 }
 
+/// What a NodeClaim costs per hour from Karpenter's view (upstream's cluster cost): the
+/// catalog's price of the offering its labels name (instance type, zone, capacity type, and
+/// for a reserved claim its reservation); 0 when the catalog does not know it (not launched yet).
+fn claim_price(catalog: &Catalog, claim: &NodeClaim) -> f64 {
+    let labels = claim.labels();
+    let Some(instance_type) = labels
+        .get("node.kubernetes.io/instance-type")
+        .and_then(|t| catalog.get(t))
+    else {
+        return 0.0;
+    };
+    let zone = labels.get("topology.kubernetes.io/zone");
+    let capacity_type = labels
+        .get(CAPACITY_TYPE_LABEL)
+        .and_then(|c| CapacityType::from_label(c));
+    let reservation = labels
+        .get(CAPACITY_RESERVATION_ID_LABEL)
+        .map(String::as_str);
+    instance_type
+        .offerings
+        .iter()
+        .filter(|o| Some(&o.zone) == zone && Some(o.capacity_type) == capacity_type)
+        .find(|o| reservation.is_none() || o.reservation_id() == reservation)
+        .map_or(0.0, |o| o.price)
+}
+
+/// Every NodePool's cost: the prices of its NodeClaims, summed (`karpenter_nodepools_cost_total`;
+/// an estimate, not billing).
+fn pool_costs(
+    pools: &[&NodePool],
+    claims: &[&NodeClaim],
+    catalog: &Catalog,
+) -> BTreeMap<String, f64> {
+    let mut costs: BTreeMap<String, f64> = pools.iter().map(|p| (p.name_any(), 0.0)).collect();
+    for claim in claims {
+        let Some(pool) = claim.labels().get(NODEPOOL_LABEL) else {
+            continue;
+        };
+        if let Some(cost) = costs.get_mut(pool) {
+            *cost += claim_price(catalog, claim);
+        }
+    }
+    costs
+}
+
 /// Sets this pass's series and removes those of the last pass it no longer has.
 fn apply(metrics: &Metrics, previous: &Series, series: &Series) {
+    for (pool, cost) in &series.costs {
+        metrics
+            .nodepools_cost
+            .get_or_create(&Metrics::nodepool(pool))
+            .set(*cost);
+    }
+    for pool in previous
+        .costs
+        .keys()
+        .filter(|k| !series.costs.contains_key(*k))
+    {
+        metrics.nodepools_cost.remove(&Metrics::nodepool(pool));
+    }
     for ((family, labels), v) in &series.nodes {
         metrics.node_gauge(family).get_or_create(labels).set(*v);
     }

@@ -1,7 +1,9 @@
 //! `no-leaked-instances`: every live cluster instance (not shutting down or terminated) belongs
 //! to a NodeClaim once it is older than [`LEAK_WINDOW`]. An instance belongs to a claim when its
 //! id is in some claim's `status.providerID`, or its `karpenter.sh/nodeclaim` tag names an
-//! existing claim (a launch whose status write has not landed yet). Checked after every step.
+//! existing claim that records no instance yet (a launch whose status write has not landed). A
+//! second instance tagged with a claim that records another is a leaked duplicate. Checked after
+//! every step.
 
 use std::time::Duration;
 
@@ -27,7 +29,7 @@ impl Check for Leaks {
                 || instance
                     .tags
                     .get("karpenter.sh/nodeclaim")
-                    .is_some_and(|n| observation.claim_names.contains(n));
+                    .is_some_and(|n| observation.unlaunched_claims.contains(n));
             let age = step.now.duration_since(instance.launch_time).unsigned_abs();
             if !owned && age > LEAK_WINDOW {
                 out.push(Violation::at(

@@ -37,7 +37,8 @@ pub struct Observation {
     pub(super) live: Vec<Instance>,
     /// Instance ids in claims' `status.providerID`.
     pub(super) known_instances: BTreeSet<String>,
-    pub(super) claim_names: BTreeSet<String>,
+    /// Names of claims that record no instance yet (their launch's status write may be pending).
+    pub(super) unlaunched_claims: BTreeSet<String>,
     /// Claims neither registered nor deleting, with their creation time.
     pub(super) unregistered: Vec<(String, Option<Timestamp>)>,
 }
@@ -107,7 +108,7 @@ struct ApiSummary {
     nodes: usize,
     deleting_claims: usize,
     known_instances: BTreeSet<String>,
-    claim_names: BTreeSet<String>,
+    unlaunched_claims: BTreeSet<String>,
     unregistered: Vec<(String, Option<Timestamp>)>,
 }
 
@@ -152,8 +153,14 @@ impl ApiSummary {
                     .map(str::to_string)
             })
             .collect();
-        o.claim_names = claims
+        o.unlaunched_claims = claims
             .iter()
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_ref())
+                    .is_none()
+            })
             .filter_map(|c| c.metadata.name.clone())
             .collect();
         o.deleting_claims = claims
@@ -234,7 +241,7 @@ impl Observation {
             nodes: summary.nodes,
             deleting_claims: summary.deleting_claims,
             known_instances: summary.known_instances,
-            claim_names: summary.claim_names,
+            unlaunched_claims: summary.unlaunched_claims,
             unregistered: summary.unregistered,
             ..Default::default()
         };

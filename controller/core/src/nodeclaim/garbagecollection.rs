@@ -135,8 +135,11 @@ impl GarbageCollector {
         Ok((leaked.len(), deleted))
     }
 
-    /// Live instances no claim knows by provider id, nor by the claim-name tag (a claim that
-    /// just launched one may not have written its status yet), older than the grace period.
+    /// Live instances no claim knows by provider id, nor by the claim-name tag of a claim with no
+    /// instance yet (one that just launched may not have written its status), older than the
+    /// grace period. An instance tagged with a claim that records another instance is a
+    /// duplicate (a launch retried after its answer was lost) and is collected: the name alone
+    /// would keep it running, unowned, for as long as the claim lives.
     fn leaked(
         &self,
         claims: &[Arc<NodeClaim>],
@@ -146,6 +149,7 @@ impl GarbageCollector {
         let known: BTreeSet<String> = claims.iter().filter_map(|c| instance_id(c)).collect();
         let names: BTreeSet<String> = claims
             .iter()
+            .filter(|c| instance_id(c).is_none())
             .filter_map(|c| c.metadata.name.clone())
             .collect();
         instances

@@ -504,16 +504,15 @@ pub async fn launch(
         security_groups,
         None,
     )?;
-    let mut request = CreateFleetRequest {
+    let request = CreateFleetRequest {
         capacity_block: false,
         capacity_type,
         launch_template_name: template.name.clone(),
         overrides,
         tags,
-        client_token: String::new(),
+        client_token: claim.uid().unwrap_or_else(|| claim.name_any()),
         context: class.spec.context.clone(),
     };
-    request.client_token = fleet_token(claim, &request);
     let response = fleet_with_template(ctx, &template, &request).await?;
     launched_from(ctx, &request, response, image_id, now)
 }
@@ -728,36 +727,6 @@ async fn fleet_with_template(
         }
         other => Ok(other?),
     }
-}
-
-/// Characters of the claim's UID (or name, without one) a fleet token keeps: with `-` and 16 hex
-/// digits it stays within EC2's 64.
-const FLEET_TOKEN_ID_LEN_MAX: usize = 47;
-
-/// The CreateFleet idempotency token of a claim's launch: its UID and a hash of what the request
-/// asks for (template, capacity type, overrides, context). A retry of the same request (its
-/// answer lost) gets the same token, so EC2 answers it instead of launching a second instance;
-/// a changed request (the user fixed the class, so the template changed; other offerings are
-/// left) gets a new one, where reusing the token would be refused as
-/// `IdempotentParameterMismatch` until the launch timeout.
-fn fleet_token(claim: &NodeClaim, request: &CreateFleetRequest) -> String {
-    let mut asked = format!(
-        "{}\n{}\n{}",
-        request.launch_template_name,
-        request.capacity_type.label(),
-        request.context.as_deref().unwrap_or_default()
-    );
-    for o in &request.overrides {
-        asked.push_str(&format!("\n{} {}", o.instance_type, o.subnet_id));
-    }
-    let hash = crate::catalog::builtin::fnv1a64(asked.as_bytes());
-    let uid: String = claim
-        .uid()
-        .unwrap_or_else(|| claim.name_any())
-        .chars()
-        .take(FLEET_TOKEN_ID_LEN_MAX)
-        .collect();
-    format!("{uid}-{hash:016x}")
 }
 
 /// Whether CreateFleet failed because its launch template does not exist.

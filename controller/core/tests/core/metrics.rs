@@ -157,6 +157,7 @@ fn a_provisioning_pass_records_created_claims_scheduling_time_and_cluster_state(
 
 #[test]
 fn node_and_nodepool_gauges_follow_the_cluster_and_drop_a_deleted_node() {
+    // The pool's cost is its claim's offering price (upstream's `nodepools_cost_total`).
     use karpenter_core::seams::KubeApi;
     use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
     use karpenter_core::state_metrics::StateMetrics;
@@ -180,6 +181,23 @@ fn node_and_nodepool_gauges_follow_the_cluster_and_drop_a_deleted_node() {
     let mut pool = super::validation::nodepool();
     pool["spec"]["limits"] = json!({"cpu": "100"});
     kube.apply(&ResourceKind::NODE_POOL, pool);
+    let mut claim = super::support::objects::nodeclaim("default-a").json();
+    for (k, v) in [
+        ("node.kubernetes.io/instance-type", "m5.large"),
+        ("topology.kubernetes.io/zone", "us-west-2a"),
+        ("karpenter.sh/capacity-type", "spot"),
+    ] {
+        claim["metadata"]["labels"][k] = json!(v);
+    }
+    kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    let price = karpenter_core::catalog::Catalog::builtin()
+        .get("m5.large")
+        .expect("m5.large")
+        .offerings
+        .iter()
+        .find(|o| o.zone == "us-west-2a" && o.capacity_type.label() == "spot")
+        .expect("offering")
+        .price;
     let metrics = StateMetrics::new(ctx.clone());
     // The gauges read the caches as the controllers last synced them.
     let sync = || {
@@ -211,6 +229,12 @@ fn node_and_nodepool_gauges_follow_the_cluster_and_drop_a_deleted_node() {
         Some("25.0")
     );
     assert_eq!(line("nodepools_limit", "cpu").as_deref(), Some("100.0"));
+    let cost = text
+        .lines()
+        .find(|l| l.starts_with("karpenter_nodepools_cost_total{nodepool=\"default\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok());
+    assert_eq!(cost, Some(price), "the claim's spot price: {text}");
     let allocatable = text
         .lines()
         .find(|l| l.starts_with("karpenter_nodes_allocatable{"))
@@ -237,5 +261,133 @@ fn node_and_nodepool_gauges_follow_the_cluster_and_drop_a_deleted_node() {
     assert!(
         !text.contains("node_name=\"ip-10-0-0-1\""),
         "a deleted node's series are removed: {text}"
+    );
+}
+
+fn pod(
+    name: &str,
+    created: &str,
+    phase: &str,
+    conditions: &[(&str, &str)],
+    node: Option<&str>,
+) -> k8s_openapi::api::core::v1::Pod {
+    let conditions: Vec<serde_json::Value> = conditions
+        .iter()
+        .map(|(type_, at)| serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": at}))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "creationTimestamp": created,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u"}]},
+        "spec": {"containers": [], "nodeName": node},
+        "status": {"phase": phase, "conditions": conditions}
+    }))
+    .expect("pod")
+}
+
+fn at(text: &str) -> jiff::Timestamp {
+    text.parse().expect("timestamp")
+}
+
+/// Issue 15: upstream's pod metric controller. A pod running before the first pass is not timed;
+/// a pending one shows its unbound and unstarted time, then is observed once when bound and
+/// Ready; a pod created and started between two passes is still timed; a deleted pod's series go.
+#[test]
+fn pod_series_time_binding_and_startup_once_and_drop_deleted_pods() {
+    use karpenter_core::pod_metrics::{PodSeries, PodTracker, apply_pods, compute_pods};
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "default",
+            "topology.kubernetes.io/zone": "us-west-2a", "karpenter.sh/capacity-type": "spot"}}
+    }))
+    .expect("node");
+    let nodes = BTreeMap::from([("n1".to_string(), &node)]);
+    let metrics = Metrics::new();
+    let mut tracker = PodTracker::default();
+    let old = pod(
+        "old",
+        "2026-01-01T00:00:00Z",
+        "Running",
+        &[
+            ("PodScheduled", "2026-01-01T00:00:01Z"),
+            ("Ready", "2026-01-01T00:00:02Z"),
+        ],
+        Some("n1"),
+    );
+    let b = pod("b", "2026-01-01T00:09:55Z", "Pending", &[], None);
+    let first = compute_pods(
+        &[&old, &b],
+        &nodes,
+        &mut tracker,
+        at("2026-01-01T00:10:00Z"),
+    );
+    apply_pods(&metrics, &PodSeries::default(), &first);
+    assert!(
+        first.started.is_empty() && first.bound.is_empty(),
+        "{first:?}"
+    );
+    let b_key = ("b".to_string(), "default".to_string());
+    assert_eq!(first.unbound.get(&b_key), Some(&5.0));
+    assert_eq!(first.unstarted.get(&b_key), Some(&5.0));
+    let text = metrics.encode();
+    assert!(
+        text.contains("owner=\"/apis/apps/v1/namespaces/default/replicasets/web-1\""),
+        "{text}"
+    );
+    assert!(text.contains("managed=\"true\"") && text.contains("zone=\"us-west-2a\""));
+
+    let b = pod(
+        "b",
+        "2026-01-01T00:09:55Z",
+        "Running",
+        &[
+            ("PodScheduled", "2026-01-01T00:10:05Z"),
+            ("Ready", "2026-01-01T00:10:15Z"),
+        ],
+        Some("n1"),
+    );
+    let c = pod(
+        "c",
+        "2026-01-01T00:10:03Z",
+        "Running",
+        &[
+            ("PodScheduled", "2026-01-01T00:10:04Z"),
+            ("Ready", "2026-01-01T00:10:06Z"),
+        ],
+        Some("n1"),
+    );
+    let second = compute_pods(
+        &[&old, &b, &c],
+        &nodes,
+        &mut tracker,
+        at("2026-01-01T00:10:20Z"),
+    );
+    apply_pods(&metrics, &first, &second);
+    let mut started = second.started.clone();
+    started.sort_by(f64::total_cmp);
+    assert_eq!(
+        started,
+        vec![3.0, 20.0],
+        "b from creation to Ready, and c though never seen pending"
+    );
+    let mut bound = second.bound.clone();
+    bound.sort_by(f64::total_cmp);
+    assert_eq!(bound, vec![1.0, 10.0]);
+    assert!(second.unbound.is_empty() && second.unstarted.is_empty());
+
+    let third = compute_pods(
+        &[&old, &c],
+        &nodes,
+        &mut tracker,
+        at("2026-01-01T00:10:30Z"),
+    );
+    apply_pods(&metrics, &second, &third);
+    assert!(
+        third.started.is_empty() && third.bound.is_empty(),
+        "observed once"
+    );
+    let text = metrics.encode();
+    assert!(!text.contains("name=\"b\""), "b's series are gone: {text}");
+    assert!(
+        text.contains("karpenter_pods_startup_duration_seconds_count 2"),
+        "{text}"
     );
 }

@@ -11,7 +11,6 @@ use karpenter_core::catalog::{CapacityType, Catalog};
 use karpenter_core::context::Context;
 use karpenter_core::nodeclaim::{
     GarbageCollector, LAUNCH_ATTEMPTS_MAX, Lifecycle, LifecycleError, Step,
-    launch::LAUNCH_CONFIGURATION_RETRY,
 };
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, Ec2, KubeApi, ManualClock};
@@ -330,6 +329,66 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
     });
 }
 
+/// A second instance tagged with a claim that records another one (a launch retried after its
+/// answer was lost, under another token) is a leaked duplicate: its name tag must not keep it
+/// running for as long as the claim lives.
+#[test]
+fn garbage_collection_terminates_a_duplicate_tagged_with_a_claim_that_records_another_instance() {
+    use karpenter_core::seams::ec2::{CreateFleetRequest, FleetOverride};
+    let w = world();
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-d", &["m5.large"], &["on-demand"]),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    let first = w.cloud.instances()[0].clone();
+    futures::executor::block_on(async {
+        let template = w.cloud.launch_templates()[0].name.clone();
+        let duplicate = w
+            .cloud
+            .create_fleet(&CreateFleetRequest {
+                capacity_block: false,
+                capacity_type: CapacityType::OnDemand,
+                launch_template_name: template,
+                overrides: vec![FleetOverride {
+                    instance_type: first.instance_type.clone(),
+                    subnet_id: first.subnet_id.clone(),
+                    zone: first.zone.clone(),
+                    price: None,
+                }],
+                tags: first.tags.clone(),
+                client_token: "another-token".into(),
+                context: None,
+            })
+            .await
+            .expect("fleet");
+        assert_eq!(duplicate.instances.len(), 1);
+        w.clock.advance(Duration::from_secs(10));
+        assert_eq!(
+            w.garbage_collector.collect().await.expect("gc"),
+            (0, 0),
+            "inside the grace period"
+        );
+        w.clock.advance(Duration::from_secs(30));
+        assert_eq!(w.garbage_collector.collect().await.expect("gc"), (1, 0));
+    });
+    let live: Vec<String> = w
+        .cloud
+        .instances()
+        .into_iter()
+        .filter(|i| {
+            i.state != karpenter_core::seams::ec2::InstanceState::Terminated
+                && i.state != karpenter_core::seams::ec2::InstanceState::ShuttingDown
+        })
+        .map(|i| i.instance_id)
+        .collect();
+    assert_eq!(
+        live,
+        vec![first.instance_id],
+        "the claim's own instance stays"
+    );
+}
+
 #[test]
 fn a_claim_for_a_missing_node_class_is_deleted_with_an_event() {
     let w = world();
@@ -544,32 +603,6 @@ fn finding_8_a_misconfigured_launch_sets_launched_false_with_an_event_and_backs_
         w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
         fleets,
         "backed off"
-    );
-}
-
-/// A claim whose launch EC2 refused launches at the next retry once the user fixed its class:
-/// the fixed class makes another launch template, so the retry is another request and carries
-/// another idempotency token (the claim's UID alone would be refused as
-/// `IdempotentParameterMismatch` until the launch timeout deleted the claim).
-#[test]
-fn a_claim_launches_at_the_next_retry_once_its_class_is_fixed() {
-    let w = world();
-    let mut class = objects::default_node_class();
-    class["spec"]["amiSelectorTerms"] = json!([{"id": "ami-0doesnotexist"}]);
-    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-f", &["m5.large"], &["on-demand"]),
-    );
-    assert!(matches!(&w.reconcile()[0].1, Ok(Step::LaunchFailed(_))));
-    w.kube
-        .apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
-    w.clock.advance(LAUNCH_CONFIGURATION_RETRY);
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
-    assert_eq!(
-        w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
-        2,
-        "the refused launch and the one after the fix"
     );
 }
 

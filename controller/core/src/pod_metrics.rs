@@ -1,0 +1,268 @@
+//! Upstream's pod metric controller (`metrics.pod`): where every pod is, and how long pods take
+//! to be bound and to start. Computed with the node and NodePool gauges
+//! ([`crate::state_metrics`], every `STATE_METRICS_INTERVAL`) from the watch-fed pod and node
+//! caches; series of pods that are gone are removed.
+//!
+//! - `karpenter_pods_state`: 1 per pod, labelled `name`, `namespace`, `owner` (the first owner
+//!   reference as the self link upstream builds), `node`, `scheduled`, `phase`, `ready`, and from
+//!   its node `zone`, `arch`, `capacity_type`, `instance_type`, `nodepool`, `managed`.
+//! - `karpenter_pods_unbound_time_seconds{name, namespace}`: creation until now, of a Pending pod
+//!   not yet `PodScheduled`; `karpenter_pods_unstarted_time_seconds{name, namespace}`: creation
+//!   until now, of a Pending pod (and of one seen pending that is neither Ready nor finished).
+//! - `karpenter_pods_bound_duration_seconds`: creation to `PodScheduled`, observed once per pod
+//!   when it leaves Pending bound; `karpenter_pods_startup_duration_seconds`: creation to
+//!   `Ready`, observed once per pod when it turns Ready.
+//!
+//! Deliberate differences: upstream reconciles on every pod event and observes only pods it saw
+//! Pending; sampled every 10 s, a pod could be Pending and Ready between two passes, so here a
+//! pod also counts if it was created after the first pass (it was pending while we watched).
+//! `startup_duration_seconds` is a histogram with upstream's duration buckets, not a summary
+//! (prometheus-client has no summary). The alpha `provisioning_*` series (timed from when the
+//! provisioner first thought a pod schedulable) are not exported.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube_core::ResourceExt;
+
+use crate::api::labels::{CAPACITY_TYPE_LABEL, NODEPOOL_LABEL};
+use crate::metrics::{Metrics, PodKeyLabels, PodStateLabels};
+
+/// The labels of `karpenter_pods_state`, sorted (upstream's `labelNames`).
+pub const POD_STATE_LABELS: [&str; 13] = [
+    "arch",
+    "capacity_type",
+    "instance_type",
+    "managed",
+    "name",
+    "namespace",
+    "node",
+    "nodepool",
+    "owner",
+    "phase",
+    "ready",
+    "scheduled",
+    "zone",
+];
+
+/// What the pod series remember between passes (upstream's `pendingPods`/`unscheduledPods`).
+#[derive(Debug, Default)]
+pub struct PodTracker {
+    /// The first pass: pods created after it were pending while we watched.
+    first_pass: Option<Timestamp>,
+    /// Pods seen Pending whose start is not observed yet, by `namespace/name`.
+    pending: BTreeSet<String>,
+    /// Pods seen Pending whose binding is not observed yet.
+    unbound: BTreeSet<String>,
+    /// Pods whose start, and whose binding, were observed (so never twice).
+    started: BTreeSet<String>,
+    bound: BTreeSet<String>,
+}
+
+/// One pass's pod series and observations.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodSeries {
+    pub state: BTreeSet<PodStateLabels>,
+    /// (name, namespace) → seconds.
+    pub unstarted: BTreeMap<(String, String), f64>,
+    pub unbound: BTreeMap<(String, String), f64>,
+    /// Startup and bound durations observed this pass, in seconds.
+    pub started: Vec<f64>,
+    pub bound: Vec<f64>,
+}
+
+/// The status condition `type_` of a pod: (is it True, its last transition).
+fn condition(pod: &Pod, type_: &str) -> (bool, Option<Timestamp>) {
+    let found = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_));
+    (
+        found.is_some_and(|c| c.status == "True"),
+        found.and_then(|c| c.last_transition_time.as_ref().map(|t| t.0)),
+    )
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
+}
+
+/// The self link of the pod's first owner, as upstream builds it (`/apis/<apiVersion>/namespaces/
+/// <namespace>/<kind, lower case>s/<name>`).
+fn owner(pod: &Pod) -> String {
+    pod.owner_references()
+        .first()
+        .map(|o| {
+            format!(
+                "/apis/{}/namespaces/{}/{}s/{}",
+                o.api_version,
+                pod.namespace().unwrap_or_default(),
+                o.kind.to_lowercase(),
+                o.name
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// `karpenter_pods_state`'s labels of `pod` on `node` (if it is bound to one we know).
+fn state_labels(pod: &Pod, node: Option<&Node>) -> PodStateLabels {
+    let node_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let label = |key: &str| {
+        node.and_then(|n| n.labels().get(key).cloned())
+            .unwrap_or_default()
+    };
+    let nodepool = label(NODEPOOL_LABEL);
+    let mut labels = vec![
+        ("arch".to_string(), label("kubernetes.io/arch")),
+        ("capacity_type".into(), label(CAPACITY_TYPE_LABEL)),
+        (
+            "instance_type".into(),
+            label("node.kubernetes.io/instance-type"),
+        ),
+        ("managed".into(), (!nodepool.is_empty()).to_string()),
+        ("name".into(), pod.name_any()),
+        ("namespace".into(), pod.namespace().unwrap_or_default()),
+        ("scheduled".into(), (!node_name.is_empty()).to_string()),
+        ("node".into(), node_name),
+        ("nodepool".into(), nodepool),
+        ("owner".into(), owner(pod)),
+        ("phase".into(), phase(pod).to_string()),
+        ("ready".into(), condition(pod, "Ready").0.to_string()),
+        ("zone".into(), label("topology.kubernetes.io/zone")),
+    ];
+    labels.sort();
+    PodStateLabels(labels)
+}
+
+fn seconds(from: Timestamp, to: Timestamp) -> f64 {
+    to.duration_since(from).as_secs_f64().max(0.0)
+}
+
+/// One pass over every pod (`nodes` by name), updating `tracker`.
+pub fn compute_pods(
+    pods: &[&Pod],
+    nodes: &BTreeMap<String, &Node>,
+    tracker: &mut PodTracker,
+    now: Timestamp,
+) -> PodSeries {
+    let first_pass = *tracker.first_pass.get_or_insert(now);
+    let mut series = PodSeries::default();
+    let mut present = BTreeSet::new();
+    for pod in pods {
+        let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+        present.insert(key.clone());
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .and_then(|n| nodes.get(n).copied());
+        series.state.insert(state_labels(pod, node));
+        let created = pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |t| t.0);
+        let watched = created > first_pass;
+        let id = (pod.name_any(), pod.namespace().unwrap_or_default());
+        let pending = phase(pod) == "Pending";
+        let terminal = matches!(phase(pod), "Succeeded" | "Failed");
+        // Startup: creation to Ready.
+        let (ready, ready_at) = condition(pod, "Ready");
+        if pending {
+            tracker.pending.insert(key.clone());
+        }
+        let tracked =
+            tracker.pending.contains(&key) || (watched && !tracker.started.contains(&key));
+        if ready && tracked && !tracker.started.contains(&key) {
+            series
+                .started
+                .push(seconds(created, ready_at.unwrap_or(now)));
+            tracker.started.insert(key.clone());
+            tracker.pending.remove(&key);
+        } else if terminal {
+            tracker.pending.remove(&key);
+        } else if pending || tracker.pending.contains(&key) {
+            series.unstarted.insert(id.clone(), seconds(created, now));
+        }
+        // Binding: creation to PodScheduled.
+        let (scheduled, scheduled_at) = condition(pod, "PodScheduled");
+        if pending {
+            if !scheduled {
+                series.unbound.insert(id, seconds(created, now));
+            }
+            tracker.unbound.insert(key.clone());
+        } else if scheduled
+            && !tracker.bound.contains(&key)
+            && (tracker.unbound.contains(&key) || watched)
+        {
+            series
+                .bound
+                .push(seconds(created, scheduled_at.unwrap_or(now)));
+            tracker.bound.insert(key.clone());
+            tracker.unbound.remove(&key);
+        }
+    }
+    for set in [
+        &mut tracker.pending,
+        &mut tracker.unbound,
+        &mut tracker.started,
+        &mut tracker.bound,
+    ] {
+        set.retain(|k| present.contains(k));
+    }
+    series
+}
+
+/// Sets this pass's pod series, removes those of the last pass it no longer has, and records
+/// its observations.
+pub fn apply_pods(metrics: &Metrics, previous: &PodSeries, series: &PodSeries) {
+    for labels in &series.state {
+        metrics.pods_state.get_or_create(labels).set(1);
+    }
+    for labels in previous.state.difference(&series.state) {
+        metrics.pods_state.remove(labels);
+    }
+    let families = [
+        (
+            &metrics.pods_unstarted_time,
+            &previous.unstarted,
+            &series.unstarted,
+        ),
+        (
+            &metrics.pods_unbound_time,
+            &previous.unbound,
+            &series.unbound,
+        ),
+    ];
+    for (family, before, now) in families {
+        for ((name, namespace), v) in now {
+            family
+                .get_or_create(&PodKeyLabels {
+                    name: name.clone(),
+                    namespace: namespace.clone(),
+                })
+                .set(*v);
+        }
+        for (name, namespace) in before.keys().filter(|k| !now.contains_key(*k)) {
+            family.remove(&PodKeyLabels {
+                name: name.clone(),
+                namespace: namespace.clone(),
+            });
+        }
+    }
+    for v in &series.started {
+        metrics.pods_startup_duration.observe(*v);
+    }
+    for v in &series.bound {
+        metrics.pods_bound_duration.observe(*v);
+    }
+}

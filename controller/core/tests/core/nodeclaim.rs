@@ -60,6 +60,15 @@ fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
 }
 
 impl World {
+    /// Applies an on-demand m5.large claim `name` and launches it (the only claim).
+    fn launch_on_demand(&self, name: &str) {
+        self.kube.apply(
+            &ResourceKind::NODE_CLAIM,
+            claim(name, &["m5.large"], &["on-demand"]),
+        );
+        assert_eq!(self.reconcile()[0].1, Ok(Step::Launched));
+    }
+
     fn claim(&self, name: &str) -> Option<NodeClaim> {
         self.kube
             .objects(&ResourceKind::NODE_CLAIM)
@@ -238,11 +247,7 @@ fn an_insufficient_capacity_error_deletes_the_claim_and_marks_the_offerings_unav
 #[test]
 fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
     let w = world();
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-c", &["m5.large"], &["on-demand"]),
-    );
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.launch_on_demand("default-c");
     w.clock.advance(Duration::from_secs(14 * 60));
     assert_eq!(w.reconcile()[0].1, Ok(Step::Waiting));
     w.clock.advance(Duration::from_secs(61));
@@ -277,11 +282,7 @@ fn a_claim_whose_node_never_registers_is_deleted_after_fifteen_minutes() {
 #[test]
 fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_again() {
     let w = world();
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-d", &["m5.large"], &["on-demand"]),
-    );
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.launch_on_demand("default-d");
     // The status write is lost (a crash right after CreateFleet): the claim looks unlaunched.
     let mut lost = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
     lost["status"] = json!({});
@@ -300,11 +301,7 @@ fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_a
 #[test]
 fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_period() {
     let w = world();
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-e", &["m5.large"], &["on-demand"]),
-    );
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.launch_on_demand("default-e");
     // The claim disappears without its finalizer running (someone force-removed it).
     futures::executor::block_on(async {
         let mut orphan = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
@@ -336,11 +333,7 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
 fn garbage_collection_terminates_a_duplicate_tagged_with_a_claim_that_records_another_instance() {
     use karpenter_core::seams::ec2::{CreateFleetRequest, FleetOverride};
     let w = world();
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-d", &["m5.large"], &["on-demand"]),
-    );
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.launch_on_demand("default-d");
     let first = w.cloud.instances()[0].clone();
     futures::executor::block_on(async {
         let template = w.cloud.launch_templates()[0].name.clone();
@@ -412,11 +405,7 @@ fn a_launch_throttled_twice_is_retried_in_the_same_reconcile() {
         fakecloud::Operation::CreateFleet,
         [fakecloud::Fault::Throttle, fakecloud::Fault::Throttle],
     );
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-a", &["m5.large"], &["on-demand"]),
-    );
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.launch_on_demand("default-a");
     assert_eq!(w.cloud.instances().len(), 1);
     assert_eq!(
         w.cloud.calls_of(fakecloud::Operation::CreateFleet).len(),
@@ -456,11 +445,7 @@ fn a_launch_whose_answer_was_lost_is_adopted_on_the_retry_not_launched_again() {
         fakecloud::Operation::CreateFleet,
         [fakecloud::Fault::LostResponse],
     );
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-a", &["m5.large"], &["on-demand"]),
-    );
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.launch_on_demand("default-a");
     assert_eq!(w.cloud.instances().len(), 1, "{:?}", w.cloud.instances());
 }
 
@@ -683,11 +668,7 @@ fn registrations_and_registration_timeouts_set_the_nodepools_registration_health
     let w = world();
     w.kube
         .apply(&ResourceKind::NODE_POOL, super::validation::nodepool());
-    w.kube.apply(
-        &ResourceKind::NODE_CLAIM,
-        claim("default-a", &["m5.large"], &["on-demand"]),
-    );
-    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    w.launch_on_demand("default-a");
     let launched = w.claim("default-a").expect("claim");
     w.register_node(&launched, json!([]));
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));

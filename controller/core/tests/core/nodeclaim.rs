@@ -60,6 +60,19 @@ fn claim(name: &str, types: &[&str], capacity_types: &[&str]) -> Value {
 }
 
 impl World {
+    /// Garbage collection leaves the one unowned instance alone 10 s in, and terminates it once
+    /// the 30 s grace period has passed.
+    async fn collected_after_the_grace_period(&self) {
+        self.clock.advance(Duration::from_secs(10));
+        assert_eq!(
+            self.garbage_collector.collect().await.expect("gc"),
+            (0, 0),
+            "inside the grace period"
+        );
+        self.clock.advance(Duration::from_secs(30));
+        assert_eq!(self.garbage_collector.collect().await.expect("gc"), (1, 0));
+    }
+
     /// Applies an on-demand m5.large claim `name` and launches it (the only claim).
     fn launch_on_demand(&self, name: &str) {
         self.kube.apply(
@@ -315,14 +328,7 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
             )
             .await
             .expect("delete");
-        w.clock.advance(Duration::from_secs(10));
-        assert_eq!(
-            w.garbage_collector.collect().await.expect("gc"),
-            (0, 0),
-            "inside the grace period"
-        );
-        w.clock.advance(Duration::from_secs(30));
-        assert_eq!(w.garbage_collector.collect().await.expect("gc"), (1, 0));
+        w.collected_after_the_grace_period().await;
     });
 }
 
@@ -356,14 +362,7 @@ fn garbage_collection_terminates_a_duplicate_tagged_with_a_claim_that_records_an
             .await
             .expect("fleet");
         assert_eq!(duplicate.instances.len(), 1);
-        w.clock.advance(Duration::from_secs(10));
-        assert_eq!(
-            w.garbage_collector.collect().await.expect("gc"),
-            (0, 0),
-            "inside the grace period"
-        );
-        w.clock.advance(Duration::from_secs(30));
-        assert_eq!(w.garbage_collector.collect().await.expect("gc"), (1, 0));
+        w.collected_after_the_grace_period().await;
     });
     let live: Vec<String> = w
         .cloud

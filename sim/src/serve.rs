@@ -118,7 +118,7 @@ impl Running {
             }
         }
         if let Some(controller) = self.controller.take() {
-            controller.shutdown().await;
+            controller.shutdown(operator::SHUTDOWN_DRAIN_MAX).await;
         }
         self.kube_server.shutdown().await;
         self.aws_server.shutdown().await;

@@ -1,8 +1,16 @@
-//! `cargo xtask e2e-local`: the local end-to-end check. Starts `karpenter-sim serve` (the
-//! in-process controller for now; `--no-controller` plus the real `karpenter controller` binary
-//! once that exists), then drives it with kubectl as a user would: apply the seed-000 NodePool,
-//! EC2NodeClass and its Deployment, wait until the pods run on a Karpenter node, read the
-//! NodeClaim, scale to zero, delete the NodePool and check the cloud has no instance left.
+//! `cargo xtask e2e-local`: the local end-to-end check, run by `cargo xtask test` after the
+//! tests (it uses the `karpenter` binary their build made). Starts `karpenter-sim serve
+//! --no-controller` (the simulated cluster behind the Kubernetes API and the AWS endpoint) and
+//! two replicas of the real `karpenter controller` against it, then drives it with kubectl as a
+//! user would:
+//! 1. exactly one replica holds the leader Lease;
+//! 2. apply the seed-000 NodePool, EC2NodeClass and Deployment; the pods run on a Karpenter
+//!    node; a NodeClaim exists; the leader's `/metrics` counts the claims it created;
+//! 3. SIGKILL the leader: the standby takes the Lease within the lease duration plus one retry;
+//! 4. shorten `consolidateAfter`, scale to zero: the new leader consolidates the empty node
+//!    away and its instance ends;
+//! 5. delete the NodePool; SIGTERM the leader: it drains, releases the Lease and exits 0.
+//!
 //! Bounded in time; stops what it started; prints every log on failure.
 
 // The harness waits on real processes, so its deadlines are wall-clock ones (nothing here feeds
@@ -24,6 +32,25 @@ const READY_SECONDS_MAX: u64 = 30;
 const POLL_MS: u64 = 1_000;
 /// The manifest applied (NodePool, EC2NodeClass for cluster `demo`, Deployment `nginx`).
 const MANIFEST: &str = "examples/seed-000-default.yaml";
+/// The cluster the manifest's EC2NodeClass discovers (`karpenter.sh/discovery: demo`).
+const CLUSTER: &str = "demo";
+/// The longest a standby may take to lead after the leader died without releasing the Lease:
+/// client-go's 15 s lease duration runs from when the standby last saw the record change (up
+/// to one 2 s retry period after the leader's last renewal), then one more retry period and
+/// the controller's 0.5 s leader step (measured: 17.0 s).
+const HANDOVER_SECONDS_MAX: u64 = 15 + 2 + 2 + 1;
+/// Longest a SIGTERMed controller may take to drain, release the Lease and exit (the core's
+/// 20 s drain bound plus the release).
+const EXIT_SECONDS_MAX: u64 = 25;
+/// The controller log line that says a replica took the Lease and started its loops.
+const LEADING_LOG: &str = "leading: starting the controllers";
+
+/// One `karpenter controller` process.
+struct Replica {
+    name: &'static str,
+    child: Child,
+    metrics: String,
+}
 
 /// What the check started and where it writes.
 struct Harness {
@@ -31,6 +58,7 @@ struct Harness {
     dir: PathBuf,
     kubectl: String,
     serve: Option<Child>,
+    replicas: Vec<Replica>,
     aws: String,
     deadline: Instant,
     transcript: Vec<String>,
@@ -39,6 +67,24 @@ struct Harness {
 /// Runs the check; `Err(step)` names what failed.
 pub fn run(root: &Path) -> Result<(), String> {
     let started = Instant::now();
+    // `target/debug/karpenter` as the CLI's integration tests build it: under `cargo xtask
+    // test` it is already there, and the workspace's feature set keeps the AWS SDK from being
+    // built a second time.
+    let status = Command::new("cargo")
+        .args([
+            "test",
+            "--quiet",
+            "--workspace",
+            "--test",
+            "cli",
+            "--no-run",
+        ])
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("e2e-local build (could not start cargo: {e})"))?;
+    if !status.success() {
+        return Err("e2e-local build (karpenter)".into());
+    }
     let status = Command::new("cargo")
         .args([
             "build",
@@ -70,6 +116,7 @@ pub fn run(root: &Path) -> Result<(), String> {
         dir,
         kubectl,
         serve: None,
+        replicas: Vec::new(),
         aws: String::new(),
         deadline: Instant::now() + Duration::from_secs(RUN_SECONDS_MAX),
         transcript: Vec::new(),
@@ -112,6 +159,9 @@ fn find_kubectl() -> Option<String> {
 impl Harness {
     fn check(&mut self) -> Result<(), String> {
         self.start_serve()?;
+        self.start_replica("a")?;
+        self.start_replica("b")?;
+        let first = self.until_one_leads()?;
         self.kubectl(&["apply", "-f", MANIFEST])?;
         self.kubectl(&[
             "wait",
@@ -126,30 +176,208 @@ impl Harness {
             return Err("e2e-local: no NodeClaim after the pods ran".into());
         }
         self.note(format!("{launched} NodeClaim(s) launched"));
+        self.metrics_count_claims(first)?;
+        self.kill_leader(first)?;
+        let second = self.until_one_leads()?;
+        self.kubectl(&[
+            "patch",
+            "nodepool",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"disruption":{"consolidateAfter":"10s"}}}"#,
+        ])?;
         self.kubectl(&["scale", "deployment/nginx", "--replicas=0"])?;
         self.until("the Deployment's pods are gone", |h| {
             let pods = h.json(&["get", "pods", "-l", "app=nginx"])?;
             Ok(pods["items"].as_array().is_some_and(Vec::is_empty))
         })?;
-        self.kubectl(&["delete", "nodepool", "default", "--timeout=120s"])?;
-        self.until("no NodeClaim left", |h| {
-            let claims = h.json(&["get", "nodeclaims"])?;
-            Ok(claims["items"].as_array().is_some_and(Vec::is_empty))
-        })?;
+        self.until(
+            "the empty node is consolidated away (no NodeClaim left)",
+            |h| {
+                let claims = h.json(&["get", "nodeclaims"])?;
+                Ok(claims["items"].as_array().is_some_and(Vec::is_empty))
+            },
+        )?;
         self.until("no instance left in the cloud", |h| {
             Ok(h.live_instances()? == 0)
-        })
+        })?;
+        self.kubectl(&["delete", "nodepool", "default", "--timeout=120s"])?;
+        self.terminate_leader(second)
+    }
+
+    /// Starts one `karpenter controller` replica against the served cluster and AWS endpoint.
+    fn start_replica(&mut self, name: &'static str) -> Result<(), String> {
+        let metrics = free_port()?;
+        let health = free_port()?;
+        let out = std::fs::File::create(self.dir.join(format!("controller-{name}.out")))
+            .map_err(|e| e.to_string())?;
+        let err = std::fs::File::create(self.dir.join(format!("controller-{name}.err")))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new(self.root.join("target/debug/karpenter"))
+            .arg("controller")
+            .env("KUBECONFIG", self.dir.join("kubeconfig"))
+            .env("AWS_ENDPOINT_URL", format!("http://{}", self.aws))
+            .env("AWS_REGION", "us-west-2")
+            .env("AWS_ACCESS_KEY_ID", "fake")
+            .env("AWS_SECRET_ACCESS_KEY", "fake")
+            .env("CLUSTER_NAME", CLUSTER)
+            .env("METRICS_PORT", metrics.to_string())
+            .env("HEALTH_PROBE_PORT", health.to_string())
+            .current_dir(&self.root)
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .map_err(|e| format!("e2e-local (could not start karpenter controller: {e})"))?;
+        self.replicas.push(Replica {
+            name,
+            child,
+            metrics: format!("127.0.0.1:{metrics}"),
+        });
+        self.note(format!(
+            "controller {name} started (metrics :{metrics}, probes :{health})"
+        ));
+        Ok(())
+    }
+
+    /// Waits until exactly one running replica has logged that it leads and the Lease names a
+    /// holder; that replica's index.
+    fn until_one_leads(&mut self) -> Result<usize, String> {
+        let mut leader = None;
+        self.until("exactly one controller leads", |h| {
+            let leading: Vec<usize> = (0..h.replicas.len())
+                .filter(|&i| h.replica_running(i) && h.replica_log(i).contains(LEADING_LOG))
+                .collect();
+            let holder = h.lease_holder()?;
+            if leading.len() > 1 {
+                return Err(format!(
+                    "e2e-local: {} replicas lead at once",
+                    leading.len()
+                ));
+            }
+            leader = leading.first().copied().filter(|_| !holder.is_empty());
+            Ok(leader.is_some())
+        })?;
+        let leader = leader.ok_or("e2e-local: no leader")?;
+        self.note(format!("controller {} leads", self.replicas[leader].name));
+        Ok(leader)
+    }
+
+    fn replica_running(&mut self, index: usize) -> bool {
+        matches!(self.replicas[index].child.try_wait(), Ok(None))
+    }
+
+    fn replica_log(&self, index: usize) -> String {
+        let name = self.replicas[index].name;
+        std::fs::read_to_string(self.dir.join(format!("controller-{name}.out"))).unwrap_or_default()
+    }
+
+    /// `spec.holderIdentity` of the leader Lease; empty when released or absent.
+    fn lease_holder(&mut self) -> Result<String, String> {
+        let lease = self.kubectl_quiet(&[
+            "get",
+            "lease",
+            "-n",
+            "kube-system",
+            "karpenter-leader-election",
+            "-o",
+            "json",
+            "--ignore-not-found",
+        ])?;
+        if lease.trim().is_empty() {
+            return Ok(String::new());
+        }
+        let lease: serde_json::Value =
+            serde_json::from_str(&lease).map_err(|e| format!("e2e-local: lease: {e}"))?;
+        Ok(lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    /// The leader's `/metrics` counts the NodeClaims it created.
+    fn metrics_count_claims(&mut self, leader: usize) -> Result<(), String> {
+        let text = http(&self.replicas[leader].metrics, "GET", "/metrics", "")
+            .ok_or("e2e-local: the leader's /metrics did not answer")?;
+        let created = text
+            .lines()
+            .find(|l| l.starts_with("karpenter_nodeclaims_created_total{"))
+            .ok_or("e2e-local: /metrics has no karpenter_nodeclaims_created_total")?
+            .to_string();
+        self.note(format!("leader /metrics: {created}"));
+        Ok(())
+    }
+
+    /// SIGKILLs the leader (no Lease release) and waits for the standby to take over.
+    fn kill_leader(&mut self, leader: usize) -> Result<(), String> {
+        let replica = &mut self.replicas[leader];
+        let _ = replica.child.kill();
+        let _ = replica.child.wait();
+        let name = replica.name;
+        let killed = Instant::now();
+        self.note(format!("controller {name} killed (SIGKILL)"));
+        let deadline = killed + Duration::from_secs(HANDOVER_SECONDS_MAX);
+        loop {
+            let leading = (0..self.replicas.len()).any(|i| {
+                i != leader && self.replica_running(i) && self.replica_log(i).contains(LEADING_LOG)
+            });
+            if leading {
+                self.note(format!(
+                    "the standby took over {:.1} s after the kill",
+                    killed.elapsed().as_secs_f64()
+                ));
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "e2e-local: no standby led within {HANDOVER_SECONDS_MAX} s of the leader's death"
+                ));
+            }
+            sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// SIGTERMs the leader: it must drain, release the Lease and exit 0 in time.
+    fn terminate_leader(&mut self, leader: usize) -> Result<(), String> {
+        let pid = self.replicas[leader].child.id().to_string();
+        let name = self.replicas[leader].name;
+        let sent = Instant::now();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = loop {
+            if let Ok(Some(status)) = self.replicas[leader].child.try_wait() {
+                break status;
+            }
+            if sent.elapsed() > Duration::from_secs(EXIT_SECONDS_MAX) {
+                return Err(format!(
+                    "e2e-local: controller {name} did not exit within {EXIT_SECONDS_MAX} s of SIGTERM"
+                ));
+            }
+            sleep(Duration::from_millis(100));
+        };
+        self.note(format!(
+            "controller {name} exited ({status}) {:.1} s after SIGTERM",
+            sent.elapsed().as_secs_f64()
+        ));
+        if !status.success() {
+            return Err(format!("e2e-local: controller {name} exited with {status}"));
+        }
+        let holder = self.lease_holder()?;
+        if !holder.is_empty() {
+            return Err(format!(
+                "e2e-local: the Lease still names {holder} after SIGTERM"
+            ));
+        }
+        self.note("the Lease was released".into());
+        Ok(())
     }
 
     fn start_serve(&mut self) -> Result<(), String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("e2e-local (no free port: {e})"))?
-            .port();
+        let port = free_port()?;
         let out = std::fs::File::create(self.dir.join("serve.out")).map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join("serve.err")).map_err(|e| e.to_string())?;
         let child = Command::new(self.root.join("target/debug/karpenter-sim"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["serve", "--no-controller", "--cluster", CLUSTER])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
             .arg("--kubeconfig")
             .arg(self.dir.join("kubeconfig"))
             .current_dir(&self.root)
@@ -201,6 +429,28 @@ impl Harness {
             Ok(String::from_utf8_lossy(&output.stdout).into_owned())
         } else {
             Err(format!("e2e-local: kubectl {}", args.join(" ")))
+        }
+    }
+
+    /// Runs kubectl without noting its output (for polls).
+    fn kubectl_quiet(&mut self, args: &[&str]) -> Result<String, String> {
+        let output = Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(self.dir.join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.join("kube-cache"))
+            .args(args)
+            .current_dir(&self.root)
+            .output()
+            .map_err(|e| format!("e2e-local (could not start {}: {e})", self.kubectl))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(format!(
+                "e2e-local: kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim_end()
+            ))
         }
     }
 
@@ -279,6 +529,10 @@ impl Harness {
     }
 
     fn stop(&mut self) {
+        for replica in &mut self.replicas {
+            let _ = replica.child.kill();
+            let _ = replica.child.wait();
+        }
         if let Some(mut child) = self.serve.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -287,7 +541,12 @@ impl Harness {
 
     fn print_logs(&self, step: &str) {
         eprintln!("xtask: {step}; logs of what e2e-local started:");
-        for name in ["serve.out", "serve.err"] {
+        let mut names = vec!["serve.out".to_string(), "serve.err".to_string()];
+        for replica in &self.replicas {
+            names.push(format!("controller-{}.out", replica.name));
+            names.push(format!("controller-{}.err", replica.name));
+        }
+        for name in &names {
             let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
             let tail: Vec<&str> = text.lines().rev().take(200).collect();
             eprintln!("---- {name} (last {} lines)", tail.len());
@@ -296,6 +555,14 @@ impl Harness {
             }
         }
     }
+}
+
+/// A port free on 127.0.0.1 now.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("e2e-local (no free port: {e})"))
 }
 
 /// A one-shot HTTP/1.0 request; the body of a 2xx answer.

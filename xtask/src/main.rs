@@ -152,13 +152,30 @@ fn test(root: &Path) -> Result<(), String> {
     sim_swarm(root)?;
     chart(root)?;
     aws_clients(root)?;
-    // Last, so that its summary is the run's closing line.
-    run_tests(root)
+    let (mut passed, mut failed) = run_tests(root)?;
+    // After the tests: it runs the `karpenter` binary their build made, so the run does not
+    // build the binary's AWS SDK graph a second time under another feature set.
+    match e2e_local::run(root) {
+        Ok(()) => passed += 1,
+        Err(step) => {
+            eprintln!("xtask: {step}");
+            failed += 1;
+        }
+    }
+    // Last, so that it is the run's closing line.
+    println!("tests: {passed} passed, {failed} failed (e2e-local counted as one)");
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err("tests".to_string())
+    }
 }
 
-/// Runs `cargo test --workspace`, streaming its output, and closes with one summary line
-/// (`tests: N passed, M failed`) so a reader (or CI) need not add up each binary's result.
-fn run_tests(root: &Path) -> Result<(), String> {
+/// Runs `cargo test --workspace`, streaming its output; the passed and failed counts summed over
+/// every test binary (the caller prints them as the run's one summary line, so a reader or CI
+/// need not add up each binary's result). A run that failed without a failed test (a build
+/// error) is an `Err`.
+fn run_tests(root: &Path) -> Result<(u64, u64), String> {
     eprintln!("xtask: tests: cargo test --workspace");
     let mut child = Command::new("cargo")
         .args(["test", "--workspace"])
@@ -177,12 +194,11 @@ fn run_tests(root: &Path) -> Result<(), String> {
         }
     }
     let status = child.wait().map_err(|e| format!("tests ({e})"))?;
-    println!("tests: {passed} passed, {failed} failed");
-    if status.success() && failed == 0 {
-        Ok(())
-    } else {
-        Err("tests".to_string())
+    if !status.success() && failed == 0 {
+        println!("tests: {passed} passed, {failed} failed");
+        return Err("tests (cargo test failed before any test did)".to_string());
     }
+    Ok((passed, failed))
 }
 
 /// The number just before `label` in a `test result:` line (`ok. 12 passed; 0 failed; ...`).

@@ -13,7 +13,9 @@
 
 pub mod loops;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
@@ -27,7 +29,7 @@ use crate::metrics::Metrics;
 use crate::nodeclaim::{self, GarbageCollector, Lifecycle, LifecycleError};
 use crate::nodepool;
 use crate::provisioning::{Outcome, ProvisionError, Provisioner};
-use crate::runtime::{Informers, WorkQueue, run_keyed, run_singleton};
+use crate::runtime::{Informers, Stop, StopSender, Trigger, WorkQueue, run_keyed, run_singleton};
 use crate::seams::kube::ResourceKind;
 use crate::seams::{Clock, Ec2, KubeApi, KubeError, Sqs, SqsError};
 use crate::termination::{self, Termination, TerminationError};
@@ -139,10 +141,39 @@ pub enum LoopReport {
     Failed(StepError),
 }
 
+/// How long a shutdown lets the loops finish the work they started before aborting the rest:
+/// inside a pod's default 30 s termination grace period, with 10 s left to release the Lease
+/// and exit (upstream's controller-runtime waits up to its 30 s graceful-shutdown timeout).
+pub const SHUTDOWN_DRAIN_MAX: Duration = Duration::from_secs(20);
+
+/// How long the events the loops queued may take to be written once the loops are done (on top
+/// of the drain: a loop finishing at the bound still gets its events out).
+pub const EVENTS_FLUSH_MAX: Duration = Duration::from_secs(1);
+
+/// A controller loop with the name shutdown reports it under.
+type NamedLoop = (&'static str, BoxFuture<'static, ()>);
+
+fn named(name: &'static str, future: impl Future<Output = ()> + Send + 'static) -> NamedLoop {
+    (name, Box::pin(future))
+}
+
+/// What [`OperatorHandle::shutdown`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Loops still working when the drain bound ran out (aborted then), by name.
+    pub aborted: Vec<&'static str>,
+}
+
 /// The running controllers of an [`Operator`]. Dropping it stops them (every task aborted);
-/// [`OperatorHandle::shutdown`] also waits until they have stopped.
+/// [`OperatorHandle::shutdown`] drains them first.
 pub struct OperatorHandle {
-    tasks: Vec<JoinHandle<()>>,
+    /// The controller loops, by name.
+    controllers: Vec<(&'static str, JoinHandle<()>)>,
+    /// The informers and the event writer: they serve the controllers until those are done.
+    support: Vec<JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
+    stop: StopSender,
+    lifecycle_queue: Arc<WorkQueue<String>>,
     reports: mpsc::Receiver<LoopReport>,
     ctx: Arc<Context>,
     /// Resolves once every informer has listed (the binary's `/readyz`).
@@ -152,7 +183,7 @@ pub struct OperatorHandle {
 impl std::fmt::Debug for OperatorHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OperatorHandle")
-            .field("tasks", &self.tasks.len())
+            .field("controllers", &self.controllers.len())
             .finish_non_exhaustive()
     }
 }
@@ -176,25 +207,59 @@ impl OperatorHandle {
     /// Whether any loop has ended (none should while the runtime runs: a loop that ended
     /// panicked).
     pub fn is_degraded(&self) -> bool {
-        self.tasks.iter().any(JoinHandle::is_finished)
+        self.controllers.iter().any(|(_, task)| task.is_finished())
+            || self.support.iter().any(JoinHandle::is_finished)
     }
 
-    /// Stops every loop and waits until each has stopped.
-    pub async fn shutdown(mut self) {
-        let tasks = std::mem::take(&mut self.tasks);
-        for task in &tasks {
+    /// Stops taking work and drains: no loop starts a new pass or reconcile, the ones under way
+    /// finish (their writes land, so the next leader does not redo a half-made launch or
+    /// drain), queued events are written, and whatever still runs after `drain_max` is
+    /// aborted and named in the report; the event writer then gets [`EVENTS_FLUSH_MAX`]. The
+    /// caches keep serving the loops until they are done. An interruption long poll is cut
+    /// short at once (a message it received is redelivered after the queue's visibility
+    /// timeout).
+    pub async fn shutdown(mut self, drain_max: Duration) -> ShutdownReport {
+        let deadline = tokio::time::Instant::now() + drain_max;
+        self.stop.stop();
+        self.lifecycle_queue.shut_down();
+        let mut report = ShutdownReport::default();
+        // Tasks stay in `self` until they are done, so dropping this future half-way (a
+        // caller that lost its Lease mid-drain) aborts the rest through `Drop`.
+        while let Some((name, task)) = self.controllers.first_mut() {
+            let name = *name;
+            if tokio::time::timeout_at(deadline, &mut *task).await.is_err() {
+                tracing::warn!(
+                    controller = name,
+                    "still working at the end of the drain; aborted"
+                );
+                task.abort();
+                report.aborted.push(name);
+            }
+            self.controllers.remove(0);
+        }
+        // The writer ends once its queue is empty and its sender is gone.
+        self.ctx.recorder.stop_writer();
+        if let Some(writer) = self.writer.as_mut()
+            && tokio::time::timeout(EVENTS_FLUSH_MAX, &mut *writer)
+                .await
+                .is_err()
+        {
+            writer.abort();
+            report.aborted.push("events");
+        }
+        for task in &self.support {
             task.abort();
         }
-        for task in tasks {
-            let _ = task.await;
-        }
-        self.ctx.recorder.stop_writer();
+        report
     }
 }
 
 impl Drop for OperatorHandle {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for (_, task) in &self.controllers {
+            task.abort();
+        }
+        for task in self.support.iter().chain(&self.writer) {
             task.abort();
         }
         self.ctx.recorder.stop_writer();
@@ -206,7 +271,7 @@ impl Drop for OperatorHandle {
 /// The loops that run on their own interval: garbage collection, the instance-status health
 /// controller, the capacity-reservation controllers, NodeClaim consistency and the node and
 /// NodePool metrics.
-fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'static, ()>; 5] {
+fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter, stop: &Stop) -> [NamedLoop; 5] {
     let gc = loops::GarbageCollectionLoop {
         collector: GarbageCollector::new(ctx.clone()),
         interval: ctx.options.gc_interval.unwrap_or(nodeclaim::GC_INTERVAL),
@@ -221,26 +286,40 @@ fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter) -> [BoxFuture<'
         reports: reports.clone(),
     };
     [
-        Box::pin(run_singleton(gc, crate::runtime::Trigger::never())),
-        Box::pin(run_singleton(health, crate::runtime::Trigger::never())),
-        Box::pin(run_singleton(
-            reservations,
-            crate::runtime::Trigger::never(),
-        )),
-        Box::pin(run_singleton(
-            loops::ConsistencyLoop {
-                consistency: nodeclaim::consistency::Consistency::new(ctx.clone()),
-                reports: reports.clone(),
-            },
-            crate::runtime::Trigger::never(),
-        )),
-        Box::pin(run_singleton(
-            loops::StateMetricsLoop {
-                metrics: crate::state_metrics::StateMetrics::new(ctx.clone()),
-                reports: reports.clone(),
-            },
-            crate::runtime::Trigger::never(),
-        )),
+        named(
+            "garbage-collection",
+            run_singleton(gc, Trigger::never(), stop.clone()),
+        ),
+        named(
+            "instance-status",
+            run_singleton(health, Trigger::never(), stop.clone()),
+        ),
+        named(
+            "capacity-reservations",
+            run_singleton(reservations, Trigger::never(), stop.clone()),
+        ),
+        named(
+            "consistency",
+            run_singleton(
+                loops::ConsistencyLoop {
+                    consistency: nodeclaim::consistency::Consistency::new(ctx.clone()),
+                    reports: reports.clone(),
+                },
+                Trigger::never(),
+                stop.clone(),
+            ),
+        ),
+        named(
+            "metrics",
+            run_singleton(
+                loops::StateMetricsLoop {
+                    metrics: crate::state_metrics::StateMetrics::new(ctx.clone()),
+                    reports: reports.clone(),
+                },
+                Trigger::never(),
+                stop.clone(),
+            ),
+        ),
     ]
 }
 
@@ -248,22 +327,61 @@ fn status_loops(
     ctx: &Arc<Context>,
     informers: &Informers,
     reports: &loops::Reporter,
-) -> [BoxFuture<'static, ()>; 2] {
+    stop: &Stop,
+) -> [NamedLoop; 2] {
     let counter = loops::CounterLoop {
         counter: nodepool::Counter::new(ctx.clone()),
         readiness: nodepool::Readiness::new(ctx.clone()),
         reports: reports.clone(),
     };
     [
-        Box::pin(run_singleton(
-            counter,
-            informers.trigger(&loops::CounterLoop::TRIGGERS),
-        )),
-        Box::pin(run_singleton(
-            loops::DriftLoop::new(ctx, reports.clone()),
-            informers.trigger(&loops::DriftLoop::TRIGGERS),
-        )),
+        named(
+            "nodepool-counter",
+            run_singleton(
+                counter,
+                informers.trigger(&loops::CounterLoop::TRIGGERS),
+                stop.clone(),
+            ),
+        ),
+        named(
+            "drift",
+            run_singleton(
+                loops::DriftLoop::new(ctx, reports.clone()),
+                informers.trigger(&loops::DriftLoop::TRIGGERS),
+                stop.clone(),
+            ),
+        ),
     ]
+}
+
+/// The NodeClaim lifecycle: the loop turning claim and node changes into keys, and the keyed
+/// reconciler (up to `lifecycle_reconciles_max` at once); with the queue shutdown closes.
+fn lifecycle_loops(
+    ctx: &Arc<Context>,
+    informers: &Informers,
+    reports: &loops::Reporter,
+    stop: &Stop,
+) -> ([NamedLoop; 2], Arc<WorkQueue<String>>) {
+    let queue = Arc::new(WorkQueue::new());
+    let events = loops::LifecycleEvents::new(
+        ctx.clone(),
+        queue.clone(),
+        informers.trigger(&[ResourceKind::NODE_CLAIM, ResourceKind::NODE]),
+    );
+    let reconciler = Arc::new(loops::LifecycleReconciler {
+        ctx: ctx.clone(),
+        lifecycle: Lifecycle::new(ctx.clone()),
+        reports: reports.clone(),
+    });
+    let workers_max = ctx.options.limits.lifecycle_reconciles_max;
+    let loops = [
+        named("lifecycle-events", events.run(stop.clone())),
+        named(
+            "lifecycle",
+            run_keyed(reconciler, queue.clone(), workers_max),
+        ),
+    ];
+    (loops, queue)
 }
 
 /// The controllers over one context.
@@ -348,26 +466,21 @@ impl Operator {
     pub fn spawn(&self) -> OperatorHandle {
         use loops::*;
         let ctx = self.ctx.clone();
-        let limits = ctx.options.limits;
         let (reports, receiver) = Reporter::channel();
+        let (stop_sender, stop) = Stop::channel();
         let informers = Informers::start(&ctx);
         let synced: BoxFuture<'static, ()> = Box::pin(informers.synced_owned());
-        let mut tasks = Vec::new();
-        // Every loop starts once every cache has listed.
-        let after_sync = |future: BoxFuture<'static, ()>| {
-            let synced = informers.synced_owned();
-            tokio::spawn(async move {
-                synced.await;
-                future.await;
-            })
-        };
-        tasks.push(tokio::spawn(ctx.recorder.start_writer()));
+        let mut loops: Vec<NamedLoop> = Vec::new();
         if let Some(handler) = InterruptionHandler::new(ctx.clone()) {
-            let reports = reports.clone();
-            tasks.push(after_sync(Box::pin(run_singleton(
-                InterruptionLoop { handler, reports },
-                crate::runtime::Trigger::never(),
-            ))));
+            let interruption = InterruptionLoop {
+                handler,
+                reports: reports.clone(),
+                stop: stop.clone(),
+            };
+            loops.push(named(
+                "interruption",
+                run_singleton(interruption, Trigger::never(), stop.clone()),
+            ));
         }
         let kinds = [
             ResourceKind::POD,
@@ -375,64 +488,74 @@ impl Operator {
             ResourceKind::NODE_CLAIM,
             ResourceKind::NODE_POOL,
         ];
-        tasks.push(after_sync(Box::pin(run_singleton(
-            ProvisioningLoop {
-                provisioner: Provisioner::new(ctx.clone()),
-                reports: reports.clone(),
-            },
-            informers.trigger(&kinds),
-        ))));
-        let queue = Arc::new(WorkQueue::new());
-        let events = LifecycleEvents::new(
-            ctx.clone(),
-            queue.clone(),
-            informers.trigger(&[ResourceKind::NODE_CLAIM, ResourceKind::NODE]),
-        );
-        tasks.push(after_sync(Box::pin(events.run())));
-        let reconciler = Arc::new(LifecycleReconciler {
-            ctx: ctx.clone(),
-            lifecycle: Lifecycle::new(ctx.clone()),
+        let provisioning = ProvisioningLoop {
+            provisioner: Provisioner::new(ctx.clone()),
             reports: reports.clone(),
-        });
-        tasks.push(after_sync(Box::pin(run_keyed(
-            reconciler,
-            queue,
-            limits.lifecycle_reconciles_max,
-        ))));
-        tasks.push(after_sync(Box::pin(run_singleton(
-            TerminationLoop {
-                termination: Termination::new(ctx.clone()),
-                reports: reports.clone(),
-            },
-            informers.trigger(&[
-                ResourceKind::NODE_CLAIM,
-                ResourceKind::NODE,
-                ResourceKind::POD,
-            ]),
-        ))));
-        for future in interval_loops(&ctx, &reports) {
-            tasks.push(after_sync(future));
-        }
-        for future in status_loops(&ctx, &informers, &reports) {
-            tasks.push(after_sync(future));
-        }
-        tasks.push(after_sync(Box::pin(run_singleton(
-            DisruptionLoop {
-                pod_events: PodEvents::new(ctx.clone()),
-                expiration: Expiration::new(ctx.clone()),
-                disruption: Disruption::new(ctx.clone()),
-                reports: reports.clone(),
-            },
-            informers.trigger(&[
-                ResourceKind::NODE_POOL,
-                ResourceKind::NODE_CLAIM,
-                ResourceKind::NODE,
-                ResourceKind::POD,
-            ]),
-        ))));
-        tasks.extend(informers.into_tasks());
+        };
+        loops.push(named(
+            "provisioning",
+            run_singleton(provisioning, informers.trigger(&kinds), stop.clone()),
+        ));
+        let (lifecycle, queue) = lifecycle_loops(&ctx, &informers, &reports, &stop);
+        loops.extend(lifecycle);
+        let termination = TerminationLoop {
+            termination: Termination::new(ctx.clone()),
+            reports: reports.clone(),
+        };
+        let termination_kinds = [
+            ResourceKind::NODE_CLAIM,
+            ResourceKind::NODE,
+            ResourceKind::POD,
+        ];
+        loops.push(named(
+            "termination",
+            run_singleton(
+                termination,
+                informers.trigger(&termination_kinds),
+                stop.clone(),
+            ),
+        ));
+        loops.extend(interval_loops(&ctx, &reports, &stop));
+        loops.extend(status_loops(&ctx, &informers, &reports, &stop));
+        let disruption = DisruptionLoop {
+            pod_events: PodEvents::new(ctx.clone()),
+            expiration: Expiration::new(ctx.clone()),
+            disruption: Disruption::new(ctx.clone()),
+            reports: reports.clone(),
+        };
+        let disruption_kinds = [
+            ResourceKind::NODE_POOL,
+            ResourceKind::NODE_CLAIM,
+            ResourceKind::NODE,
+            ResourceKind::POD,
+        ];
+        loops.push(named(
+            "disruption",
+            run_singleton(
+                disruption,
+                informers.trigger(&disruption_kinds),
+                stop.clone(),
+            ),
+        ));
+        let writer = tokio::spawn(ctx.recorder.start_writer());
+        // Every loop starts once every cache has listed.
+        let controllers = loops
+            .into_iter()
+            .map(|(name, future)| {
+                let synced = informers.synced_owned();
+                let task = tokio::spawn(async move {
+                    synced.await;
+                    future.await;
+                });
+                (name, task)
+            })
+            .collect();
         OperatorHandle {
-            tasks,
+            controllers,
+            support: informers.into_tasks(),
+            writer: Some(writer),
+            stop: stop_sender,
+            lifecycle_queue: queue,
             reports: receiver,
             ctx,
             synced: Some(synced),

@@ -36,6 +36,7 @@ use crate::context::{Context, InterruptionQueue};
 use crate::events::{EventType, Reference};
 use crate::metrics::{ActionLabels, DisruptedLabels, MessageTypeLabels};
 use crate::replacement::{self, Interruption};
+use crate::runtime::Stop;
 use crate::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, ResourceKind};
 use crate::seams::sqs::{Message, RECEIVE_COUNT_MAX};
 use crate::seams::{KubeApiExt, KubeError, Retryable, SqsError};
@@ -154,15 +155,27 @@ impl InterruptionHandler {
     /// [`InterruptionHandler::poll`], with the first receive long-polling up to `wait` for a
     /// message (the interruption loop's receive: it returns as soon as a message arrives).
     pub async fn poll_waiting(&self, wait: Duration) -> Result<PollReport, SqsError> {
+        self.poll_waiting_until(wait, &mut Stop::never()).await
+    }
+
+    /// [`InterruptionHandler::poll_waiting`], whose first receive gives up when `stop` fires
+    /// (shutdown: a message that receive took comes back after the visibility timeout). Messages
+    /// already received are acted on in full.
+    pub async fn poll_waiting_until(
+        &self,
+        wait: Duration,
+        stop: &mut Stop,
+    ) -> Result<PollReport, SqsError> {
         let mut report = PollReport::default();
         for batch in 0..RECEIVE_BATCHES_PER_STEP_MAX {
             let wait = if batch == 0 { wait } else { Duration::ZERO };
-            let messages = match self
-                .queue
-                .sqs
-                .receive_messages(RECEIVE_COUNT_MAX, wait)
-                .await
-            {
+            let receive = self.queue.sqs.receive_messages(RECEIVE_COUNT_MAX, wait);
+            let received = tokio::select! {
+                biased;
+                () = stop.stopped() => return Ok(report),
+                received = receive => received,
+            };
+            let messages = match received {
                 Ok(messages) => messages,
                 Err(err) if batch == 0 => return Err(err),
                 Err(err) => {

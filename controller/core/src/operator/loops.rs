@@ -31,7 +31,7 @@ use crate::interruption::health::{INSTANCE_STATUS_INTERVAL, InstanceHealth};
 use crate::nodeclaim::{GarbageCollector, Lifecycle, LifecycleError, Step};
 use crate::nodepool;
 use crate::provisioning::{Provisioner, RETRY_INTERVAL};
-use crate::runtime::{Reconciler, Requeue, Singleton, Trigger, WorkQueue};
+use crate::runtime::{Reconciler, Requeue, Singleton, Stop, Trigger, WorkQueue};
 use crate::seams::kube::{ObjectKey, ResourceKind};
 use crate::seams::sqs::RECEIVE_WAIT_MAX;
 use crate::termination::Termination;
@@ -104,6 +104,8 @@ impl Singleton for ProvisioningLoop {
 pub struct InterruptionLoop {
     pub handler: InterruptionHandler,
     pub reports: Reporter,
+    /// Cuts the long poll short at shutdown.
+    pub stop: Stop,
 }
 
 #[async_trait]
@@ -114,7 +116,10 @@ impl Singleton for InterruptionLoop {
 
     async fn pass(&mut self) -> Duration {
         let started = tokio::time::Instant::now();
-        let polled = self.handler.poll_waiting(RECEIVE_WAIT_MAX).await;
+        let polled = self
+            .handler
+            .poll_waiting_until(RECEIVE_WAIT_MAX, &mut self.stop)
+            .await;
         let received = polled.as_ref().is_ok_and(|r| !r.messages.is_empty());
         if let Err(err) = &polled {
             tracing::warn!(queue = self.handler.queue_url(), %err, "receiving interruption messages failed; retrying");
@@ -474,10 +479,15 @@ impl LifecycleEvents {
     }
 
     /// Runs forever: on each trigger, enqueue what changed.
-    pub async fn run(mut self) {
-        loop {
+    /// Enqueues changed claims until `stop` fires.
+    pub async fn run(mut self, mut stop: Stop) {
+        while !stop.is_stopping() {
             self.enqueue_changed().await;
-            self.trigger.changed().await;
+            tokio::select! {
+                biased;
+                () = stop.stopped() => {}
+                () = self.trigger.changed() => {}
+            }
         }
     }
 

@@ -27,6 +27,7 @@ use futures::stream::FuturesUnordered;
 
 use super::informer::Trigger;
 use super::queue::WorkQueue;
+use super::stop::Stop;
 
 /// First retry delay after a failed reconcile (controller-runtime's item backoff starts at 5 ms;
 /// a second here keeps a failing cloud call from being hammered in a tight loop).
@@ -74,12 +75,15 @@ pub fn retry_backoff(failures: u32) -> Duration {
     Duration::from_millis(ms.min(RETRY_BACKOFF_MS_MAX))
 }
 
-/// Runs `controller` forever: a pass, then wait for `trigger` or the pass's own deadline.
-pub async fn run_singleton<S: Singleton>(mut controller: S, mut trigger: Trigger) {
-    loop {
+/// Runs `controller` until `stop` fires: a pass, then wait for `trigger` or the pass's own
+/// deadline. A pass under way when `stop` fires is finished (its writes are not cut in half);
+/// no new one starts.
+pub async fn run_singleton<S: Singleton>(mut controller: S, mut trigger: Trigger, mut stop: Stop) {
+    while !stop.is_stopping() {
         let next = controller.pass().await;
         tokio::select! {
             biased;
+            () = stop.stopped() => {}
             () = trigger.changed() => {}
             () = tokio::time::sleep(next) => {}
         }

@@ -5,6 +5,7 @@
 //! - [`informer`]: one task per watched kind keeping `crate::state` current, and the triggers
 //!   controllers wake on.
 //! - [`controller`]: the singleton and keyed runners, with one requeue and retry policy.
+//! - [`stop`]: the shutdown signal loops watch to stop taking work and drain.
 //! - [`Limits`]: the bounds on parallel work, each named with its unit and its upstream source.
 //!
 //! `crate::operator` composes them; nothing here knows a controller.
@@ -12,10 +13,12 @@
 pub mod controller;
 pub mod informer;
 pub mod queue;
+pub mod stop;
 
 pub use controller::{Reconciler, Requeue, Singleton, run_keyed, run_singleton};
 pub use informer::{Informers, Trigger};
 pub use queue::WorkQueue;
+pub use stop::{Stop, StopSender};
 
 /// Bounds on how much each controller does at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

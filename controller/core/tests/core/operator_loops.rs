@@ -14,7 +14,7 @@ use fakekube::ApiServer;
 use karpenter_core::api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_core::api::{NodeClaim, ProviderId, conditions};
 use karpenter_core::catalog::Catalog;
-use karpenter_core::operator::Operator;
+use karpenter_core::operator::{Operator, SHUTDOWN_DRAIN_MAX};
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, VirtualClock};
 use serde_json::json;
@@ -161,6 +161,80 @@ async fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Spawns the loops, has a pod's launch wait `fleet_ms` on CreateFleet, and returns the loops and
+/// the claim once its launch is under way.
+async fn launch_under_way(
+    w: &World,
+    fleet_ms: u64,
+) -> (karpenter_core::operator::OperatorHandle, String) {
+    w.cloud
+        .script_faults(Operation::CreateFleet, [Fault::LatencyMs(fleet_ms)]);
+    let handle = w.operator.spawn();
+    w.kube
+        .apply(&ResourceKind::POD, objects::pending_pod("web", "1500m"));
+    assert!(
+        eventually(Duration::from_secs(15), || w.claims().len() == 1).await,
+        "a claim is created"
+    );
+    let claim = w.claims()[0].metadata.name.clone().expect("named");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!w.has(&claim, "Launched"), "its launch is under way");
+    (handle, claim)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_under_way_at_shutdown_is_finished_and_recorded_and_no_new_work_starts() {
+    let w = world();
+    let (handle, claim) = launch_under_way(&w, 5_000).await;
+    let started = tokio::time::Instant::now();
+    let shutdown = handle.shutdown(SHUTDOWN_DRAIN_MAX);
+    // A pod arriving while the loops drain gets no claim from this leader.
+    w.kube
+        .apply(&ResourceKind::POD, objects::pending_pod("late", "1500m"));
+    let report = shutdown.await;
+    assert!(report.aborted.is_empty(), "nothing aborted: {report:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the drain ends when the launch does, not at the bound"
+    );
+    assert!(
+        w.has(&claim, "Launched"),
+        "the launch in flight landed its instance on the claim"
+    );
+    assert_eq!(
+        w.cloud.instances().len(),
+        1,
+        "one instance, owned by the claim"
+    );
+    assert_eq!(
+        w.claims().len(),
+        1,
+        "no claim started after the shutdown began"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_slower_than_the_drain_bound_is_aborted_at_the_bound_and_named() {
+    let w = world();
+    let (handle, claim) = launch_under_way(&w, 60_000).await;
+    let started = tokio::time::Instant::now();
+    let report = handle.shutdown(Duration::from_secs(5)).await;
+    let took = started.elapsed();
+    assert_eq!(
+        report.aborted,
+        vec!["lifecycle"],
+        "the lifecycle loop was cut off"
+    );
+    assert!(
+        took >= Duration::from_secs(5) && took < Duration::from_secs(6),
+        "the drain took its bound: {took:?}"
+    );
+    assert!(
+        !w.has(&claim, "Launched"),
+        "the cut-off launch recorded nothing"
+    );
+}
+
 /// One claim launched and initialized with pod `web` running on it, then a second claim (for
 /// pod `batch`) whose CreateFleet takes 30 s; 3 s into that launch EC2 warns that the first
 /// claim's spot instance will be reclaimed. Returns (the first claim, whether within 5 s of the
@@ -225,7 +299,7 @@ async fn a_spot_warning_is_acted_on_within_five_seconds_while_a_thirty_second_la
         acted,
         "claim {old} deleted, its replacement created and its node tainted within 5 s"
     );
-    handle.shutdown().await;
+    handle.shutdown(SHUTDOWN_DRAIN_MAX).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -6,7 +6,8 @@
 //! - Losing the Lease (no renewal within the renew deadline) stops the controllers and exits
 //!   non-zero, as upstream does: a restarted process is a fresh candidate, and no state of the
 //!   old term lingers.
-//! - SIGTERM/Ctrl-C: not ready, the loops stopped within `SHUTDOWN_LOOPS_MS_MAX`, the Lease
+//! - SIGTERM/Ctrl-C: not ready, the loops drained (no new work; what is under way finishes)
+//!   within `SHUTDOWN_DRAIN_MAX`, anything still running then aborted, the Lease
 //!   released (a standby takes over at its next attempt, not a lease duration later), exit 0.
 //! - A controller loop that ended (a panic) marks `/healthz` failing and exits non-zero.
 
@@ -14,12 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karpenter_core::leader::{LeaderElector, LeaseConfig};
-use karpenter_core::operator::{LoopReport, Operator, OperatorHandle};
+use karpenter_core::operator::{LoopReport, Operator, OperatorHandle, SHUTDOWN_DRAIN_MAX};
 use karpenter_core::seams::{Clock, KubeApi};
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::ControllerError;
 use super::http::Health;
-use super::{ControllerError, SHUTDOWN_LOOPS_MS_MAX};
 
 /// How often the loop looks at the lease and the loops (the elector itself attempts only every
 /// retry period, 2 s).
@@ -83,7 +84,10 @@ pub async fn run(
     if outcome.is_ok() {
         tracing::info!("shutting down");
     }
-    stop(running, elector).await;
+    // Only a leader that still holds the Lease drains: one that lost it must stop writing at
+    // once, since another replica may already be acting.
+    let drain = !matches!(outcome, Err(ControllerError::Leader(_)));
+    stop(running, elector, drain).await;
     outcome
 }
 
@@ -117,18 +121,35 @@ fn log_reports(handle: &mut OperatorHandle) {
     }
 }
 
-/// Stops the loops within the bound, then gives the Lease up.
-async fn stop(running: Option<OperatorHandle>, elector: Option<LeaderElector>) {
-    if let Some(handle) = running {
-        let bound = Duration::from_millis(SHUTDOWN_LOOPS_MS_MAX);
-        if tokio::time::timeout(bound, handle.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                bound_ms = SHUTDOWN_LOOPS_MS_MAX,
-                "controller loops did not stop in time"
-            );
+/// Drains the loops within the bound while still renewing the Lease (a drain longer than the
+/// lease must not let a standby start beside it; losing the Lease mid-drain aborts the rest),
+/// or, with `drain` false, drops them (every task aborted); then gives the Lease up.
+async fn stop(running: Option<OperatorHandle>, mut elector: Option<LeaderElector>, drain: bool) {
+    if let Some(handle) = running.filter(|_| drain) {
+        let mut shutdown = std::pin::pin!(handle.shutdown(SHUTDOWN_DRAIN_MAX));
+        let report = loop {
+            tokio::select! {
+                report = &mut shutdown => break Some(report),
+                _ = tokio::time::sleep(LEADER_STEP_INTERVAL) => {}
+            }
+            if let Some(elector) = elector.as_mut() {
+                if let Err(error) = elector.step().await {
+                    tracing::warn!(%error, "leader election attempt failed");
+                }
+                if !elector.is_leader() {
+                    tracing::error!("lost the leader lease while draining: aborting the loops");
+                    break None;
+                }
+            }
+        };
+        match report {
+            Some(report) if report.aborted.is_empty() => tracing::info!("controller loops drained"),
+            Some(report) => tracing::warn!(
+                aborted = ?report.aborted,
+                drain_ms = SHUTDOWN_DRAIN_MAX.as_millis() as u64,
+                "controller loops still working at the end of the drain were aborted"
+            ),
+            None => {}
         }
     }
     if let Some(mut elector) = elector {

@@ -11,8 +11,9 @@
 //!    ([`karpenter_core::operator::Operator::spawn`]) only while this replica holds the leader
 //!    Lease ([`leading`]).
 //!
-//! SIGTERM (or Ctrl-C) ends it: readiness drops, the loops are stopped within
-//! [`SHUTDOWN_LOOPS_MS_MAX`], the Lease is released so a standby takes over at once, and the
+//! SIGTERM (or Ctrl-C) ends it: readiness drops, the loops take no new work and finish what
+//! they started within `karpenter_core::operator::SHUTDOWN_DRAIN_MAX`, the Lease is released
+//! so a standby takes over at once, and the
 //! process exits 0.
 
 mod discovery;
@@ -31,10 +32,6 @@ use karpenter_core::seams::{Clock, Ec2, KubeApi};
 use karpenter_kube::{ClientLimits, KubeClient};
 
 pub use settings::Settings;
-
-/// How long stopping the controller loops may take on SIGTERM before the process goes on to
-/// release the Lease and exit (the chart's termination grace period is longer).
-pub const SHUTDOWN_LOOPS_MS_MAX: u64 = 10_000;
 
 /// Why the controller could not start or had to stop.
 #[derive(Debug, thiserror::Error)]

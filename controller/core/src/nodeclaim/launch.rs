@@ -167,24 +167,7 @@ impl Lifecycle {
             )
             .await?
             .and_then(|v| serde_json::from_value::<EC2NodeClass>(v).ok());
-        let mut attempt = 1;
-        let outcome = loop {
-            // Upstream's `Create`: one attempt, timed and its error counted.
-            let attempt_result = self.ctx.metrics.cloud_call(
-                LIFECYCLE_CONTROLLER,
-                CloudMethod::Create,
-                self.adopt_or_launch(claim, class.as_ref(), now),
-            );
-            match attempt_result.await {
-                Err(LaunchError::Ec2(err))
-                    if err.is_retryable() && attempt < LAUNCH_ATTEMPTS_MAX =>
-                {
-                    tracing::debug!(claim = %name, %err, attempt, "launch failed; retrying");
-                    attempt += 1;
-                }
-                outcome => break outcome,
-            }
-        };
+        let outcome = self.attempts(claim, class.as_ref(), now).await;
         match outcome {
             Ok(Some(launched)) => self.write_launched(claim, &launched).await,
             Ok(None) => {
@@ -258,6 +241,35 @@ impl Lifecycle {
                 );
                 self.write_condition(claim, condition, json!({})).await?;
                 Ok(Step::LaunchFailed(err))
+            }
+        }
+    }
+
+    /// Launch attempts, at once after a retryable EC2 error, up to [`LAUNCH_ATTEMPTS_MAX`]
+    /// (README deliberate difference 14).
+    async fn attempts(
+        &self,
+        claim: &NodeClaim,
+        class: Option<&EC2NodeClass>,
+        now: Timestamp,
+    ) -> Result<Option<Launched>, LaunchError> {
+        let name = claim.name_any();
+        let mut attempt = 1;
+        loop {
+            // Upstream's `Create`: one attempt, timed and its error counted.
+            let attempt_result = self.ctx.metrics.cloud_call(
+                LIFECYCLE_CONTROLLER,
+                CloudMethod::Create,
+                self.adopt_or_launch(claim, class, now),
+            );
+            match attempt_result.await {
+                Err(LaunchError::Ec2(err))
+                    if err.is_retryable() && attempt < LAUNCH_ATTEMPTS_MAX =>
+                {
+                    tracing::debug!(claim = %name, %err, attempt, "launch failed; retrying");
+                    attempt += 1;
+                }
+                outcome => return outcome,
             }
         }
     }

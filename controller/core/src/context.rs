@@ -137,8 +137,10 @@ impl Context {
     /// ([`crate::seams::batch::BatchedEc2`]). Worlds with EC2 latency want it; unit tests that
     /// change subnets between two launches do not.
     pub fn with_ec2_economy(mut self) -> Self {
-        let batched: Arc<dyn Ec2> =
-            Arc::new(crate::seams::batch::BatchedEc2::new(self.ec2.clone()));
+        let batched: Arc<dyn Ec2> = Arc::new(
+            crate::seams::batch::BatchedEc2::new(self.ec2.clone())
+                .with_metrics(self.metrics.clone()),
+        );
         self.ec2 = Arc::new(crate::nodeclass::CachedEc2::new(
             batched,
             self.clock.clone(),

@@ -16,6 +16,9 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
+pub mod cloudprovider;
+pub use cloudprovider::{BuildInfo, CloudMethod};
+
 /// A gauge of seconds (upstream's are floats).
 pub type SecondsGauge = Gauge<f64, AtomicU64>;
 
@@ -369,6 +372,9 @@ pub struct Metrics {
     pub pods_unstarted_time: Family<PodKeyLabels, SecondsGauge>,
     /// `karpenter_pods_unbound_time_seconds{name, namespace}`.
     pub pods_unbound_time: Family<PodKeyLabels, SecondsGauge>,
+    /// Upstream's cloud-provider, instance-type, batcher and build-info series
+    /// ([`cloudprovider`]).
+    pub cloud: cloudprovider::CloudProviderMetrics,
 }
 
 /// Upstream's node gauges (`karpenter_nodes_<name>`) and their help texts.
@@ -466,6 +472,7 @@ impl Metrics {
             pods_bound_duration: upstream_duration_histogram(),
             pods_unstarted_time: Family::default(),
             pods_unbound_time: Family::default(),
+            cloud: Default::default(),
         };
         // Consolidation never times out here: both series exist at 0 from the start.
         for consolidation_type in ["single", "multi"] {
@@ -479,6 +486,9 @@ impl Metrics {
         metrics.register_lifecycle();
         metrics.register_termination();
         metrics.register_interruption();
+        metrics.register_cloudprovider();
+        // The core's version until the binary says which build it is.
+        metrics.set_build_info(&BuildInfo::new(env!("CARGO_PKG_VERSION"), ""));
         metrics
     }
 
@@ -834,6 +844,7 @@ impl Metrics {
     /// here fails that test.
     pub fn touch_all(&self) {
         self.touch_recent();
+        self.touch_cloudprovider();
         let pool = Self::nodepool("default");
         let controller = ControllerLabels {
             controller: "provisioner".into(),

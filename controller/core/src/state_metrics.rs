@@ -16,6 +16,8 @@
 //!   `karpenter_nodepools_cost_total{nodepool}`, the catalog prices of its NodeClaims' offerings
 //!   summed (dollars per hour).
 //! - the pod series of [`crate::pod_metrics`], from the same caches in the same pass.
+//! - upstream's AWS instance-type gauges (`karpenter_cloudprovider_instance_type_*`) from the
+//!   catalog and the unavailable-offerings cache ([`crate::metrics::Metrics::record_catalog`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -185,6 +187,10 @@ impl StateMetrics {
             series.costs = pool_costs(&pools, &claims, &self.ctx.catalog);
             series
         };
+        // Upstream's instance-type gauges (its AWS provider's metrics controller, every minute).
+        let ctx = &self.ctx;
+        ctx.metrics
+            .record_catalog(&ctx.catalog, &ctx.unavailable, now);
         let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
         apply(&self.ctx.metrics, &previous, &series);
         *previous = series;

@@ -482,7 +482,17 @@ impl DriftDetection {
                 .collect()
         };
         for chunk in wanted.chunks(BATCH_IDS_MAX) {
-            let instances = self.ctx.ec2.describe_instances(chunk, &[]).await?;
+            // The EC2 part of upstream's `IsDrifted` (its rules against the class's status are
+            // pure and not timed).
+            let call = self.ctx.ec2.describe_instances(chunk, &[]);
+            let metrics = &self.ctx.metrics;
+            let instances = metrics
+                .cloud_call(
+                    "nodeclaim.disruption",
+                    crate::metrics::CloudMethod::IsDrifted,
+                    call,
+                )
+                .await?;
             let now = self.ctx.clock.now();
             let mut cache = self
                 .placements

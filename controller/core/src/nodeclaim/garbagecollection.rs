@@ -15,6 +15,7 @@ use crate::api::conditions::{self, nodeclaim as cond};
 use crate::api::labels::{EC2NODECLASS_TAG, NODECLAIM_TAG, NODEPOOL_LABEL};
 use crate::api::{NodeClaim, ProviderId};
 use crate::context::Context;
+use crate::metrics::CloudMethod;
 use crate::seams::ec2::{Filter, Instance, InstanceState};
 
 /// How often a pass runs unless the options say otherwise (upstream: every 2 minutes once
@@ -94,17 +95,22 @@ impl GarbageCollector {
             state.claims.to_vec()
         };
         let cluster = &self.ctx.options.lifecycle.cluster_name;
-        let instances: Vec<Instance> = self
-            .ctx
-            .ec2
-            .describe_instances(&[], &ours_filters(cluster))
+        let metrics = &self.ctx.metrics;
+        // Upstream's `List` (core's claim GC) and `Delete` (the AWS provider's instance GC).
+        let filters = ours_filters(cluster);
+        let list = self.ctx.ec2.describe_instances(&[], &filters);
+        let instances: Vec<Instance> = metrics
+            .cloud_call("nodeclaim.garbagecollection", CloudMethod::List, list)
             .await?
             .into_iter()
             .filter(|i| is_ours(&i.tags, cluster))
             .collect();
         let leaked = self.leaked(&claims, &instances, now);
         if !leaked.is_empty() {
-            self.ctx.ec2.terminate_instances(&leaked).await?;
+            let delete = self.ctx.ec2.terminate_instances(&leaked);
+            metrics
+                .cloud_call("instance.garbagecollection", CloudMethod::Delete, delete)
+                .await?;
         }
         let states: BTreeMap<&str, InstanceState> = instances
             .iter()

@@ -20,6 +20,8 @@ use crate::api::labels::{
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, Operator, ProviderId};
 use crate::catalog::{CapacityType, Catalog, InstanceType, Offering, Reservation, UNAVAILABLE_TTL};
 use crate::context::Context;
+use crate::metrics::CloudMethod;
+use crate::metrics::cloudprovider::{self, CloudErrorKind};
 use crate::nodeclass::cluster::ClusterInfo;
 use crate::nodeclass::launchtemplate::LaunchTemplateData;
 use crate::nodeclass::userdata::{self, BootstrapInput, UserDataError};
@@ -79,6 +81,23 @@ pub enum LaunchError {
     /// An EC2 call failed; retried by the next reconcile.
     #[error("ec2: {0}")]
     Ec2(#[from] Ec2Error),
+}
+
+/// The `controller` label of the launch's cloud-provider calls (upstream's lifecycle controller).
+const LIFECYCLE_CONTROLLER: &str = "nodeclaim.lifecycle";
+
+impl CloudErrorKind for LaunchError {
+    /// Upstream's Create errors: no capacity, a class that cannot launch, anything else.
+    fn error_label(&self) -> &'static str {
+        match self {
+            LaunchError::InsufficientCapacity(_)
+            | LaunchError::Ec2(Ec2Error::InsufficientCapacity { .. }) => {
+                cloudprovider::INSUFFICIENT_CAPACITY_ERROR
+            }
+            LaunchError::NodeClass(_) => cloudprovider::NODECLASS_NOT_READY_ERROR,
+            LaunchError::Configuration { .. } | LaunchError::Ec2(_) => "",
+        }
+    }
 }
 
 impl From<ResolveError> for LaunchError {
@@ -148,18 +167,7 @@ impl Lifecycle {
             )
             .await?
             .and_then(|v| serde_json::from_value::<EC2NodeClass>(v).ok());
-        let mut attempt = 1;
-        let outcome = loop {
-            match self.adopt_or_launch(claim, class.as_ref(), now).await {
-                Err(LaunchError::Ec2(err))
-                    if err.is_retryable() && attempt < LAUNCH_ATTEMPTS_MAX =>
-                {
-                    tracing::debug!(claim = %name, %err, attempt, "launch failed; retrying");
-                    attempt += 1;
-                }
-                outcome => break outcome,
-            }
-        };
+        let outcome = self.attempts(claim, class.as_ref(), now).await;
         match outcome {
             Ok(Some(launched)) => self.write_launched(claim, &launched).await,
             Ok(None) => {
@@ -233,6 +241,35 @@ impl Lifecycle {
                 );
                 self.write_condition(claim, condition, json!({})).await?;
                 Ok(Step::LaunchFailed(err))
+            }
+        }
+    }
+
+    /// Launch attempts, at once after a retryable EC2 error, up to [`LAUNCH_ATTEMPTS_MAX`]
+    /// (README deliberate difference 14).
+    async fn attempts(
+        &self,
+        claim: &NodeClaim,
+        class: Option<&EC2NodeClass>,
+        now: Timestamp,
+    ) -> Result<Option<Launched>, LaunchError> {
+        let name = claim.name_any();
+        let mut attempt = 1;
+        loop {
+            // Upstream's `Create`: one attempt, timed and its error counted.
+            let attempt_result = self.ctx.metrics.cloud_call(
+                LIFECYCLE_CONTROLLER,
+                CloudMethod::Create,
+                self.adopt_or_launch(claim, class, now),
+            );
+            match attempt_result.await {
+                Err(LaunchError::Ec2(err))
+                    if err.is_retryable() && attempt < LAUNCH_ATTEMPTS_MAX =>
+                {
+                    tracing::debug!(claim = %name, %err, attempt, "launch failed; retrying");
+                    attempt += 1;
+                }
+                outcome => return outcome,
             }
         }
     }

@@ -86,21 +86,28 @@ pub const RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The pod a scheduling result names by its `namespace/name` key.
 /// Each pool's instance types as its EC2NodeClass launches them (root volume, kubelet
-/// settings, the capacity reservations it selects), for pools whose class changes them.
+/// settings, the capacity reservations it selects), for pools whose class changes them. Each
+/// pool's is upstream's `GetInstanceTypes` from the provisioner, timed as such.
 fn pool_catalogs(
     snapshot: &Snapshot,
     catalog: &Catalog,
     reservations: &ReservationAvailability,
+    metrics: &crate::metrics::Metrics,
 ) -> BTreeMap<String, Catalog> {
     snapshot
         .node_classes
         .iter()
         .filter_map(|(pool, class)| {
-            let sized = crate::catalog::nodeclass::for_node_class(catalog, class);
-            let base = sized.as_ref().unwrap_or(catalog);
-            let reserved =
-                crate::catalog::reservations::with_reservations(base, class, reservations);
-            reserved.or(sized).map(|c| (pool.clone(), c))
+            let types = || {
+                let sized = crate::catalog::nodeclass::for_node_class(catalog, class);
+                let base = sized.as_ref().unwrap_or(catalog);
+                let reserved =
+                    crate::catalog::reservations::with_reservations(base, class, reservations);
+                Ok::<_, std::convert::Infallible>(reserved.or(sized))
+            };
+            let method = crate::metrics::CloudMethod::GetInstanceTypes;
+            let Ok(types) = metrics.cloud_call_sync("provisioner", method, types);
+            types.map(|c| (pool.clone(), c))
         })
         .collect()
 }
@@ -307,7 +314,12 @@ impl Provisioner {
             .ctx
             .unavailable
             .apply(&self.ctx.catalog, self.ctx.now());
-        let pool_catalogs = pool_catalogs(&snapshot, &catalog, &self.ctx.reservations);
+        let pool_catalogs = pool_catalogs(
+            &snapshot,
+            &catalog,
+            &self.ctx.reservations,
+            &self.ctx.metrics,
+        );
         let results = self.solve(&snapshot, &catalog, &pool_catalogs);
         let mut replacements = Replacements {
             snapshot: &snapshot,

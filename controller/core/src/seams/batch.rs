@@ -6,6 +6,10 @@
 //! (upstream: 100 ms idle, 1 s max, 500 ids). The batch is one shared future every caller awaits,
 //! so it completes even if the caller that opened it is cancelled. Time is `tokio::time`; ids are
 //! kept in ordered sets, so a seed replays.
+//!
+//! Each batch is observed as upstream's `terminate_instances` batcher is: its window (first
+//! request to close) in `karpenter_cloudprovider_batcher_batch_time_seconds` and its requests
+//! (callers, not ids) in `karpenter_cloudprovider_batcher_batch_size`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -16,6 +20,8 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use tokio::time::Instant;
 
+use crate::metrics::Metrics;
+use crate::metrics::cloudprovider::BatcherLabels;
 use crate::seams::ec2::{
     CapacityReservation, CreateFleetRequest, CreateFleetResponse, Ec2, Ec2Error, Filter, Image,
     ImageQuery, Instance, InstanceStatus, LaunchTemplate, LaunchTemplateRequest, SecurityGroup,
@@ -28,12 +34,16 @@ pub const BATCH_IDLE_MS: u64 = 100;
 pub const BATCH_MAX_MS: u64 = 1_000;
 /// A batch closes once it holds this many ids.
 pub const BATCH_IDS_MAX: usize = 500;
+/// The `batcher` label of the TerminateInstances batch (upstream's batcher name).
+pub const TERMINATE_BATCHER: &str = "terminate_instances";
 
 type Terminated = Result<Vec<String>, Ec2Error>;
 
 /// The ids of the open batch and when they came.
 struct Open {
     ids: BTreeSet<String>,
+    /// Calls that joined (upstream's batch size counts requests).
+    callers: usize,
     first: Instant,
     last: Instant,
     closed: bool,
@@ -49,6 +59,8 @@ struct Batch {
 pub struct BatchedEc2 {
     inner: Arc<dyn Ec2>,
     current: Mutex<Option<Batch>>,
+    /// Where each batch's window and size are observed (`None`: not observed).
+    metrics: Option<Arc<Metrics>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -62,7 +74,14 @@ impl BatchedEc2 {
         Self {
             inner,
             current: Mutex::new(None),
+            metrics: None,
         }
+    }
+
+    /// Observes every batch's window and size in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Adds `ids` to the open batch (opening one if needed) and returns the batch's future.
@@ -73,17 +92,21 @@ impl BatchedEc2 {
             let mut open = lock(&batch.open);
             if !open.closed && open.ids.len() < BATCH_IDS_MAX {
                 open.ids.extend(ids.iter().cloned());
+                open.callers += 1;
                 open.last = now;
                 return batch.done.clone();
             }
         }
         let open = Arc::new(Mutex::new(Open {
             ids: ids.iter().cloned().collect(),
+            callers: 1,
             first: now,
             last: now,
             closed: false,
         }));
-        let done = run(self.inner.clone(), open.clone()).boxed().shared();
+        let done = run(self.inner.clone(), open.clone(), self.metrics.clone())
+            .boxed()
+            .shared();
         *current = Some(Batch {
             open,
             done: done.clone(),
@@ -93,7 +116,11 @@ impl BatchedEc2 {
 }
 
 /// Waits for the batch to close, then makes its one call.
-async fn run(inner: Arc<dyn Ec2>, open: Arc<Mutex<Open>>) -> Terminated {
+async fn run(
+    inner: Arc<dyn Ec2>,
+    open: Arc<Mutex<Open>>,
+    metrics: Option<Arc<Metrics>>,
+) -> Terminated {
     let ids: Vec<String> = loop {
         let wait = {
             let mut batch = lock(&open);
@@ -103,6 +130,9 @@ async fn run(inner: Arc<dyn Ec2>, open: Arc<Mutex<Open>>) -> Terminated {
             let due = idle_at.min(max_at);
             if batch.ids.len() >= BATCH_IDS_MAX || now >= due {
                 batch.closed = true;
+                if let Some(metrics) = &metrics {
+                    observe(metrics, now - batch.first, batch.callers);
+                }
                 break batch.ids.iter().cloned().collect();
             }
             due
@@ -110,6 +140,23 @@ async fn run(inner: Arc<dyn Ec2>, open: Arc<Mutex<Open>>) -> Terminated {
         tokio::time::sleep_until(wait).await;
     };
     inner.terminate_instances(&ids).await
+}
+
+/// One closed batch: its window and how many calls joined it.
+fn observe(metrics: &Metrics, window: Duration, callers: usize) {
+    let labels = BatcherLabels {
+        batcher: TERMINATE_BATCHER.to_string(),
+    };
+    let cloud = &metrics.cloud;
+    cloud
+        .batch_time
+        .get_or_create(&labels)
+        .observe(window.as_secs_f64());
+    // Callers fit an f64 exactly (at most `BATCH_IDS_MAX` ids, so as many callers).
+    cloud
+        .batch_size
+        .get_or_create(&labels)
+        .observe(callers as f64);
 }
 
 #[async_trait]

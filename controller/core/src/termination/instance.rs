@@ -2,6 +2,11 @@
 //! EC2's eventual consistency), then drop the finalizer from the Node and the NodeClaim.
 
 use super::*;
+use crate::metrics::CloudMethod;
+
+/// The `controller` label of termination's cloud-provider calls (upstream's
+/// `node.termination`, which terminates instances and checks they are gone).
+pub(super) const TERMINATION_CONTROLLER: &str = "node.termination";
 
 impl Termination {
     /// Whether EC2 says the instance is gone (terminated or shutting down, or absent after the
@@ -42,11 +47,11 @@ impl Termination {
             Some(InstanceState::Terminated) => Ok(true),
             Some(InstanceState::ShuttingDown) => Ok(false),
             Some(_) => {
-                self.ctx.ec2.terminate_instances(&ids).await?;
+                self.terminate(&ids).await?;
                 Ok(false)
             }
             // Not visible: just launched (EC2 is eventually consistent) or long forgotten.
-            None => match self.ctx.ec2.terminate_instances(&ids).await {
+            None => match self.terminate(&ids).await {
                 Ok(known) if known.iter().any(|k| k == id) => Ok(false),
                 Ok(_) | Err(Ec2Error::NotFound { .. }) => {
                     Ok(self.outside_consistency_window(claim))
@@ -54,6 +59,16 @@ impl Termination {
                 Err(err) => Err(err),
             },
         }
+    }
+
+    /// Upstream's `Delete`: one TerminateInstances, timed and its error counted (an instance
+    /// EC2 no longer knows is `NodeClaimNotFoundError`, as upstream's Delete answers).
+    async fn terminate(&self, ids: &[String]) -> Result<Vec<String>, Ec2Error> {
+        let call = self.ctx.ec2.terminate_instances(ids);
+        let metrics = &self.ctx.metrics;
+        metrics
+            .cloud_call(TERMINATION_CONTROLLER, CloudMethod::Delete, call)
+            .await
     }
 
     pub(super) async fn remove_node_finalizer(

@@ -410,9 +410,16 @@ impl Termination {
         let instances = if ids.is_empty() {
             Ok(BTreeMap::new())
         } else {
-            self.ctx
-                .ec2
-                .describe_instances(&ids, &[])
+            // Upstream's `Get` (one per node there; one call for every terminating instance
+            // here).
+            let call = self.ctx.ec2.describe_instances(&ids, &[]);
+            let metrics = &self.ctx.metrics;
+            metrics
+                .cloud_call(
+                    instance::TERMINATION_CONTROLLER,
+                    crate::metrics::CloudMethod::Get,
+                    call,
+                )
                 .await
                 .map(|list| {
                     list.into_iter()

@@ -229,6 +229,12 @@ fn node_and_nodepool_gauges_follow_the_cluster_and_drop_a_deleted_node() {
         Some("25.0")
     );
     assert_eq!(line("nodepools_limit", "cpu").as_deref(), Some("100.0"));
+    assert!(
+        text.contains(
+            "karpenter_cloudprovider_instance_type_cpu_cores{instance_type=\"m5.large\"} 2"
+        ),
+        "the pass writes the catalog's instance-type gauges too"
+    );
     let cost = text
         .lines()
         .find(|l| l.starts_with("karpenter_nodepools_cost_total{nodepool=\"default\"}"))
@@ -389,5 +395,106 @@ fn pod_series_time_binding_and_startup_once_and_drop_deleted_pods() {
     assert!(
         text.contains("karpenter_pods_startup_duration_seconds_count 2"),
         "{text}"
+    );
+}
+
+/// Issue 15 (H2): upstream's AWS instance-type gauges, from the catalog: vCPUs and EC2's memory
+/// per type, and per offering whether it can be bought now (an offering in the
+/// unavailable-offerings cache cannot) and its price.
+#[test]
+fn instance_type_gauges_show_the_catalog_and_an_offering_out_of_capacity_as_unavailable() {
+    use karpenter_core::catalog::{CapacityType, Catalog, UnavailableOfferings};
+    let catalog = Catalog::builtin();
+    let unavailable = UnavailableOfferings::new();
+    let now = at("2026-01-01T00:00:00Z");
+    unavailable.mark(
+        "m5.large",
+        "us-west-2a",
+        CapacityType::Spot,
+        now,
+        std::time::Duration::from_secs(180),
+    );
+    let metrics = Metrics::new();
+    metrics.record_catalog(&catalog, &unavailable, now);
+    let text = metrics.encode();
+    let value = |family: &str, labels: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("karpenter_cloudprovider_{family}{{{labels}}}")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let m5 = "instance_type=\"m5.large\"";
+    assert_eq!(value("instance_type_cpu_cores", m5), Some(2.0), "{text}");
+    assert_eq!(
+        value("instance_type_memory_bytes", m5),
+        Some(8.0 * 1024.0 * 1024.0 * 1024.0)
+    );
+    let offering = |capacity: &str| {
+        format!("instance_type=\"m5.large\",capacity_type=\"{capacity}\",zone=\"us-west-2a\"")
+    };
+    assert_eq!(
+        value("instance_type_offering_available", &offering("spot")),
+        Some(0.0)
+    );
+    assert_eq!(
+        value("instance_type_offering_available", &offering("on-demand")),
+        Some(1.0)
+    );
+    let price = catalog
+        .get("m5.large")
+        .expect("m5.large")
+        .offerings
+        .iter()
+        .find(|o| o.zone == "us-west-2a" && o.capacity_type == CapacityType::OnDemand)
+        .expect("offering")
+        .price;
+    assert_eq!(
+        value(
+            "instance_type_offering_price_estimate",
+            &offering("on-demand")
+        ),
+        Some(price)
+    );
+    let types = text
+        .lines()
+        .filter(|l| l.starts_with("karpenter_cloudprovider_instance_type_cpu_cores{"))
+        .count();
+    assert_eq!(types, catalog.instance_types.len(), "one series per type");
+}
+
+/// Issue 15 (H2): `karpenter_build_info` is 1 for exactly one build: the core's version until
+/// the binary sets its own, with the Rust compiler as `goversion` and Go's architecture names.
+#[test]
+fn build_info_is_one_series_for_the_build_the_binary_names() {
+    use karpenter_core::metrics::BuildInfo;
+    let metrics = Metrics::new();
+    let text = metrics.encode();
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("karpenter_build_info{"))
+        .expect("present from the start");
+    assert!(line.contains(&version) && line.ends_with(" 1"), "{line}");
+    assert!(line.contains("goversion=\"rustc "), "{line}");
+    metrics.set_build_info(&BuildInfo::new("1.2.3", "abc123"));
+    let text = metrics.encode();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("karpenter_build_info{"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("version=\"1.2.3\"") && lines[0].contains("commit=\"abc123\""),
+        "{lines:?}"
+    );
+    let arch = karpenter_core::metrics::cloudprovider::go_arch(std::env::consts::ARCH);
+    assert!(lines[0].contains(&format!("goarch=\"{arch}\"")));
+    assert_eq!(
+        karpenter_core::metrics::cloudprovider::go_arch("x86_64"),
+        "amd64"
+    );
+    assert_eq!(
+        karpenter_core::metrics::cloudprovider::go_arch("aarch64"),
+        "arm64"
     );
 }

@@ -953,3 +953,83 @@ fn a_node_much_smaller_than_its_claim_promised_fails_the_consistency_check() {
         Some(karpenter_core::api::ConditionStatus::True)
     );
 }
+
+/// The `karpenter_cloudprovider_*` line of `family` whose labels contain every one of `labels`,
+/// and its value.
+fn cloud_series(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("karpenter_cloudprovider_{family}{{")))
+        .find(|l| labels.iter().all(|label| l.contains(label)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Issue 15 (H2): upstream decorates its CloudProvider so every method is timed and its errors
+/// counted by calling controller. Here a launch that finds no capacity is a `Create` counted
+/// as `InsufficientCapacityError`; a launched claim's termination checks its instance (`Get`)
+/// and terminates it (`Delete`); garbage collection lists the cluster's instances (`List`).
+#[test]
+fn cloud_provider_calls_are_timed_per_method_and_a_failed_launch_counts_its_error() {
+    let w = world();
+    for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
+        let pool = Pool::new("m5.large", zone, CapacityType::Spot);
+        assert!(w.cloud.set_pool_capacity(&pool, 0));
+    }
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        claim("default-b", &["m5.large"], &["spot"]),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::DeletedInsufficientCapacity));
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Deleting));
+    assert_eq!(w.terminate()[0].1, Ok(Stage::Terminated));
+    w.launch_on_demand("default-c");
+    futures::executor::block_on(w.kube.delete(
+        &ResourceKind::NODE_CLAIM,
+        &ObjectKey::cluster("default-c"),
+        &DeleteOptions::default(),
+    ))
+    .expect("delete");
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Deleting));
+    assert_eq!(w.terminate()[0].1, Ok(Stage::InstanceTerminating));
+    futures::executor::block_on(w.garbage_collector.collect()).expect("gc");
+    let text = w.ctx.metrics.encode();
+    let create = [
+        "controller=\"nodeclaim.lifecycle\"",
+        "method=\"Create\"",
+        "provider=\"aws\"",
+    ];
+    let mut ice = create.to_vec();
+    ice.push("error=\"InsufficientCapacityError\"");
+    assert_eq!(
+        cloud_series(&text, "errors_total", &ice),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("karpenter_cloudprovider_errors_total{"))
+            .count(),
+        1,
+        "the successful calls count no error: {text}"
+    );
+    assert_eq!(
+        cloud_series(&text, "duration_seconds_count", &create),
+        Some(2.0),
+        "both launch attempts are timed"
+    );
+    for (controller, method) in [
+        ("node.termination", "Get"),
+        ("node.termination", "Delete"),
+        ("nodeclaim.garbagecollection", "List"),
+    ] {
+        let labels = [
+            &*format!("controller=\"{controller}\""),
+            &*format!("method=\"{method}\""),
+        ];
+        assert_eq!(
+            cloud_series(&text, "duration_seconds_count", &labels),
+            Some(1.0),
+            "{controller} {method}: {text}"
+        );
+    }
+}

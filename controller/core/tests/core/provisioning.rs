@@ -36,6 +36,7 @@ struct World {
     kube: Arc<ApiServer>,
     clock: Arc<ManualClock>,
     provisioner: Provisioner,
+    metrics: Arc<karpenter_core::metrics::Metrics>,
 }
 
 fn world() -> World {
@@ -43,11 +44,13 @@ fn world() -> World {
     let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::NODE_POOL, pool());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, ready_class());
-    let provisioner = Provisioner::new(Arc::new(context(&kube, &clock)));
+    let ctx = Arc::new(context(&kube, &clock));
+    let provisioner = Provisioner::new(ctx.clone());
     World {
         kube,
         clock,
         provisioner,
+        metrics: ctx.metrics.clone(),
     }
 }
 
@@ -803,6 +806,12 @@ fn a_pod_needing_more_scratch_space_than_the_default_root_volume_fits_a_class_wi
     // The claim, in flight, counts with its class's capacity: a second pass buys nothing more.
     let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
     assert!(outcome.created.is_empty(), "{outcome:?}");
+    // Each pass sized the pool's instance types for its class: upstream's `GetInstanceTypes`.
+    let text = w.metrics.encode();
+    assert!(
+        text.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"provisioner\",method=\"GetInstanceTypes\",provider=\"aws\"} 3"),
+        "{text}"
+    );
 }
 
 /// Found by the fault swarm (`pdb-never-allows` with a spot warning, seed 21): an interrupted

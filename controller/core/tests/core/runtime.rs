@@ -335,4 +335,46 @@ mod batches {
         }
         assert_eq!(cloud.calls_of(Operation::TerminateInstances).len(), 1);
     }
+
+    /// Issue 15 (H2): the batch is observed as upstream's `terminate_instances` batcher: one
+    /// window, from the first call (t=0) to the close 100 ms after the last (t=100 ms), and its
+    /// size in calls.
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_is_observed_as_upstreams_terminate_instances_batcher_with_its_window_and_calls()
+     {
+        let clock = Arc::new(VirtualClock::new(support::start()));
+        let cloud = Arc::new(FakeCloud::new(clock, Catalog::builtin(), Config::default()));
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(launch(&cloud).await);
+        }
+        let metrics = Arc::new(karpenter_core::metrics::Metrics::new());
+        let batched = Arc::new(BatchedEc2::new(cloud.clone()).with_metrics(metrics.clone()));
+        let mut callers = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            let batched = batched.clone();
+            let id = id.clone();
+            callers.push(tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50 * i as u64)).await;
+                batched.terminate_instances(std::slice::from_ref(&id)).await
+            }));
+        }
+        for caller in callers {
+            caller.await.expect("joined").expect("terminated");
+        }
+        let text = metrics.encode();
+        let value = |series: &str| {
+            text.lines()
+                .find(|l| l.starts_with(series))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        let labels = "{batcher=\"terminate_instances\"}";
+        let size = format!("karpenter_cloudprovider_batcher_batch_size_sum{labels}");
+        let windows = format!("karpenter_cloudprovider_batcher_batch_time_seconds_count{labels}");
+        let window = format!("karpenter_cloudprovider_batcher_batch_time_seconds_sum{labels}");
+        assert_eq!(value(&size), Some(3.0), "{text}");
+        assert_eq!(value(&windows), Some(1.0), "{text}");
+        assert_eq!(value(&window), Some(0.2), "{text}");
+    }
 }

@@ -172,6 +172,12 @@ async fn start(settings: Settings) -> Result<(), ControllerError> {
     }
     let operator = Operator::with_context(ctx);
     let metrics = operator.metrics().clone();
+    // `karpenter_build_info`: this binary's version, and the revision the build was given
+    // (`KARPENTER_COMMIT` at compile time; empty without one).
+    metrics.set_build_info(&karpenter_core::metrics::BuildInfo::new(
+        env!("CARGO_PKG_VERSION"),
+        option_env!("KARPENTER_COMMIT").unwrap_or_default(),
+    ));
     http::serve(
         settings.metrics_port,
         Arc::new(move |path| http::metrics_answer(&metrics, path)),

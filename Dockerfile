@@ -24,6 +24,10 @@ RUN case "${TARGETARCH:-amd64}" in \
     && rustup target add "$(cat /rust-target)"
 WORKDIR /src
 COPY . .
+# The revision `karpenter_build_info{commit}` reports (`cargo xtask image` passes `git rev-parse
+# HEAD`; empty without it).
+ARG KARPENTER_COMMIT=""
+ENV KARPENTER_COMMIT=${KARPENTER_COMMIT}
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --package karpenter-cli --bin karpenter \

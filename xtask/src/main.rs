@@ -605,5 +605,19 @@ fn image(root: &Path, tag: &str) -> Result<(), String> {
         );
         return Ok(());
     }
-    run(root, "image build", "docker", &["build", "--tag", tag, "."])
+    let commit = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let commit_arg = format!("KARPENTER_COMMIT={commit}");
+    run(
+        root,
+        "image build",
+        "docker",
+        &["build", "--build-arg", &commit_arg, "--tag", tag, "."],
+    )
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::catalog::{Catalog, ReservationAvailability, UnavailableOfferings};
+use crate::catalog::live::LiveCatalog;
+use crate::catalog::{Catalog, ReservationAvailability, SharedCatalog, UnavailableOfferings};
 use crate::events::Recorder;
 use crate::metrics::Metrics;
 use crate::nodeclaim;
@@ -58,7 +59,11 @@ pub struct Context {
     /// `None`: no interruption handling (upstream, with `INTERRUPTION_QUEUE` empty).
     pub queue: Option<InterruptionQueue>,
     pub clock: Arc<dyn Clock>,
-    pub catalog: Arc<Catalog>,
+    /// The instance catalog; a pass reads [`SharedCatalog::current`] once.
+    pub catalog: SharedCatalog,
+    /// Where the catalog is refreshed from while the loops run (`None`: a fixed catalog, as in
+    /// the simulation and unit tests).
+    pub live_catalog: Option<Arc<tokio::sync::Mutex<LiveCatalog>>>,
     pub metrics: Arc<Metrics>,
     /// Watch-fed caches the controllers read.
     pub state: SharedState,
@@ -107,7 +112,8 @@ impl Context {
             ec2,
             queue: None,
             clock,
-            catalog,
+            catalog: SharedCatalog::new(catalog),
+            live_catalog: None,
             metrics: Arc::new(Metrics::new()),
             state: SharedState::default(),
             unavailable: Arc::new(UnavailableOfferings::new()),
@@ -117,6 +123,13 @@ impl Context {
             profiles: Arc::new(ProfileCache::default()),
             templates: Arc::default(),
         }
+    }
+
+    /// Refreshes the catalog from `live` while the loops run (each part on its interval: see
+    /// [`LiveCatalog::refresh`]); `live` should hold the catalog this context started with.
+    pub fn with_live_catalog(mut self, live: LiveCatalog) -> Self {
+        self.live_catalog = Some(Arc::new(tokio::sync::Mutex::new(live)));
+        self
     }
 
     /// Manages and checks instance profiles through `iam` (see [`Context::iam`]).

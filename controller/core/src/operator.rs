@@ -323,6 +323,18 @@ fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter, stop: &Stop) ->
     ]
 }
 
+/// The catalog refresh, when the context has a live catalog to refresh from.
+fn catalog_refresh_loop(ctx: &Arc<Context>, stop: &Stop) -> Option<NamedLoop> {
+    let refresh = loops::CatalogRefreshLoop {
+        ctx: ctx.clone(),
+        live: ctx.live_catalog.clone()?,
+    };
+    Some(named(
+        "catalog-refresh",
+        run_singleton(refresh, Trigger::never(), stop.clone()),
+    ))
+}
+
 fn status_loops(
     ctx: &Arc<Context>,
     informers: &Informers,
@@ -516,6 +528,7 @@ impl Operator {
             ),
         ));
         loops.extend(interval_loops(&ctx, &reports, &stop));
+        loops.extend(catalog_refresh_loop(&ctx, &stop));
         loops.extend(status_loops(&ctx, &informers, &reports, &stop));
         let disruption = DisruptionLoop {
             pod_events: PodEvents::new(ctx.clone()),

@@ -184,13 +184,13 @@ impl StateMetrics {
             tracked.1 = pod_series;
             let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
             let mut series = compute(&nodes, &pods, &pools, now);
-            series.costs = pool_costs(&pools, &claims, &self.ctx.catalog);
+            series.costs = pool_costs(&pools, &claims, &self.ctx.catalog.current());
             series
         };
         // Upstream's instance-type gauges (its AWS provider's metrics controller, every minute).
         let ctx = &self.ctx;
         ctx.metrics
-            .record_catalog(&ctx.catalog, &ctx.unavailable, now);
+            .record_catalog(&ctx.catalog.current(), &ctx.unavailable, now);
         let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
         apply(&self.ctx.metrics, &previous, &series);
         *previous = series;

@@ -10,6 +10,7 @@ pub mod live;
 pub mod nodeclass;
 pub mod overhead;
 pub mod reservations;
+pub mod shared;
 pub mod trunking;
 pub mod unavailable;
 
@@ -23,6 +24,7 @@ pub use overhead::{
     eviction_threshold, kube_reserved, memory_capacity,
 };
 pub use reservations::{RESERVED_PRICE_DIVISOR, Reservation, ReservationAvailability};
+pub use shared::SharedCatalog;
 pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
 
 /// The extended resource NVIDIA's device plugin advertises, one per GPU.

@@ -28,6 +28,7 @@ use crate::api::conditions::{self, nodeclaim as cond};
 use crate::api::labels::{DISRUPTED_TAINT_KEY, DISRUPTION_COMMAND_ANNOTATION};
 use crate::api::nodepool::DisruptionReason;
 use crate::api::{ConditionStatus, NodeClaim};
+use crate::catalog::Catalog;
 use crate::context::Context;
 use crate::events::{EventType, Reference};
 use crate::provisioning::Snapshot;
@@ -87,6 +88,8 @@ pub struct Disruption {
 /// The cluster read once per pass.
 struct Read {
     view: ClusterView,
+    /// The catalog this pass decides on (read once: a refresh mid-pass must not mix two).
+    catalog: Arc<Catalog>,
     claims: BTreeMap<String, Arc<NodeClaim>>,
     nodes: BTreeMap<String, Arc<Node>>,
 }
@@ -139,7 +142,7 @@ impl Disruption {
                 self.memory().pending = None;
                 match validate(
                     &read.view,
-                    &self.ctx.catalog,
+                    &read.catalog,
                     &self.options,
                     exclusions,
                     &command,
@@ -165,7 +168,7 @@ impl Disruption {
                 let seconds = || started.elapsed().as_secs_f64();
                 let decision = decide_timed(
                     &read.view,
-                    &self.ctx.catalog,
+                    &read.catalog,
                     &self.options,
                     exclusions,
                     &seconds,
@@ -253,7 +256,8 @@ impl Disruption {
     async fn read(&self, now: Timestamp) -> Result<Read, KubeError> {
         let mut state = self.ctx.state.lock().await;
         state.sync(self.ctx.kube.as_ref()).await?;
-        let snapshot = Snapshot::from_state(&state, &self.ctx.catalog, now);
+        let catalog = self.ctx.catalog.current();
+        let snapshot = Snapshot::from_state(&state, &catalog, now);
         let nodes: Vec<&Node> = state.nodes.iter().map(|n| &**n).collect();
         let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
         let pods: Vec<_> = state.pods.iter().map(|p| &**p).collect();
@@ -277,6 +281,7 @@ impl Disruption {
         // Only nodes with a NodeClaim can be disrupted here (a command deletes claims).
         view.facts.retain(|_, f| f.claim.is_some());
         Ok(Read {
+            catalog,
             view,
             claims: state
                 .claims

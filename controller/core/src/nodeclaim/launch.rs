@@ -351,7 +351,8 @@ impl Lifecycle {
         claim: &NodeClaim,
         launched: &Launched,
     ) -> Result<Step, KubeError> {
-        let instance_type = self.ctx.catalog.get(&launched.instance_type);
+        let catalog = self.ctx.catalog.current();
+        let instance_type = catalog.get(&launched.instance_type);
         let capacity = instance_type
             .map(|t| t.capacity.to_list())
             .unwrap_or_default();
@@ -369,7 +370,7 @@ impl Lifecycle {
                 launched.capacity_type.label().to_string(),
             ),
         ]);
-        if let Some(id) = self.ctx.catalog.zone_id(&launched.zone) {
+        if let Some(id) = catalog.zone_id(&launched.zone) {
             labels.insert(ZONE_ID_LABEL.to_string(), id.to_string());
         }
         for (k, v) in launched.reservation.iter().flat_map(Reservation::labels) {
@@ -466,7 +467,8 @@ pub async fn launch(
     now: Timestamp,
 ) -> Result<Launched, LaunchError> {
     let reqs = Requirements::from_api(&claim.spec.requirements);
-    let types = candidates(claim, &ctx.catalog);
+    let catalog = ctx.catalog.current();
+    let types = candidates(claim, &catalog);
     if types.is_empty() {
         return Err(LaunchError::InsufficientCapacity(
             "no instance type of the claim fits its requests".into(),
@@ -475,7 +477,7 @@ pub async fn launch(
     let zone_id = reqs.get(ZONE_ID_LABEL);
     let zone_allowed = |z: &str| {
         reqs.get(ZONE_LABEL).is_none_or(|r| r.has(z))
-            && zone_id.is_none_or(|r| ctx.catalog.zone_id(z).is_some_and(|id| r.has(id)))
+            && zone_id.is_none_or(|r| catalog.zone_id(z).is_some_and(|id| r.has(id)))
     };
     let subnets = resolve::subnets(ctx.ec2.as_ref(), class, zone_allowed).await?;
     let security_groups = resolve::security_groups(ctx.ec2.as_ref(), class).await?;
@@ -939,8 +941,11 @@ fn reserved_options<'t>(
     types: &[&'t InstanceType],
     subnets: &BTreeMap<String, Subnet>,
 ) -> Vec<(&'t InstanceType, Offering)> {
-    let reserved =
-        crate::catalog::reservations::reserved_offerings(&ctx.catalog, class, &ctx.reservations);
+    let reserved = crate::catalog::reservations::reserved_offerings(
+        &ctx.catalog.current(),
+        class,
+        &ctx.reservations,
+    );
     let allowed = |o: &Offering| {
         let Some(r) = &o.reservation else {
             return false;

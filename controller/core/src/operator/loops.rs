@@ -10,6 +10,7 @@
 //! | termination | singleton | claims, nodes, pods; every second while something terminates |
 //! | garbage collection | singleton | its interval |
 //! | instance status (impaired instances) | singleton | every minute |
+//! | catalog refresh (with a live catalog) | singleton | every minute; each part on its interval |
 //! | NodePool counters | singleton | pools, claims |
 //! | pod events, expiration, disruption | singleton | pools, claims, nodes, pods; every 10 s |
 
@@ -24,6 +25,7 @@ use tokio::sync::mpsc;
 use super::{LoopReport, StepError};
 use crate::api::NodeClaim;
 use crate::api::conditions::{self, nodeclaim as cond};
+use crate::catalog::live::LiveCatalog;
 use crate::context::Context;
 use crate::disruption::{Disruption, Expiration, PodEvents};
 use crate::interruption::InterruptionHandler;
@@ -159,6 +161,47 @@ impl Singleton for TerminationLoop {
                 TERMINATION_REQUEUE
             }
         }
+    }
+}
+
+/// How often the catalog refresh loop asks [`LiveCatalog::refresh`] whether a part is due: each
+/// part keeps its own interval (instance types and on-demand prices 12 h, spot prices 1 h), so
+/// this bounds how late a due part is read and how soon a failed read is tried again.
+pub const CATALOG_REFRESH_POLL: Duration = Duration::from_secs(60);
+
+/// Refreshes the instance catalog while the loops run and swaps the new one into the context
+/// (upstream's instance-type and pricing controllers). A failed read keeps the catalog in use
+/// and is tried again at the next poll.
+pub struct CatalogRefreshLoop {
+    pub ctx: Arc<Context>,
+    pub live: Arc<tokio::sync::Mutex<LiveCatalog>>,
+}
+
+#[async_trait]
+impl Singleton for CatalogRefreshLoop {
+    fn name(&self) -> &'static str {
+        "catalog_refresh"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        let mut live = self.live.lock().await;
+        match live.refresh().await {
+            Ok(true) => {
+                if let Some(catalog) = live.catalog() {
+                    tracing::info!(
+                        instance_types = catalog.instance_types.len(),
+                        prices = ?live.price_source(),
+                        "refreshed the instance catalog"
+                    );
+                    self.ctx.catalog.replace(catalog);
+                }
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%error, "refreshing the instance catalog failed; keeping the one in use");
+            }
+        }
+        CATALOG_REFRESH_POLL
     }
 }
 

@@ -279,6 +279,8 @@ impl Provisioner {
 
     /// One provisioning pass, now.
     pub async fn provision(&self) -> Result<Outcome, ProvisionError> {
+        // One catalog for the whole pass (a refresh mid-pass must not mix two).
+        let pass_catalog = self.ctx.catalog.current();
         let snapshot = {
             let mut state = self.ctx.state.lock().await;
             let synced = state.sync(self.ctx.kube.as_ref()).await;
@@ -288,7 +290,7 @@ impl Provisioner {
             metrics
                 .cluster_state_node_count
                 .set(i64::try_from(state.nodes.len()).unwrap_or(i64::MAX));
-            Snapshot::from_state(&state, &self.ctx.catalog, self.ctx.clock.now())
+            Snapshot::from_state(&state, &pass_catalog, self.ctx.clock.now())
         };
         self.ctx
             .metrics
@@ -310,10 +312,7 @@ impl Provisioner {
             return Ok(outcome);
         }
         // Offerings that recently failed with insufficient capacity are hidden from planning.
-        let catalog = self
-            .ctx
-            .unavailable
-            .apply(&self.ctx.catalog, self.ctx.now());
+        let catalog = self.ctx.unavailable.apply(&pass_catalog, self.ctx.now());
         let pool_catalogs = pool_catalogs(
             &snapshot,
             &catalog,

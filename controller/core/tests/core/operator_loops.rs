@@ -9,11 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fakecloud::{Config, Fake, FakeCloud, Fault, Operation};
+use fakecloud::{Config, Fake, FakeCloud, Fault, Operation, Pool};
 use fakekube::ApiServer;
 use karpenter_core::api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_core::api::{NodeClaim, ProviderId, conditions};
-use karpenter_core::catalog::Catalog;
+use karpenter_core::catalog::live::LiveCatalog;
+use karpenter_core::catalog::{CapacityType, Catalog};
+use karpenter_core::context::Context;
+use karpenter_core::operator::loops::CATALOG_REFRESH_POLL;
 use karpenter_core::operator::{Operator, SHUTDOWN_DRAIN_MAX};
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{Clock, KubeApi, VirtualClock};
@@ -325,4 +328,64 @@ async fn the_sequential_step_loop_cannot_act_on_that_warning_in_time() {
         "one step waits for the 30 s launch before it polls the queue again"
     );
     stepping.abort();
+}
+
+/// The spot price of `m5.large` in `us-west-2a` in the catalog the running controllers read.
+fn m5_spot_price(operator: &Operator) -> f64 {
+    operator
+        .context()
+        .catalog
+        .current()
+        .get("m5.large")
+        .and_then(|it| {
+            it.offerings
+                .iter()
+                .find(|o| o.zone == "us-west-2a" && o.capacity_type == CapacityType::Spot)
+        })
+        .map(|o| o.price)
+        .expect("m5.large is offered as spot in us-west-2a")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spot_price_change_reaches_the_running_controllers_at_the_next_hourly_refresh() {
+    let clock = Arc::new(VirtualClock::new(support::start()));
+    let cloud = Arc::new(FakeCloud::new(
+        clock.clone(),
+        Catalog::builtin(),
+        Config::default(),
+    ));
+    let kube = api::api_server(clock.clone());
+    let mut live = LiveCatalog::new(cloud.clone(), clock.clone(), "us-west-2");
+    live.refresh().await.expect("the first load succeeds");
+    let catalog = live.catalog().expect("loaded");
+    let ctx = Context::new(
+        kube,
+        cloud.clone(),
+        clock.clone(),
+        catalog,
+        support::options(),
+    )
+    .with_live_catalog(live);
+    let operator = Operator::with_context(ctx);
+    let before = m5_spot_price(&operator);
+    let handle = operator.spawn();
+    let pool = Pool::new("m5.large", "us-west-2a", CapacityType::Spot);
+    assert!(
+        cloud.set_price(&pool, before * 3.0),
+        "EC2's spot price moves"
+    );
+    // The virtual clock follows tokio's paused time.
+    tokio::time::sleep(Duration::from_secs(58 * 60)).await;
+    assert_eq!(
+        m5_spot_price(&operator),
+        before,
+        "spot prices are read hourly: not yet"
+    );
+    tokio::time::sleep(Duration::from_secs(2 * 60) + CATALOG_REFRESH_POLL).await;
+    assert_eq!(
+        m5_spot_price(&operator),
+        before * 3.0,
+        "the refresh swapped the new price into the controllers' catalog"
+    );
+    handle.shutdown(SHUTDOWN_DRAIN_MAX).await;
 }

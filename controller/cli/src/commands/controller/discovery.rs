@@ -169,13 +169,14 @@ impl<S: CatalogSource> CatalogSource for WithoutPricing<S> {
     }
 }
 
-/// The region's catalog, loaded once at start (the `Context` holds one catalog for the
-/// process's life).
+/// The region's catalog, loaded at start, and the live catalog that loaded it (the operator's
+/// catalog refresh loop keeps reading it: instance types and on-demand prices every 12 h, spot
+/// prices hourly).
 pub async fn load_catalog(
     aws: &Aws,
     isolated_vpc: bool,
     clock: Arc<dyn Clock>,
-) -> Result<Arc<Catalog>, ControllerError> {
+) -> Result<(Arc<Catalog>, LiveCatalog), ControllerError> {
     let source: Arc<dyn CatalogSource> = if isolated_vpc {
         Arc::new(WithoutPricing(aws.catalog()))
     } else {
@@ -192,7 +193,7 @@ pub async fn load_catalog(
                         prices = ?live.price_source(),
                         "loaded the instance catalog"
                     );
-                    return Ok(catalog);
+                    return Ok((catalog, live));
                 }
             }
             Err(error) => {

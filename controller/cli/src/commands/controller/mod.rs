@@ -153,12 +153,14 @@ async fn start(settings: Settings) -> Result<(), ControllerError> {
         .await
         .map_err(|e| ControllerError::Aws(e.to_string()))?;
     let cluster = discovery::discover(&settings, &aws.eks(), kube_ca, &version).await?;
-    let catalog = discovery::load_catalog(&aws, settings.isolated_vpc, clock.clone()).await?;
+    let (catalog, live_catalog) =
+        discovery::load_catalog(&aws, settings.isolated_vpc, clock.clone()).await?;
     let options = options(&settings, &cluster);
     let ec2: Arc<dyn Ec2> = Arc::new(aws.ec2());
     let mut ctx = Context::new(kube.clone(), ec2, clock.clone(), catalog, options)
         .with_ec2_economy()
-        .with_iam(Arc::new(aws.iam()));
+        .with_iam(Arc::new(aws.iam()))
+        .with_live_catalog(live_catalog);
     if !settings.interruption_queue.is_empty() {
         let sqs =
             aws.sqs(&settings.interruption_queue)

@@ -181,8 +181,10 @@ pub fn instance_type_for(
     if let Some(build) = windows_build {
         labels.insert(OS_LABEL.to_string(), "windows".to_string());
         labels.insert(WINDOWS_BUILD_LABEL.to_string(), build.to_string());
-        // A type whose interface size is unknown advertises none (upstream: 0), so pods that
-        // need an address are never sent to it.
+        // From DescribeInstanceTypes, not a copy of the VPC resource controller's limits table
+        // (deliberate difference 24: the same figure wherever the table knows the type). A type
+        // whose interface size is unknown advertises none (upstream: 0), so pods that need an
+        // address are never sent to it.
         if let Some(addresses) = catalog
             .ipv4_per_interface
             .get(&it.name)

@@ -1,6 +1,7 @@
 //! AMIs and the public SSM parameters that name them: what `amiSelectorTerms` aliases
 //! (`al2023@latest`, `al2023@v20250601`, `bottlerocket@latest`, `bottlerocket@v1.40.0`,
-//! `al2@latest`) resolve through. Parameter paths are EKS's and Bottlerocket's public ones.
+//! `al2@latest`, `windows2022@latest`) resolve through. Parameter paths are EKS's and
+//! Bottlerocket's public ones.
 //!
 //! Publishing a release ([`FakeCloud::publish_ami`](crate::FakeCloud::publish_ami)) adds images and
 //! moves the `recommended`/`latest` parameters, which is what drift detection must notice.
@@ -27,6 +28,24 @@ pub enum AmiFamily {
     Al2,
     /// `bottlerocket@…`: releases `X.Y.Z` (a leading `v` is accepted).
     Bottlerocket,
+    /// `windows2019@latest`, `windows2022@latest`, `windows2025@latest`: EKS-optimized Windows
+    /// Server Core, x86_64 only, releases `YYYY.MM.DD`; only the latest is published as a
+    /// parameter (the aliases take no version).
+    Windows2019,
+    Windows2022,
+    Windows2025,
+}
+
+impl AmiFamily {
+    /// The Windows Server release year of a Windows family.
+    fn windows_version(self) -> Option<&'static str> {
+        match self {
+            AmiFamily::Windows2019 => Some("2019"),
+            AmiFamily::Windows2022 => Some("2022"),
+            AmiFamily::Windows2025 => Some("2025"),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -177,6 +196,16 @@ fn release_images(
     k8s: &str,
     rng: &mut ChaCha8Rng,
 ) -> Vec<Published> {
+    if let Some(version) = family.windows_version() {
+        let base = format!("Windows_Server-{version}-English-Core-EKS_Optimized-{k8s}");
+        let latest = format!("/aws/service/ami-windows-latest/{base}/image_id");
+        return vec![Published {
+            architecture: "x86_64",
+            name: format!("{base}-{release}"),
+            versioned: latest.clone(),
+            latest,
+        }];
+    }
     match family {
         AmiFamily::Al2023 => [
             ("x86_64", "standard"),
@@ -216,6 +245,7 @@ fn release_images(
             }
         })
         .collect(),
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => Vec::new(),
         AmiFamily::Bottlerocket => {
             let version = release.trim_start_matches('v');
             let build = format!("{:08x}", rng.next_u32());

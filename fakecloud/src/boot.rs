@@ -81,4 +81,6 @@ pub struct Boot {
     pub labels: BTreeMap<String, String>,
     /// `--register-with-taints` / `registerWithTaints` / Bottlerocket `node-taints`.
     pub taints: Vec<Taint>,
+    /// `--max-pods` (or nodeadm's / Bottlerocket's max pods) from the user data, if it set one.
+    pub max_pods: Option<u32>,
 }

@@ -42,6 +42,9 @@ pub struct Config {
     pub ami_release_al2: String,
     /// Release published at start for `bottlerocket@latest` (`X.Y.Z`).
     pub ami_release_bottlerocket: String,
+    /// Release published at start for the Windows aliases (`YYYY.MM.DD`): Windows Server 2019
+    /// and 2022, and 2025 from Kubernetes 1.35 (EKS publishes none for older versions).
+    pub ami_release_windows: String,
     /// Subnets of the world; empty means one per zone of the catalog, tagged for discovery.
     pub subnets: Vec<Subnet>,
     /// Security groups of the world; empty means one, tagged for discovery.
@@ -138,6 +141,7 @@ impl Default for Config {
             ami_release_al2023: "v20250601".into(),
             ami_release_al2: "v20250601".into(),
             ami_release_bottlerocket: "1.40.0".into(),
+            ami_release_windows: "2025.06.11".into(),
             subnets: Vec::new(),
             security_groups: Vec::new(),
             subnet_free_ips_default: 4091,

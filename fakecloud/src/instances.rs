@@ -111,6 +111,7 @@ impl InstanceRecord {
             user_data: self.user_data.clone(),
             labels,
             taints: view.taints,
+            max_pods: view.max_pods,
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::capacity::Pool;
 use crate::config::Config;
 use crate::cost::{CostReport, PricePoint};
 use crate::events::MALFORMED_BODIES;
+use crate::instances::InstanceRecord;
 use crate::sqs::SentMessage;
 use crate::state::{State, after};
 use crate::timeline::Due;
@@ -285,7 +286,7 @@ impl FakeCloud {
     pub fn boot(&self, instance_id: &str) -> Option<Boot> {
         let state = self.current();
         let record = state.instances.get(instance_id)?;
-        Some(record.boot(&state.config.region, &kubelet_labels(&state, &record.pool)))
+        Some(record.boot(&state.config.region, &kubelet_labels(&state, record)))
     }
 
     /// Every launch template as created (decoded user data as sent), sorted by name.
@@ -307,7 +308,7 @@ impl FakeCloud {
             .values()
             .filter(|r| r.instance.state == InstanceState::Running)
             .filter(|r| r.ready_at.is_some_and(|t| t <= state.now))
-            .map(|r| r.boot(&state.config.region, &kubelet_labels(&state, &r.pool)))
+            .map(|r| r.boot(&state.config.region, &kubelet_labels(&state, r)))
             .collect()
     }
 
@@ -386,15 +387,25 @@ impl FakeCloud {
     }
 }
 
-/// `kubernetes.io/arch` and `kubernetes.io/os` of the pool's instance type (os defaults to linux).
-fn kubelet_labels(state: &State, pool: &Pool) -> BTreeMap<String, String> {
+/// `kubernetes.io/arch` and `kubernetes.io/os` of the instance's type (os defaults to linux); on
+/// an instance booted from a Windows image, `windows` and the image's
+/// `node.kubernetes.io/windows-build`, as a Windows kubelet labels its node from the OS it runs.
+fn kubelet_labels(state: &State, record: &InstanceRecord) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([("kubernetes.io/os".to_string(), "linux".to_string())]);
-    if let Some(it) = state.catalog.get(&pool.instance_type) {
+    if let Some(it) = state.catalog.get(&record.pool.instance_type) {
         for key in ["kubernetes.io/arch", "kubernetes.io/os"] {
             if let Some(value) = it.labels.get(key) {
                 labels.insert(key.to_string(), value.clone());
             }
         }
+    }
+    let image = state.amis.name_of(&record.instance.image_id).unwrap_or("");
+    if let Some(build) = crate::bootstrap::windows_build(image) {
+        labels.insert("kubernetes.io/os".to_string(), "windows".to_string());
+        labels.insert(
+            "node.kubernetes.io/windows-build".to_string(),
+            build.to_string(),
+        );
     }
     labels
 }

@@ -31,6 +31,9 @@ pub(crate) struct Rngs {
     /// Ids and bodies of messages put into the queue from outside (`inject_message`), so
     /// injecting does not shift the ids of the cloud's own events.
     pub injected: ChaCha8Rng,
+    /// Ids of the Windows AMIs published at start: a stream of their own, so adding them left
+    /// every other id of a seed as it was.
+    pub windows_amis: ChaCha8Rng,
 }
 
 impl Rngs {
@@ -43,6 +46,7 @@ impl Rngs {
             sqs_reorder: streams.stream("sqs-reorder"),
             sqs_duplicate: streams.stream("sqs-duplicate"),
             injected: streams.stream("injected"),
+            windows_amis: streams.stream("windows-amis"),
         }
     }
 }

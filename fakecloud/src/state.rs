@@ -90,6 +90,29 @@ impl State {
                 &mut rng.ids,
             );
         }
+        let minor = config
+            .kubernetes_version
+            .split('.')
+            .nth(1)
+            .and_then(|m| m.parse::<u32>().ok())
+            .unwrap_or(0);
+        let windows = [
+            AmiFamily::Windows2019,
+            AmiFamily::Windows2022,
+            AmiFamily::Windows2025,
+        ];
+        for family in windows
+            .into_iter()
+            .filter(|f| *f != AmiFamily::Windows2025 || minor >= 35)
+        {
+            amis.publish(
+                family,
+                &config.ami_release_windows,
+                &config.kubernetes_version,
+                now,
+                &mut rng.windows_amis,
+            );
+        }
         Self {
             capacity: Capacity::new(&catalog, config.pool_capacity_default),
             prices: Prices::new(&catalog, now),

@@ -45,8 +45,10 @@ pub const STARTING_MESSAGE: &str =
     "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady";
 
 /// Annotation on a registered Node whose instance type has extended resources (GPUs, Neuron,
-/// EFA): they are reported allocatable `device_plugin_delay_ms` after the node became Ready, as
-/// a device plugin would, and the annotation removed.
+/// EFA, and on a Windows node the VPC resource controller's `vpc.amazonaws.com/PrivateIPv4Address`):
+/// they are reported allocatable `device_plugin_delay_ms` after the node became Ready, as a
+/// device plugin (or the controller, once it has set up the node's addresses) would, and the
+/// annotation removed.
 pub const DEVICE_PLUGINS_PENDING_ANNOTATION: &str = "sim.karpenter-rs.dev/device-plugins-pending";
 
 /// Timings and rules of the kubelet stand-in.

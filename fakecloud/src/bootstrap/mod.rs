@@ -56,6 +56,22 @@ impl BootFamily {
     }
 }
 
+/// The OS build (`major.minor.build`) a Windows kubelet reports as
+/// `node.kubernetes.io/windows-build`, for an EKS-optimized Windows image named
+/// `Windows_Server-<year>-…-EKS_Optimized-…`; `None` for any other image (or an unknown year).
+pub fn windows_build(image_name: &str) -> Option<&'static str> {
+    if BootFamily::of_image(image_name) != BootFamily::Windows {
+        return None;
+    }
+    let year = image_name.split('-').nth(1)?;
+    match year {
+        "2019" => Some("10.0.17763"),
+        "2022" => Some("10.0.20348"),
+        "2025" => Some("10.0.26100"),
+        _ => None,
+    }
+}
+
 /// The cluster an instance must join, as the world knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterIdentity {

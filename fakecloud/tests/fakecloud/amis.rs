@@ -156,3 +156,37 @@ fn describe_images_filters_by_name_owner_and_tags() {
         1
     );
 }
+
+/// The Windows aliases' public parameters (`ami-windows-latest`) name x86_64 EKS-optimized
+/// Windows Server Core images; Windows Server 2025 only from Kubernetes 1.35, as EKS publishes
+/// it. They come from a stream of their own: every other id of a seed is what it was.
+#[test]
+fn windows_aliases_resolve_to_x86_64_server_core_images_for_the_clusters_version() {
+    let w = world(config());
+    for year in ["2019", "2022"] {
+        let parameter = format!(
+            "/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-1.33/image_id"
+        );
+        let image = image(&w, &parameter);
+        assert_eq!(
+            image.name,
+            format!("Windows_Server-{year}-English-Core-EKS_Optimized-1.33-2025.06.11")
+        );
+        assert_eq!(image.architecture, "x86_64");
+        assert_eq!(image.owner_id, AMAZON_OWNER_ID);
+    }
+    let ws2025 = "/aws/service/ami-windows-latest/Windows_Server-2025-English-Core-EKS_Optimized-1.33/image_id";
+    assert_eq!(block_on(w.ec2().get_parameter(ws2025)).expect("get"), None);
+    let mut newer = config();
+    newer.kubernetes_version = "1.35".into();
+    let w = world(newer);
+    let image = image(
+        &w,
+        "/aws/service/ami-windows-latest/Windows_Server-2025-English-Core-EKS_Optimized-1.35/image_id",
+    );
+    assert!(
+        image.name.starts_with("Windows_Server-2025-"),
+        "{}",
+        image.name
+    );
+}

@@ -190,3 +190,52 @@ fn a_launch_needs_an_existing_instance_profile_whose_role_the_cluster_admits() {
     let node = w.launch(OnDemand, "m5.large", "3");
     assert_eq!(w.cloud.join_error(&node), None);
 }
+
+/// A Windows class's user data on a Linux image, or a Linux class's on a Windows image, is read
+/// by the image's own bootstrap, which does not understand it: the node never joins. A Windows
+/// image's kubelet reports its OS build, one per Windows Server release.
+#[test]
+fn an_image_and_user_data_of_different_families_never_join_and_windows_images_carry_their_build() {
+    let windows = format!(
+        "<powershell>\n& 'C:\\Program Files\\Amazon\\EKS\\Start-EKSBootstrap.ps1' -EKSClusterName 'demo' -APIServerEndpoint 'https://api.demo' -Base64ClusterCA '{CA}'\n</powershell>\n"
+    );
+    join(BootFamily::Windows, &windows, &cluster()).unwrap();
+    for linux in [
+        BootFamily::Al2023,
+        BootFamily::Al2,
+        BootFamily::Bottlerocket,
+    ] {
+        assert!(
+            matches!(
+                join(linux, &windows, &cluster()),
+                Err(JoinError::Rejected(_))
+            ),
+            "{linux:?} reads Windows user data"
+        );
+    }
+    assert!(matches!(
+        join(BootFamily::Windows, &nodeconfig(FULL), &cluster()),
+        Err(JoinError::Rejected(_))
+    ));
+    let image =
+        |year: &str| format!("Windows_Server-{year}-English-Core-EKS_Optimized-1.33-2025.06.11");
+    assert_eq!(BootFamily::of_image(&image("2022")), BootFamily::Windows);
+    assert_eq!(
+        fakecloud::bootstrap::windows_build(&image("2019")),
+        Some("10.0.17763")
+    );
+    assert_eq!(
+        fakecloud::bootstrap::windows_build(&image("2022")),
+        Some("10.0.20348")
+    );
+    assert_eq!(
+        fakecloud::bootstrap::windows_build(&image("2025")),
+        Some("10.0.26100")
+    );
+    assert_eq!(
+        fakecloud::bootstrap::windows_build(
+            "amazon-eks-node-al2023-x86_64-standard-1.33-v20250601"
+        ),
+        None
+    );
+}

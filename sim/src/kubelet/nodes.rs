@@ -9,7 +9,7 @@ use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
 use serde_json::{Value, json};
 
-use super::register::{parse_taint_flags, quantities};
+use super::register::{extended_only, node_resources, parse_taint_flags};
 use super::{
     DEVICE_PLUGINS_PENDING_ANNOTATION, Kubelet, NOT_READY_TAINT, STARTING_MESSAGE,
     STARTUP_TAINTS_ANNOTATION, TickReport, lost_race,
@@ -196,13 +196,16 @@ impl Kubelet {
         let Some(it) = catalog.get(&instance_type) else {
             return Ok(false);
         };
+        let windows = node["metadata"]["labels"]["kubernetes.io/os"] == "windows";
+        // Only the extended resources: the kubelet's own (a Windows node's max pods) stay.
+        let (capacity, allocatable) = node_resources(it, &catalog, windows, None);
         let name = node_name(node);
         let key = ObjectKey::cluster(&name);
         let status = guarded(
             node,
             json!({ "status": {
-                "capacity": quantities(&it.capacity, true),
-                "allocatable": quantities(&it.allocatable, true),
+                "capacity": extended_only(&capacity),
+                "allocatable": extended_only(&allocatable),
             }}),
         );
         match self

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use fakecloud::{Boot, Taint};
 use jiff::Timestamp;
 use karpenter_core::api::labels::{CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, UNREGISTERED_TAINT_KEY};
-use karpenter_core::catalog::InstanceType;
-use karpenter_core::resources::Resources;
+use karpenter_core::catalog::{Catalog, InstanceType, PRIVATE_IPV4_ADDRESS};
+use karpenter_core::resources::{PODS, Resources};
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
 use serde_json::{Map, Value, json};
@@ -62,6 +62,9 @@ impl Kubelet {
                 continue;
             };
             let name = boot.private_dns_name.clone();
+            let windows = is_windows(&boot.labels);
+            let (capacity, allocatable) =
+                node_resources(instance_type, &catalog, windows, boot.max_pods);
             let node = match existing.get(&name) {
                 // Registered before (by an earlier stand-in, or a create whose status write
                 // failed): finish the status if it is missing.
@@ -76,7 +79,7 @@ impl Kubelet {
                         .kube
                         .create(
                             &ResourceKind::NODE,
-                            node_object(&boot, &startup, has_extended(instance_type)),
+                            node_object(&boot, &startup, has_extended(&allocatable)),
                         )
                         .await
                     {
@@ -87,7 +90,7 @@ impl Kubelet {
                 }
             };
             // Not guarded by resourceVersion: the node is new and its status is the kubelet's.
-            let status = node_status(&boot, instance_type, &node, now);
+            let status = node_status(&boot, (&capacity, &allocatable), &node, now);
             self.kube
                 .patch_status(
                     &ResourceKind::NODE,
@@ -210,7 +213,12 @@ fn node_object(boot: &Boot, startup: &[&Taint], extended: bool) -> Value {
 /// Capacity and allocatable from the catalog (extended resources left out until the device
 /// plugins report them), `Ready=False` while the node starts and the pressure conditions
 /// `False`, and the node's addresses.
-fn node_status(boot: &Boot, instance_type: &InstanceType, node: &Value, now: Timestamp) -> Value {
+fn node_status(
+    boot: &Boot,
+    (capacity, allocatable): (&Resources, &Resources),
+    node: &Value,
+    now: Timestamp,
+) -> Value {
     let conditions = conditions_with(
         node,
         &[
@@ -249,8 +257,8 @@ fn node_status(boot: &Boot, instance_type: &InstanceType, node: &Value, now: Tim
         })
         .collect();
     json!({
-        "capacity": quantities(&instance_type.capacity, false),
-        "allocatable": quantities(&instance_type.allocatable, false),
+        "capacity": quantities(capacity, false),
+        "allocatable": quantities(allocatable, false),
         "conditions": conditions,
         "addresses": [
             { "type": "Hostname", "address": boot.private_dns_name },
@@ -271,16 +279,66 @@ pub(super) fn quantities(resources: &Resources, extended: bool) -> Value {
     Value::Object(map)
 }
 
+/// The extended resources of a resource list only, as a device plugin (or the VPC resource
+/// controller) adds them to a registered node's status.
+pub(super) fn extended_only(resources: &Resources) -> Value {
+    let map: Map<String, Value> = resources
+        .to_list()
+        .into_iter()
+        .filter(|(name, _)| is_extended(name))
+        .map(|(name, quantity)| (name, Value::String(quantity.0)))
+        .collect();
+    Value::Object(map)
+}
+
 /// Resources a device plugin reports (anything but the kubelet's own).
 fn is_extended(name: &str) -> bool {
     !["cpu", "memory", "pods", "ephemeral-storage"].contains(&name)
 }
 
-/// Whether the instance type promises extended resources.
-fn has_extended(instance_type: &InstanceType) -> bool {
-    instance_type
-        .allocatable
+/// Whether the node will advertise extended resources.
+fn has_extended(allocatable: &Resources) -> bool {
+    allocatable
         .to_list()
         .iter()
         .any(|(name, q)| is_extended(name) && q.0 != "0")
+}
+
+/// The kubelet's default max pods: what a Windows kubelet runs with unless told otherwise.
+const KUBELET_DEFAULT_MAX_PODS: i64 = 110;
+
+/// Whether a node's (or a boot's) labels say it runs Windows.
+pub(super) fn is_windows(labels: &BTreeMap<String, String>) -> bool {
+    labels.get("kubernetes.io/os").map(String::as_str) == Some("windows")
+}
+
+/// Capacity and allocatable of a node of `instance_type` once every agent runs: the catalog's,
+/// and on a Windows node the kubelet's max pods (`--max-pods`, else 110: the EKS Windows
+/// bootstrap does not compute an ENI limit) and the `vpc.amazonaws.com/PrivateIPv4Address`
+/// that EKS's VPC resource controller advertises (the primary interface's IPv4 addresses less
+/// its own: Windows pods get addresses from that interface only). Memory keeps the catalog's
+/// Linux overhead (a known approximation of the stand-in).
+pub(super) fn node_resources(
+    instance_type: &InstanceType,
+    catalog: &Catalog,
+    windows: bool,
+    max_pods: Option<u32>,
+) -> (Resources, Resources) {
+    let mut capacity = instance_type.capacity.clone();
+    let mut allocatable = instance_type.allocatable.clone();
+    if windows {
+        let pods = max_pods.map_or(KUBELET_DEFAULT_MAX_PODS, i64::from);
+        capacity.set(PODS, pods);
+        allocatable.set(PODS, pods);
+        if let Some(addresses) = catalog
+            .ipv4_per_interface
+            .get(&instance_type.name)
+            .map(|ipv4| ipv4 - 1)
+            .filter(|n| *n > 0)
+        {
+            capacity.set(PRIVATE_IPV4_ADDRESS, addresses);
+            allocatable.set(PRIVATE_IPV4_ADDRESS, addresses);
+        }
+    }
+    (capacity, allocatable)
 }

@@ -1488,3 +1488,44 @@ fn a_template_label_change_replaces_every_node_and_a_weight_change_none() {
     let (before, after, _) = run_edit(7, edited_scenario(reweigh));
     assert_eq!(before, after, "a weight change drifts nothing");
 }
+
+/// Windows nodes end to end: a Windows Server 2022 class and its pool, and a Deployment
+/// selecting `kubernetes.io/os: windows`. The controller plans Windows capacity, launches the
+/// EKS Windows image with user data its bootstrap accepts, the instance's kubelet registers
+/// `windows` with its build, EKS's VPC resource controller advertises the node's private
+/// addresses, and the pods run there (before, every type was `linux` and the pods waited).
+#[test]
+fn windows_pods_run_on_windows_nodes_launched_from_a_windows_class() {
+    let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "")
+        .replace("alias: al2023@latest", "alias: windows2022@latest");
+    let workloads = "  - at: 0s\n    deployment: {name: iis, replicas: 3, cpu: 500m, memory: 512Mi, nodeSelector: {kubernetes.io/os: windows}}\n";
+    on_runtime(async {
+        let mut world = world(7, fault_scenario(&manifests, workloads)).await;
+        run_until(&mut world, Duration::from_secs(10 * 60)).await;
+        let nodes: BTreeMap<String, Value> = world
+            .api()
+            .objects(&ResourceKind::NODE)
+            .into_iter()
+            .map(|n| (n["metadata"]["name"].as_str().unwrap_or("").to_string(), n))
+            .collect();
+        let iis: Vec<Value> = pods(&world)
+            .into_iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "iis")
+            .collect();
+        assert_eq!(iis.len(), 3);
+        for pod in &iis {
+            assert_eq!(pod["status"]["phase"], "Running", "{pod}");
+            let node = &nodes[pod["spec"]["nodeName"].as_str().expect("bound")];
+            let labels = &node["metadata"]["labels"];
+            assert_eq!(labels["kubernetes.io/os"], "windows", "{node}");
+            assert_eq!(labels["node.kubernetes.io/windows-build"], "10.0.20348");
+            let allocatable = &node["status"]["allocatable"];
+            assert_eq!(
+                allocatable["vpc.amazonaws.com/PrivateIPv4Address"], "9",
+                "{node}"
+            );
+            assert_eq!(allocatable["pods"], "110", "{node}");
+        }
+        assert_invariants_held(&world, 7);
+    });
+}

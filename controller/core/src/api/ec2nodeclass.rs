@@ -430,6 +430,28 @@ impl AmiFamily {
             _ => return None,
         })
     }
+
+    /// The Windows Server release of a Windows family (`2019`, `2022`, `2025`), as EKS names its
+    /// AMIs; `None` for the Linux families.
+    pub fn windows_version(self) -> Option<&'static str> {
+        match self {
+            Self::Windows2019 => Some("2019"),
+            Self::Windows2022 => Some("2022"),
+            Self::Windows2025 => Some("2025"),
+            _ => None,
+        }
+    }
+
+    /// The OS build a Windows family's kubelet reports as `node.kubernetes.io/windows-build`
+    /// (major.minor.build, as upstream's `Windows*Build` constants); `None` for Linux families.
+    pub fn windows_build(self) -> Option<&'static str> {
+        match self {
+            Self::Windows2019 => Some("10.0.17763"),
+            Self::Windows2022 => Some("10.0.20348"),
+            Self::Windows2025 => Some("10.0.26100"),
+            _ => None,
+        }
+    }
 }
 
 /// Kubelet settings (the typed `KubeletConfiguration` subset of released Karpenter v1).

@@ -655,7 +655,9 @@ fn instance_type(spec: Spec) -> InstanceType {
 }
 
 fn build() -> Catalog {
-    Catalog::new(specs().into_iter().map(instance_type).collect()).with_zone_ids(zone_ids())
+    Catalog::new(specs().into_iter().map(instance_type).collect())
+        .with_zone_ids(zone_ids())
+        .with_ipv4_per_interface(super::live::ipv4_per_interface(&instance_type_infos()))
 }
 
 /// The built-in zones' ids, in AWS's shape (`us-west-2a` → `usw2-az1`). Real accounts map names

@@ -88,7 +88,22 @@ pub fn build(region: &str, inputs: &CatalogInputs) -> Catalog {
             instance_type(region, info, offerings)
         })
         .collect();
-    Catalog::new(types).with_zone_ids(inputs.zone_ids.clone())
+    Catalog::new(types)
+        .with_zone_ids(inputs.zone_ids.clone())
+        .with_ipv4_per_interface(ipv4_per_interface(&inputs.instance_types))
+}
+
+/// IPv4 addresses per interface of each described type.
+pub fn ipv4_per_interface(infos: &[InstanceTypeInfo]) -> BTreeMap<String, i64> {
+    infos
+        .iter()
+        .map(|info| {
+            (
+                info.instance_type.clone(),
+                info.ipv4_addresses_per_interface,
+            )
+        })
+        .collect()
 }
 
 fn offering(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {

@@ -41,6 +41,9 @@ pub const HABANA_GAUDI: &str = "habana.ai/gaudi";
 pub const EFA: &str = "vpc.amazonaws.com/efa";
 /// The VPC resource controller (security groups for pods): one per branch network interface.
 pub const POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
+/// The VPC resource controller on Windows nodes: one per secondary IPv4 address of the primary
+/// network interface (each Windows pod takes one; EKS's admission webhook adds the request).
+pub const PRIVATE_IPV4_ADDRESS: &str = "vpc.amazonaws.com/PrivateIPv4Address";
 
 /// Capacity type of an offering (the `karpenter.sh/capacity-type` label value).
 #[derive(
@@ -133,6 +136,11 @@ pub struct Catalog {
     /// `topology.k8s.aws/zone-id` of each offering's zone. A zone missing here has no zone id,
     /// and a requirement on zone ids excludes its offerings.
     pub zone_ids: BTreeMap<String, String>,
+    /// IPv4 addresses per network interface by type (`DescribeInstanceTypes`'
+    /// `Ipv4AddressesPerInterface`). A Windows node uses its primary interface only, so EKS's VPC
+    /// resource controller advertises one `vpc.amazonaws.com/PrivateIPv4Address` per secondary
+    /// address of it ([`nodeclass`] adds it for Windows classes). A type missing here has none.
+    pub ipv4_per_interface: BTreeMap<String, i64>,
 }
 
 impl Catalog {
@@ -151,7 +159,14 @@ impl Catalog {
         Self {
             instance_types,
             zone_ids: BTreeMap::new(),
+            ipv4_per_interface: BTreeMap::new(),
         }
+    }
+
+    /// The same types with these IPv4 addresses per interface (by type name).
+    pub fn with_ipv4_per_interface(mut self, ipv4_per_interface: BTreeMap<String, i64>) -> Self {
+        self.ipv4_per_interface = ipv4_per_interface;
+        self
     }
 
     /// The same types in a region whose zones have these ids.

@@ -11,8 +11,16 @@
 //!   ephemeral device (`/dev/xvda` on AL2/AL2023, `/dev/xvdb` on Bottlerocket, `/dev/sda1` on
 //!   Windows), else for a Custom family the last mapping's size, else the family default (20Gi;
 //!   Windows 50Gi);
-//! - pods: `kubelet.maxPods`, else the ENI-limited count the catalog holds; then at most
-//!   `podsPerCore × vCPUs` (not on Bottlerocket, which ignores podsPerCore, as upstream);
+//! - pods: `kubelet.maxPods`, else the ENI-limited count the catalog holds (Windows: the
+//!   kubelet's 110, as upstream, whose Windows family has no ENI-limited pod density); then at
+//!   most `podsPerCore × vCPUs` (not on Bottlerocket, which ignores podsPerCore, as upstream);
+//! - Windows families (upstream's `getOS` and `privateIPv4Address`): `kubernetes.io/os` is
+//!   `windows` and `node.kubernetes.io/windows-build` the family's build; only `amd64` types
+//!   (EKS publishes Windows AMIs for x86_64 only: others are left out); and
+//!   `vpc.amazonaws.com/PrivateIPv4Address`, the primary interface's IPv4 addresses less its
+//!   own, which EKS's VPC resource controller advertises on Windows nodes. Linux classes keep
+//!   the catalog's `linux` and no windows-build label (the scheduler reads a missing one as
+//!   `DoesNotExist`, as upstream's requirement says);
 //! - overhead: kube-reserved (computed from cpu and pods, each resource replaced by
 //!   `kubelet.kubeReserved` where given) + `kubelet.systemReserved` + the eviction threshold
 //!   (`memory.available` 100Mi and `nodefs.available` 10% unless `evictionHard` says otherwise;
@@ -21,12 +29,12 @@
 use std::collections::BTreeMap;
 
 use super::overhead::{EVICTION_HARD_MEMORY, EVICTION_HARD_NODEFS_PERCENT, kube_reserved};
-use super::{Catalog, InstanceType};
+use super::{Catalog, InstanceType, PRIVATE_IPV4_ADDRESS};
 use crate::api::EC2NodeClass;
 use crate::api::ec2nodeclass::{
     AmiFamily, BlockDeviceMapping, InstanceStorePolicy, KubeletConfiguration,
 };
-use crate::api::labels::INSTANCE_LOCAL_NVME_LABEL;
+use crate::api::labels::{ARCH_LABEL, INSTANCE_LOCAL_NVME_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 use crate::nodeclass::userdata::family;
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources, parse_quantity};
 
@@ -123,9 +131,21 @@ fn resource_map(map: Option<&BTreeMap<String, String>>) -> Resources {
     out
 }
 
-/// `it` as launched under `class`.
-pub fn instance_type_for(it: &InstanceType, class: &EC2NodeClass) -> InstanceType {
+/// The kubelet's own max-pods default: what a Windows node runs without `kubelet.maxPods`.
+const KUBELET_DEFAULT_MAX_PODS: i64 = 110;
+
+/// `it` (a type of `catalog`) as launched under `class`; `None` when the class cannot launch it
+/// (a Windows class and a type that is not `amd64`).
+pub fn instance_type_for(
+    catalog: &Catalog,
+    it: &InstanceType,
+    class: &EC2NodeClass,
+) -> Option<InstanceType> {
     let family = family(class);
+    let windows_build = family.windows_build();
+    if windows_build.is_some() && it.labels.get(ARCH_LABEL).map(String::as_str) != Some("amd64") {
+        return None;
+    }
     let kubelet = class.spec.kubelet.as_ref();
     let mut capacity = it.capacity.clone();
     let instance_store = it
@@ -142,10 +162,14 @@ pub fn instance_type_for(it: &InstanceType, class: &EC2NodeClass) -> InstanceTyp
             None => ephemeral_storage(family, mappings.unwrap_or_default()),
         },
     );
+    let default_pods = match windows_build {
+        Some(_) => KUBELET_DEFAULT_MAX_PODS,
+        None => it.capacity.get(PODS),
+    };
     let mut pods = kubelet
         .and_then(|k| k.max_pods)
         .map(i64::from)
-        .unwrap_or(it.capacity.get(PODS));
+        .unwrap_or(default_pods);
     if let Some(per_core) = kubelet.and_then(|k| k.pods_per_core).filter(|p| *p > 0)
         && family != AmiFamily::Bottlerocket
     {
@@ -153,6 +177,23 @@ pub fn instance_type_for(it: &InstanceType, class: &EC2NodeClass) -> InstanceTyp
         pods = pods.min(i64::from(per_core) * cores);
     }
     capacity.set(PODS, pods);
+    let mut labels = it.labels.clone();
+    if let Some(build) = windows_build {
+        labels.insert(OS_LABEL.to_string(), "windows".to_string());
+        labels.insert(WINDOWS_BUILD_LABEL.to_string(), build.to_string());
+        // From DescribeInstanceTypes, not a copy of the VPC resource controller's limits table
+        // (deliberate difference 24: the same figure wherever the table knows the type). A type
+        // whose interface size is unknown advertises none (upstream: 0), so pods that need an
+        // address are never sent to it.
+        if let Some(addresses) = catalog
+            .ipv4_per_interface
+            .get(&it.name)
+            .map(|ipv4| ipv4 - 1)
+            .filter(|n| *n > 0)
+        {
+            capacity.set(PRIVATE_IPV4_ADDRESS, addresses);
+        }
+    }
     let mut reserved = kube_reserved(capacity.get(CPU), pods);
     for (name, amount) in resource_map(kubelet.and_then(|k| k.kube_reserved.as_ref())).iter() {
         reserved.set(name, amount);
@@ -167,20 +208,21 @@ pub fn instance_type_for(it: &InstanceType, class: &EC2NodeClass) -> InstanceTyp
             capacity.get(EPHEMERAL_STORAGE),
         ));
     let allocatable = capacity.minus(&overhead);
-    InstanceType {
+    Some(InstanceType {
         name: it.name.clone(),
-        labels: it.labels.clone(),
+        labels,
         capacity,
         overhead,
         allocatable,
         offerings: it.offerings.clone(),
-    }
+    })
 }
 
-/// Whether `class` launches nodes unlike the catalog's defaults (a kubelet setting or a block
-/// device mapping): only then does a pool of it need its own catalog.
+/// Whether `class` launches nodes unlike the catalog's defaults (a kubelet setting, a block
+/// device mapping, a Windows family): only then does a pool of it need its own catalog.
 pub fn changes_capacity(class: &EC2NodeClass) -> bool {
     class.spec.kubelet.is_some()
+        || family(class).windows_build().is_some()
         || class.spec.instance_store_policy.is_some()
         || class
             .spec
@@ -200,8 +242,9 @@ pub fn for_node_class(catalog: &Catalog, class: &EC2NodeClass) -> Option<Catalog
         instance_types: catalog
             .instance_types
             .iter()
-            .map(|it| instance_type_for(it, class))
+            .filter_map(|it| instance_type_for(catalog, it, class))
             .collect(),
         zone_ids: catalog.zone_ids.clone(),
+        ipv4_per_interface: catalog.ipv4_per_interface.clone(),
     })
 }

@@ -184,5 +184,9 @@ pub fn with_reservations(
             it.offerings.extend(offerings);
         }
     }
-    Some(Catalog::new(out.instance_types).with_zone_ids(out.zone_ids))
+    Some(
+        Catalog::new(out.instance_types)
+            .with_zone_ids(out.zone_ids)
+            .with_ipv4_per_interface(out.ipv4_per_interface),
+    )
 }

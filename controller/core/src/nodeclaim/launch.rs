@@ -169,7 +169,7 @@ impl Lifecycle {
             .and_then(|v| serde_json::from_value::<EC2NodeClass>(v).ok());
         let outcome = self.attempts(claim, class.as_ref(), now).await;
         match outcome {
-            Ok(Some(launched)) => self.write_launched(claim, &launched).await,
+            Ok(Some(launched)) => self.write_launched(claim, class.as_ref(), &launched).await,
             Ok(None) => {
                 let message = format!("EC2NodeClass {} not found", claim.spec.node_class_ref.name);
                 self.delete_with_event(claim, "NodeClassNotReady", message)
@@ -345,18 +345,31 @@ impl Lifecycle {
     }
 
     /// The claim is launched: its labels gain the instance's (type, zone, capacity type and the
-    /// type's attribute labels), its status the provider id, image, capacity and allocatable.
+    /// type's attribute labels), its status the provider id, image, capacity and allocatable,
+    /// all as `class` launches the type (upstream's `instanceToNodeClaim` reads the class's
+    /// instance types: a Windows class's `kubernetes.io/os` and windows-build).
     async fn write_launched(
         &self,
         claim: &NodeClaim,
+        class: Option<&EC2NodeClass>,
         launched: &Launched,
     ) -> Result<Step, KubeError> {
-        let catalog = self.ctx.catalog.current();
-        let instance_type = catalog.get(&launched.instance_type);
+        let catalog = &*self.ctx.catalog.current();
+        let instance_type = catalog
+            .get(&launched.instance_type)
+            .and_then(|it| match class {
+                Some(class) if crate::catalog::nodeclass::changes_capacity(class) => {
+                    crate::catalog::nodeclass::instance_type_for(catalog, it, class)
+                        .map(std::borrow::Cow::Owned)
+                }
+                _ => Some(std::borrow::Cow::Borrowed(it)),
+            });
         let capacity = instance_type
+            .as_ref()
             .map(|t| t.capacity.to_list())
             .unwrap_or_default();
         let allocatable = instance_type
+            .as_ref()
             .map(|t| t.allocatable.to_list())
             .unwrap_or_default();
         let mut labels = BTreeMap::from([
@@ -467,8 +480,11 @@ pub async fn launch(
     now: Timestamp,
 ) -> Result<Launched, LaunchError> {
     let reqs = Requirements::from_api(&claim.spec.requirements);
+    // The types as the class launches them (a Windows class's os, build and resources, the
+    // kubelet's and root volume's capacity), as the provisioner planned the claim with.
     let catalog = ctx.catalog.current();
-    let types = candidates(claim, &catalog);
+    let sized = crate::catalog::nodeclass::for_node_class(&catalog, class);
+    let types = candidates(claim, sized.as_ref().unwrap_or(&catalog));
     if types.is_empty() {
         return Err(LaunchError::InsufficientCapacity(
             "no instance type of the claim fits its requests".into(),

@@ -24,6 +24,8 @@ use super::ResolveError;
 const ARCH_LABEL: &str = "kubernetes.io/arch";
 const GPU_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-gpu-count";
 const ACCELERATOR_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-accelerator-count";
+const OS_LABEL: &str = crate::api::labels::OS_LABEL;
+const WINDOWS_BUILD_LABEL: &str = crate::api::labels::WINDOWS_BUILD_LABEL;
 
 /// The accelerated variant of a published image, which decides its requirements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +33,8 @@ enum Variant {
     Standard,
     Nvidia,
     Neuron,
+    /// A Windows image: `kubernetes.io/os` windows and its `node.kubernetes.io/windows-build`.
+    Windows(&'static str),
 }
 
 /// One SSM parameter an alias reads, and what the image it names serves.
@@ -139,6 +143,10 @@ fn requirements(arch: &str, variant: Variant) -> Vec<AmiRequirement> {
         Variant::Standard => {}
         Variant::Nvidia => out.push(requirement(GPU_COUNT_LABEL, "Exists", &[])),
         Variant::Neuron => out.push(requirement(ACCELERATOR_COUNT_LABEL, "Exists", &[])),
+        Variant::Windows(build) => {
+            out.push(requirement(OS_LABEL, "In", &["windows"]));
+            out.push(requirement(WINDOWS_BUILD_LABEL, "In", &[build]));
+        }
     }
     out
 }
@@ -226,10 +234,33 @@ pub(crate) fn alias_parameters(
             })
             .collect())
         }
+        Some(family @ (AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025)) => {
+            let name = windows_parameter(family, k8s)?;
+            let build = family.windows_build().unwrap_or_default();
+            Ok(vec![param(name, "amd64", Variant::Windows(build))])
+        }
         _ => Err(ResolveError::Unresolvable(format!(
             "alias {alias} is not supported"
         ))),
     }
+}
+
+/// The public SSM parameter of a Windows family's EKS-optimized Server Core AMI for Kubernetes
+/// `k8s` (only `@latest` exists, which validation enforces). EKS publishes x86_64 images only.
+/// Windows Server 2025 needs Kubernetes 1.35 or newer, as upstream refuses it below.
+pub(crate) fn windows_parameter(family: AmiFamily, k8s: &str) -> Result<String, ResolveError> {
+    let version = family
+        .windows_version()
+        .ok_or_else(|| ResolveError::Unresolvable(format!("{family:?} is not a Windows family")))?;
+    let minor = k8s.split('.').nth(1).and_then(|m| m.parse::<u32>().ok());
+    if family == AmiFamily::Windows2025 && minor.is_some_and(|m| m < 35) {
+        return Err(ResolveError::Unresolvable(format!(
+            "Windows Server 2025 requires EKS version 1.35 or higher, current version: {k8s}"
+        )));
+    }
+    Ok(format!(
+        "/aws/service/ami-windows-latest/Windows_Server-{version}-English-Core-EKS_Optimized-{k8s}/image_id"
+    ))
 }
 
 #[cfg(test)]
@@ -264,8 +295,36 @@ mod tests {
     #[test]
     fn an_unsupported_alias_family_is_an_unresolvable_error() {
         assert!(matches!(
-            alias_parameters("windows2022@latest", "1.33"),
+            alias_parameters("ubuntu@latest", "1.33"),
             Err(ResolveError::Unresolvable(_))
         ));
+    }
+
+    #[test]
+    fn a_windows_alias_reads_eks_windows_parameter_and_windows_2025_needs_kubernetes_1_35() {
+        let params = alias_parameters("windows2022@latest", "1.33").expect("supported");
+        assert_eq!(params.len(), 1);
+        assert_eq!(
+            params[0].name,
+            "/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.33/image_id"
+        );
+        let reqs: Vec<(String, Vec<String>)> = requirements(params[0].arch, params[0].variant)
+            .into_iter()
+            .map(|r| (r.key, r.values))
+            .collect();
+        let pair = |k: &str, v: &str| (k.to_string(), vec![v.to_string()]);
+        assert_eq!(
+            reqs,
+            [
+                pair(ARCH_LABEL, "amd64"),
+                pair(OS_LABEL, "windows"),
+                pair(WINDOWS_BUILD_LABEL, "10.0.20348"),
+            ]
+        );
+        assert!(matches!(
+            alias_parameters("windows2025@latest", "1.33"),
+            Err(ResolveError::Unresolvable(_))
+        ));
+        assert!(alias_parameters("windows2025@latest", "1.35").is_ok());
     }
 }

@@ -176,6 +176,18 @@ fn alias_parameter(alias: &str, arch: &str, k8s: &str) -> Result<String, Resolve
                 "/aws/service/bottlerocket/aws-k8s-{k8s}/{ec2_arch}/{version}/image_id"
             ))
         }
+        Some(
+            family @ (AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025),
+        ) => {
+            // EKS publishes Windows AMIs for x86_64 only; a Windows class's catalog holds amd64
+            // types only, so this names a claim that should not exist.
+            if arch != "amd64" {
+                return Err(ResolveError::Unresolvable(format!(
+                    "alias {alias}: no Windows AMI for {arch}"
+                )));
+            }
+            super::ami::windows_parameter(family, k8s)
+        }
         _ => Err(ResolveError::Unresolvable(format!(
             "alias {alias} is not supported for launches"
         ))),

@@ -759,12 +759,12 @@ fn in_flight(claim: &NodeClaim, catalog: &Catalog, class: Option<&EC2NodeClass>)
             options
                 .iter()
                 .filter_map(|name| catalog.get(name))
-                .map(|it| match class {
-                    // As the claim's EC2NodeClass launches it (root volume, kubelet settings).
-                    Some(class) => {
-                        crate::catalog::nodeclass::instance_type_for(it, class).allocatable
-                    }
-                    None => it.allocatable.clone(),
+                .filter_map(|it| match class {
+                    // As the claim's EC2NodeClass launches it (root volume, kubelet settings,
+                    // a Windows family's resources).
+                    Some(class) => crate::catalog::nodeclass::instance_type_for(catalog, it, class)
+                        .map(|t| t.allocatable),
+                    None => Some(it.allocatable.clone()),
                 })
                 .reduce(|a, b| {
                     let mut min = a.clone();

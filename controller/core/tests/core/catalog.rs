@@ -1008,7 +1008,9 @@ fn a_root_volume_sets_the_ephemeral_storage_of_every_type_of_its_class() {
     let class = class(serde_json::json!({"blockDeviceMappings": [
         {"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "100Gi", "volumeType": "gp3"}}
     ]}));
-    let m5 = karpenter_core::catalog::nodeclass::instance_type_for(it("m5.large"), &class);
+    let m5 =
+        karpenter_core::catalog::nodeclass::instance_type_for(catalog(), it("m5.large"), &class)
+            .expect("launchable");
     assert_eq!(m5.capacity.get(EPHEMERAL_STORAGE), 100 * GI);
     assert_eq!(
         m5.allocatable.get(EPHEMERAL_STORAGE),
@@ -1030,7 +1032,8 @@ fn kubelet_settings_set_pods_and_what_the_kubelet_holds_back() {
         "evictionHard": {"memory.available": "5%"}
     }}));
     let base = it("m5.xlarge");
-    let m5 = karpenter_core::catalog::nodeclass::instance_type_for(base, &class);
+    let m5 = karpenter_core::catalog::nodeclass::instance_type_for(catalog(), base, &class)
+        .expect("launchable");
     // 4 vCPUs × 20 pods per core = 80 < maxPods 110.
     assert_eq!(m5.capacity.get(PODS), 80);
     let default_reserved = kube_reserved(base.capacity.get(CPU), 80);
@@ -1063,9 +1066,13 @@ fn a_class_without_capacity_settings_shares_the_catalog() {
 #[test]
 fn raid0_instance_store_is_the_ephemeral_storage_of_types_that_have_one() {
     let class = class(serde_json::json!({"instanceStorePolicy": "RAID0"}));
-    let with_nvme = karpenter_core::catalog::nodeclass::instance_type_for(it("m5d.large"), &class);
+    let with_nvme =
+        karpenter_core::catalog::nodeclass::instance_type_for(catalog(), it("m5d.large"), &class)
+            .expect("launchable");
     assert_eq!(with_nvme.capacity.get(EPHEMERAL_STORAGE), 75_000_000_000);
-    let without = karpenter_core::catalog::nodeclass::instance_type_for(it("m5.large"), &class);
+    let without =
+        karpenter_core::catalog::nodeclass::instance_type_for(catalog(), it("m5.large"), &class)
+            .expect("launchable");
     assert_eq!(without.capacity.get(EPHEMERAL_STORAGE), 20 * GI);
 }
 
@@ -1098,4 +1105,47 @@ fn aws_extended_resources_come_with_the_types_that_have_them() {
     assert_eq!(capacity("c7i.48xlarge", EFA), 1);
     assert_eq!(capacity("g5.12xlarge", EFA), 1);
     assert_eq!(capacity("c7i.24xlarge", EFA), 0);
+}
+
+/// Windows nodes, as upstream's `NewInstanceType` computes them for a Windows family: os
+/// `windows` and the family's build, amd64 types only, the kubelet's 110 pods (not the ENI
+/// limit) with kube-reserved memory for 110, and one `vpc.amazonaws.com/PrivateIPv4Address`
+/// per secondary address of the primary interface (m5.large: 10 per interface, so 9). A Linux
+/// class keeps `linux` and no build label.
+#[test]
+fn a_windows_class_launches_amd64_types_as_windows_nodes_with_their_private_addresses() {
+    use karpenter_core::catalog::PRIVATE_IPV4_ADDRESS;
+    use karpenter_core::catalog::nodeclass::{for_node_class, instance_type_for};
+    let windows = class(serde_json::json!({"amiSelectorTerms": [{"alias": "windows2019@latest"}]}));
+    let m5 = instance_type_for(catalog(), it("m5.large"), &windows).expect("amd64");
+    assert_eq!(m5.labels["kubernetes.io/os"], "windows");
+    assert_eq!(m5.labels["node.kubernetes.io/windows-build"], "10.0.17763");
+    assert_eq!(m5.capacity.get(PODS), 110);
+    assert_eq!(m5.capacity.get(PRIVATE_IPV4_ADDRESS), 9);
+    assert_eq!(m5.allocatable.get(PRIVATE_IPV4_ADDRESS), 9);
+    assert_eq!(
+        m5.overhead.get(MEMORY),
+        kube_reserved(it("m5.large").capacity.get(CPU), 110).get(MEMORY) + 100 * MI
+    );
+    assert_eq!(m5.capacity.get(EPHEMERAL_STORAGE), 50 * GI);
+    assert!(
+        instance_type_for(catalog(), it("m6g.large"), &windows).is_none(),
+        "no arm64 Windows AMI"
+    );
+    let adjusted = for_node_class(catalog(), &windows).expect("a Windows class has its own types");
+    assert!(
+        adjusted
+            .instance_types
+            .iter()
+            .all(|t| t.labels["kubernetes.io/arch"] == "amd64")
+    );
+    assert!(!adjusted.instance_types.is_empty());
+    let linux = it("m5.large");
+    assert_eq!(linux.labels["kubernetes.io/os"], "linux");
+    assert!(
+        !linux
+            .labels
+            .contains_key("node.kubernetes.io/windows-build")
+    );
+    assert_eq!(linux.capacity.get(PRIVATE_IPV4_ADDRESS), 0);
 }

@@ -1033,3 +1033,52 @@ fn cloud_provider_calls_are_timed_per_method_and_a_failed_launch_counts_its_erro
         );
     }
 }
+
+/// Windows nodes: a claim of a Windows Server 2022 class launches the EKS-optimized Windows
+/// image with user data its bootstrap accepts, and is labelled and sized as the class launches
+/// the type (upstream's `instanceToNodeClaim`): os `windows`, build `10.0.20348`, the kubelet's
+/// 110 pods and m5.large's 9 `vpc.amazonaws.com/PrivateIPv4Address`. The kubelet of the
+/// instance registers the same os and build.
+#[test]
+fn a_claim_of_a_windows_class_launches_a_windows_image_and_carries_its_os_build_and_addresses() {
+    let w = world();
+    let mut class = objects::default_node_class();
+    class["spec"]["amiSelectorTerms"] = json!([{"alias": "windows2022@latest"}]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        objects::nodeclaim("default-a")
+            .of_types(&["m5.large"])
+            .capacity_types(&["on-demand"])
+            .requirement("kubernetes.io/os", &["windows"])
+            .json(),
+    );
+    assert_eq!(w.reconcile()[0].1, Ok(Step::Launched));
+    let claim = w.claim("default-a").expect("claim");
+    let labels = claim.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["kubernetes.io/os"], "windows");
+    assert_eq!(labels["node.kubernetes.io/windows-build"], "10.0.20348");
+    let status = claim.status.expect("status");
+    let capacity: std::collections::BTreeMap<String, String> = status
+        .capacity
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    assert_eq!(capacity["pods"], "110");
+    assert_eq!(capacity["vpc.amazonaws.com/PrivateIPv4Address"], "9");
+    let instance = &w.cloud.instances()[0];
+    let image = w
+        .cloud
+        .parameters()
+        .get("/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.33/image_id")
+        .cloned()
+        .expect("published");
+    assert_eq!(instance.image_id, image);
+    assert_eq!(w.cloud.join_error(&instance.instance_id), None);
+    let boot = w.cloud.boot(&instance.instance_id).expect("boot");
+    assert_eq!(boot.labels["kubernetes.io/os"], "windows");
+    assert_eq!(
+        boot.labels["node.kubernetes.io/windows-build"],
+        "10.0.20348"
+    );
+}

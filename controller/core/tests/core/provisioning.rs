@@ -1050,3 +1050,122 @@ fn provisioning_records_each_pods_decision_time_once_and_how_long_the_cluster_wa
         "a finished simulation leaves no queue series: {text}"
     );
 }
+
+/// A Windows Server 2022 EC2NodeClass `windows` (ready) and its NodePool `windows`, untainted,
+/// weighted above `default` so that any pod it can take goes there first.
+fn windows_pool_and_class(kube: &ApiServer) {
+    let mut class = ready_class();
+    class["metadata"]["name"] = json!("windows");
+    class["spec"]["amiSelectorTerms"] = json!([{"alias": "windows2022@latest"}]);
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    let mut pool = super::validation::nodepool();
+    pool["metadata"]["name"] = json!("windows");
+    pool["spec"]["weight"] = json!(10);
+    pool["spec"]["template"]["spec"]["requirements"] = json!([
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ]);
+    pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] = json!("windows");
+    kube.apply(&ResourceKind::NODE_POOL, pool);
+}
+
+/// A pending pod selecting `kubernetes.io/os: <os>`, tolerating the default pool's taint; a
+/// Windows one requests the address EKS's admission webhook adds to every Windows pod.
+fn pod_for_os(name: &str, os: &str) -> Value {
+    let mut pod = pending_pod(name, "500m");
+    pod["spec"]["nodeSelector"] = json!({"kubernetes.io/os": os});
+    if os == "windows" {
+        pod["spec"]["containers"][0]["resources"]["requests"]["vpc.amazonaws.com/PrivateIPv4Address"] =
+            json!("1");
+        pod["spec"]["containers"][0]["resources"]["limits"] =
+            json!({"vpc.amazonaws.com/PrivateIPv4Address": "1"});
+    }
+    pod
+}
+
+/// Every instance type a claim may launch (its `node.kubernetes.io/instance-type` values).
+fn claim_types(claim: &Value) -> Vec<String> {
+    claim["spec"]["requirements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["key"] == "node.kubernetes.io/instance-type")
+        .and_then(|r| r["values"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Windows nodes (upstream's `getOS`): a pod selecting `kubernetes.io/os: windows` (and
+/// requesting its webhook-added address) gets a claim from the Windows class's pool, over amd64
+/// types only, labelled windows; the catalog alone (every type `linux`) gave it none.
+#[test]
+fn a_windows_pod_gets_a_claim_from_the_windows_pool_over_amd64_types_only() {
+    let w = world();
+    windows_pool_and_class(&w.kube);
+    w.kube
+        .apply(&ResourceKind::POD, pod_for_os("iis", "windows"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+    let claim = &claims(&w.kube)[0];
+    assert_eq!(
+        claim["metadata"]["labels"]["karpenter.sh/nodepool"],
+        "windows"
+    );
+    assert_eq!(claim["metadata"]["labels"]["kubernetes.io/os"], "windows");
+    let types = claim_types(claim);
+    assert!(!types.is_empty(), "{claim}");
+    let catalog = karpenter_core::catalog::Catalog::builtin_ref();
+    for name in &types {
+        let it = catalog.get(name).expect("a catalog type");
+        assert_eq!(it.labels["kubernetes.io/arch"], "amd64", "{name}");
+    }
+    assert_eq!(
+        claim["spec"]["resources"]["requests"]["vpc.amazonaws.com/PrivateIPv4Address"], "1",
+        "{claim}"
+    );
+}
+
+/// A pod selecting `kubernetes.io/os: linux` is never put on the Windows pool, even weighted
+/// first: it goes to the Linux pool, and with the Windows pool alone it gets no node.
+#[test]
+fn a_linux_pod_is_not_put_on_the_windows_pool() {
+    let w = world();
+    windows_pool_and_class(&w.kube);
+    w.kube.apply(&ResourceKind::POD, pod_for_os("web", "linux"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+    let claim = &claims(&w.kube)[0];
+    assert_eq!(
+        claim["metadata"]["labels"]["karpenter.sh/nodepool"],
+        "default"
+    );
+    // Without the Linux pool the pod waits.
+    let w = world();
+    futures::executor::block_on(w.kube.delete(
+        &ResourceKind::NODE_POOL,
+        &ObjectKey::cluster("default"),
+        &DeleteOptions::default(),
+    ))
+    .expect("delete the linux pool");
+    windows_pool_and_class(&w.kube);
+    w.kube.apply(&ResourceKind::POD, pod_for_os("web", "linux"));
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{outcome:?}");
+}
+
+/// A Windows pod never gets a Linux class's pool: not by its os selector, and not by requiring
+/// a Windows build (a Linux type has no `node.kubernetes.io/windows-build`, which upstream's
+/// requirement `DoesNotExist` says).
+#[test]
+fn a_windows_pod_is_not_given_a_linux_class_pool() {
+    let w = world();
+    w.kube
+        .apply(&ResourceKind::POD, pod_for_os("iis", "windows"));
+    let mut by_build = pending_pod("by-build", "500m");
+    by_build["spec"]["nodeSelector"] = json!({"node.kubernetes.io/windows-build": "10.0.20348"});
+    w.kube.apply(&ResourceKind::POD, by_build);
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert!(outcome.created.is_empty(), "{outcome:?}");
+    assert!(claims(&w.kube).is_empty());
+}

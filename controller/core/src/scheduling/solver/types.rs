@@ -10,15 +10,17 @@ use super::{MinValuesPolicy, Solver};
 use crate::api::Operator;
 use crate::api::labels::{
     AWS_WELL_KNOWN_LABELS, CAPACITY_RESERVATION_ID_LABEL, CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL,
-    CAPACITY_RESERVATION_TYPE_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_ID_LABEL,
-    ZONE_LABEL,
+    CAPACITY_RESERVATION_TYPE_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, WINDOWS_BUILD_LABEL,
+    ZONE_ID_LABEL, ZONE_LABEL,
 };
 use crate::catalog::{InstanceType, Offering};
 use crate::scheduling::requirements::Requirements;
 
-/// Instance-type attribute labels: a type without one of them has it as "does not exist".
+/// Instance-type attribute labels: a type without one of them has it as "does not exist"
+/// (upstream's types say `node.kubernetes.io/windows-build DoesNotExist` unless a Windows class
+/// launches them, so a pod requiring a Windows build gets no Linux type).
 pub(super) fn is_type_attribute(key: &str) -> bool {
-    AWS_WELL_KNOWN_LABELS.contains(&key) || key == INSTANCE_TYPE_LABEL
+    AWS_WELL_KNOWN_LABELS.contains(&key) || key == INSTANCE_TYPE_LABEL || key == WINDOWS_BUILD_LABEL
 }
 
 /// One instance type as a NodePool sees it.

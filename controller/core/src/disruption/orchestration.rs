@@ -252,8 +252,9 @@ impl Disruption {
 
     async fn read(&self, now: Timestamp) -> Result<Read, KubeError> {
         let mut state = self.ctx.state.lock().await;
-        state.sync(self.ctx.kube.as_ref()).await?;
-        let snapshot = Snapshot::from_state(&state, &self.ctx.catalog, now);
+        let config = self.ctx.options.scheduler_config();
+        state.sync_for(self.ctx.kube.as_ref(), config).await?;
+        let snapshot = Snapshot::from_state(&state, &self.ctx.catalog, now, config);
         let nodes: Vec<&Node> = state.nodes.iter().map(|n| &**n).collect();
         let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
         let pods: Vec<_> = state.pods.iter().map(|p| &**p).collect();

@@ -34,6 +34,17 @@ pub struct Options {
     pub limits: crate::runtime::Limits,
     /// The disruption decision engine (feature gates, drift).
     pub disruption: crate::disruption::Options,
+    /// Upstream's `--scheduler-config`: the cluster's default topology spread constraints, which
+    /// the provisioner's and disruption's scheduling simulations apply to pods that declare none
+    /// (`None`, the default: no defaults, and Services and workload controllers are not read).
+    pub scheduler_config: Option<Arc<crate::scheduling::SchedulerConfiguration>>,
+}
+
+impl Options {
+    /// The scheduler configuration, if any.
+    pub fn scheduler_config(&self) -> Option<&crate::scheduling::SchedulerConfiguration> {
+        self.scheduler_config.as_deref()
+    }
 }
 
 /// The SQS queue EventBridge delivers interruption events to.

@@ -11,7 +11,7 @@ use super::{root, stderr, stdout};
 
 /// Every variable the controller reads, removed from the test's environment so the host's own
 /// values cannot leak in.
-const VARIABLES: [&str; 22] = [
+const VARIABLES: [&str; 23] = [
     "CLUSTER_NAME",
     "CLUSTER_ENDPOINT",
     "CLUSTER_CA_BUNDLE",
@@ -20,6 +20,7 @@ const VARIABLES: [&str; 22] = [
     "BATCH_IDLE_DURATION",
     "PREFERENCE_POLICY",
     "MIN_VALUES_POLICY",
+    "SCHEDULER_CONFIG",
     "ISOLATED_VPC",
     "EKS_CONTROL_PLANE",
     "VM_MEMORY_OVERHEAD_PERCENT",
@@ -183,6 +184,51 @@ fn min_values_policy_is_strict_or_best_effort() {
         json!("BestEffort"),
         json!("Strict"),
         "Lenient",
+    );
+}
+
+#[test]
+fn scheduler_config_takes_default_topology_spreads_as_yaml_or_json_and_refuses_invalid_ones() {
+    let yaml = "podTopologySpread:\n  defaultConstraints:\n    - maxSkew: 1\n      topologyKey: topology.kubernetes.io/zone\n      whenUnsatisfiable: DoNotSchedule\n";
+    let read = json!({"podTopologySpread": {"defaultConstraints": [{
+        "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule"
+    }]}});
+    check(
+        "SCHEDULER_CONFIG",
+        "SCHEDULER_CONFIG",
+        yaml,
+        read.clone(),
+        Value::Null,
+        "podTopologySpread: {",
+    );
+    assert_eq!(
+        settings(&[("SCHEDULER_CONFIG", &read.to_string())])["SCHEDULER_CONFIG"],
+        read
+    );
+    let output = controller(
+        &[],
+        &[
+            "--cluster-name",
+            "demo",
+            "--scheduler-config",
+            yaml,
+            "--print-settings",
+        ],
+    );
+    let value: Value = serde_json::from_str(&stdout(&output)).expect("settings are JSON");
+    assert_eq!(value["SCHEDULER_CONFIG"], read);
+    // kube-scheduler's own refusals: a labelSelector (deduced per pod), a zero maxSkew.
+    assert_rejected(
+        "SCHEDULER_CONFIG",
+        &yaml.replace(
+            "DoNotSchedule\n",
+            "DoNotSchedule\n      labelSelector: {matchLabels: {app: web}}\n",
+        ),
+    );
+    assert_rejected(
+        "SCHEDULER_CONFIG",
+        &yaml.replace("maxSkew: 1", "maxSkew: 0"),
     );
 }
 

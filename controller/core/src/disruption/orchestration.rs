@@ -255,9 +255,10 @@ impl Disruption {
 
     async fn read(&self, now: Timestamp) -> Result<Read, KubeError> {
         let mut state = self.ctx.state.lock().await;
-        state.sync(self.ctx.kube.as_ref()).await?;
+        let config = self.ctx.options.scheduler_config();
+        state.sync_for(self.ctx.kube.as_ref(), config).await?;
         let catalog = self.ctx.catalog.current();
-        let snapshot = Snapshot::from_state(&state, &catalog, now);
+        let snapshot = Snapshot::from_state(&state, &catalog, now, config);
         let nodes: Vec<&Node> = state.nodes.iter().map(|n| &**n).collect();
         let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
         let pods: Vec<_> = state.pods.iter().map(|p| &**p).collect();

@@ -132,6 +132,14 @@ pub struct Cluster {
     pub pdbs: Vec<PodDisruptionBudget>,
     pub daemonsets: Vec<k8s_openapi::api::apps::v1::DaemonSet>,
     pub namespaces: Vec<k8s_openapi::api::core::v1::Namespace>,
+    /// The cluster's default topology spread constraints (`--scheduler-config`), applied to the
+    /// pods the simulation moves when they declare none.
+    pub scheduler_config: Option<crate::scheduling::SchedulerConfiguration>,
+    /// What those constraints' selectors are deduced from.
+    pub services: Vec<k8s_openapi::api::core::v1::Service>,
+    pub replica_sets: Vec<k8s_openapi::api::apps::v1::ReplicaSet>,
+    pub stateful_sets: Vec<k8s_openapi::api::apps::v1::StatefulSet>,
+    pub replication_controllers: Vec<k8s_openapi::api::core::v1::ReplicationController>,
 }
 
 impl ClusterView {
@@ -158,6 +166,20 @@ impl ClusterView {
                 now,
                 volumes: None,
                 node_classes: Vec::new(),
+                spread_defaults: cluster.scheduler_config.as_ref().and_then(|config| {
+                    crate::scheduling::DefaultSpreads::new(
+                        config,
+                        crate::scheduling::SelectorSources {
+                            services: cluster.services.iter().collect(),
+                            replica_sets: cluster.replica_sets.iter().collect(),
+                            stateful_sets: cluster.stateful_sets.iter().collect(),
+                            replication_controllers: cluster
+                                .replication_controllers
+                                .iter()
+                                .collect(),
+                        },
+                    )
+                }),
             },
             catalog,
         );

@@ -283,14 +283,15 @@ impl Provisioner {
         let pass_catalog = self.ctx.catalog.current();
         let snapshot = {
             let mut state = self.ctx.state.lock().await;
-            let synced = state.sync(self.ctx.kube.as_ref()).await;
+            let config = self.ctx.options.scheduler_config();
+            let synced = state.sync_for(self.ctx.kube.as_ref(), config).await;
             self.record_sync(synced.is_ok());
             synced?;
             let metrics = &self.ctx.metrics;
             metrics
                 .cluster_state_node_count
                 .set(i64::try_from(state.nodes.len()).unwrap_or(i64::MAX));
-            Snapshot::from_state(&state, &pass_catalog, self.ctx.clock.now())
+            Snapshot::from_state(&state, &pass_catalog, self.ctx.clock.now(), config)
         };
         self.ctx
             .metrics

@@ -22,7 +22,7 @@ use crate::replacement;
 use crate::resources::Resources;
 use crate::scheduling::requirements::Requirements;
 use crate::scheduling::volumes::Volumes;
-use crate::scheduling::{ExistingNode, PodInfo};
+use crate::scheduling::{DefaultSpreads, ExistingNode, PodInfo, SchedulerConfiguration};
 use crate::seams::kube::{ListOptions, ResourceKind};
 use crate::seams::{KubeApi, KubeApiExt, KubeError};
 use crate::state::ClusterState;
@@ -61,6 +61,9 @@ pub struct Objects<'a> {
     pub volumes: Option<Volumes>,
     /// The EC2NodeClasses, for the capacity each launches (`Snapshot::node_classes`).
     pub node_classes: Vec<&'a EC2NodeClass>,
+    /// The cluster's default topology spread constraints with what their selectors are deduced
+    /// from; `None`: no defaults (upstream's default).
+    pub spread_defaults: Option<DefaultSpreads<'a>>,
 }
 
 /// Inputs of one scheduling run.
@@ -310,13 +313,20 @@ impl Snapshot {
                         .with_csi_nodes(&csi_nodes),
                 ),
                 node_classes: classes.iter().collect(),
+                spread_defaults: None,
             },
             catalog,
         ))
     }
 
-    /// What a pass needs, from the controller's watch-fed caches.
-    pub fn from_state(state: &ClusterState, catalog: &Catalog, now: Timestamp) -> Self {
+    /// What a pass needs, from the controller's watch-fed caches; `config`'s default topology
+    /// spread constraints apply to the pods that declare none.
+    pub fn from_state(
+        state: &ClusterState,
+        catalog: &Catalog,
+        now: Timestamp,
+        config: Option<&SchedulerConfiguration>,
+    ) -> Self {
         Self::assemble(
             Objects {
                 pools: with_ready_node_class(
@@ -339,6 +349,9 @@ impl Snapshot {
                     .with_csi_nodes(state.csi_nodes.iter().map(|o| &**o)),
                 ),
                 node_classes: state.node_classes.iter().map(|o| &**o).collect(),
+                spread_defaults: config.and_then(|config| {
+                    DefaultSpreads::new(config, state.selector_sources.sources())
+                }),
             },
             catalog,
         )
@@ -361,6 +374,7 @@ impl Snapshot {
             now,
             volumes,
             node_classes,
+            mut spread_defaults,
         } = objects;
         let mut snapshot = Snapshot {
             pools: pools
@@ -429,16 +443,15 @@ impl Snapshot {
             }
         }
         snapshot.add_in_flight(&claims, &by_name, &node_classes, catalog);
-        let rescheduled = Rescheduled {
-            now,
-            blocking: FullyBlocking::new(pdbs),
-            interrupted: claims
-                .iter()
-                .filter(|c| replacement::is_interrupted(c))
-                .filter_map(|c| c.metadata.name.clone())
-                .collect(),
-        };
-        snapshot.add_pods(&pods, &by_name, &going_away, &rescheduled, volumes.as_ref());
+        let rescheduled = Rescheduled::new(now, pdbs, &claims);
+        snapshot.add_pods(
+            &pods,
+            &by_name,
+            &going_away,
+            &rescheduled,
+            volumes.as_ref(),
+            spread_defaults.as_mut(),
+        );
         snapshot.pending.sort_by(|a, b| a.key.cmp(&b.key));
         snapshot
     }
@@ -533,6 +546,12 @@ impl Snapshot {
 
     /// Sorts pods: bound ones onto their nodes (and, on a node going away, into `pending` as
     /// displaced), unbound provisionable ones into `pending`.
+    ///
+    /// The cluster's default spread constraints (`spread_defaults`) go onto every pod's
+    /// scheduling view here, bound pods included: upstream applies them to the pods its
+    /// provisioner and disruption simulations schedule, and a bound pod is one of those when
+    /// disruption moves it. A bound pod that stays put is unaffected: the simulation reads only
+    /// the spread constraints of the pods it places.
     fn add_pods(
         &mut self,
         pods: &[&Pod],
@@ -540,6 +559,7 @@ impl Snapshot {
         going_away: &BTreeMap<String, Option<String>>,
         rescheduled: &Rescheduled,
         volumes: Option<&Volumes>,
+        mut spread_defaults: Option<&mut DefaultSpreads<'_>>,
     ) {
         let no_templates = BTreeMap::new();
         // The pod's volume topology; `Err` with why when a claim, volume or class is missing.
@@ -548,9 +568,12 @@ impl Snapshot {
             _ => Ok(Vec::new()),
         };
         // What the pod attaches to its node, for CSI attach limits.
-        let with_volumes = |mut info: PodInfo, pod: &Pod| {
+        let mut with_volumes = |mut info: PodInfo, pod: &Pod| {
             if let Some(volumes) = volumes.filter(|_| Volumes::uses_claims(pod)) {
                 info.csi_volumes = volumes.csi_volumes(pod, &no_templates);
+            }
+            if let Some(defaults) = spread_defaults.as_deref_mut() {
+                defaults.apply(&mut info, pod);
             }
             info
         };
@@ -652,6 +675,18 @@ struct Rescheduled {
 }
 
 impl Rescheduled {
+    fn new(now: Timestamp, pdbs: Vec<&PodDisruptionBudget>, claims: &[&NodeClaim]) -> Self {
+        Self {
+            now,
+            blocking: FullyBlocking::new(pdbs),
+            interrupted: claims
+                .iter()
+                .filter(|c| replacement::is_interrupted(c))
+                .filter_map(|c| c.metadata.name.clone())
+                .collect(),
+        }
+    }
+
     /// Whether `pod`, on a node going away whose NodeClaim is `claim`, is scheduled again now.
     fn currently(&self, pod: &Pod, claim: Option<&str>) -> bool {
         if claim.is_some_and(|c| self.interrupted.contains(c)) {

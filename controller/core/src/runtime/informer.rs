@@ -137,6 +137,25 @@ impl Informers {
         informers.add(ctx, ResourceKind::POD, |s| &mut s.pods);
         informers.add(ctx, ResourceKind::DAEMON_SET, |s| &mut s.daemonsets);
         informers.add(ctx, ResourceKind::NAMESPACE, |s| &mut s.namespaces);
+        // Upstream starts these informers on first use, and only default spreads use them.
+        if ctx
+            .options
+            .scheduler_config()
+            .is_some_and(|c| c.has_default_constraints())
+        {
+            informers.add(ctx, ResourceKind::SERVICE, |s| {
+                &mut s.selector_sources.services
+            });
+            informers.add(ctx, ResourceKind::REPLICA_SET, |s| {
+                &mut s.selector_sources.replica_sets
+            });
+            informers.add(ctx, ResourceKind::STATEFUL_SET, |s| {
+                &mut s.selector_sources.stateful_sets
+            });
+            informers.add(ctx, ResourceKind::REPLICATION_CONTROLLER, |s| {
+                &mut s.selector_sources.replication_controllers
+            });
+        }
         informers
     }
 

@@ -4,6 +4,7 @@
 //! Pure and deterministic: no I/O, no clock, no randomness; inputs are iterated in defined
 //! orders, so the same input always gives the same plan.
 
+pub mod defaults;
 pub mod pod;
 pub mod requirements;
 mod solver;
@@ -13,6 +14,7 @@ pub mod volumes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use defaults::{DefaultSpreads, SchedulerConfigError, SchedulerConfiguration, SelectorSources};
 pub use pod::{PodError, PodInfo};
 pub use requirements::{Requirement, Requirements};
 pub use solver::{PROGRESS_EVERY_PODS, solve, solve_with_progress};

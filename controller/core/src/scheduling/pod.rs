@@ -351,6 +351,15 @@ fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
 }
 
 impl PodInfo {
+    /// Replaces the pod's topology spread constraints (the cluster's default constraints, for a
+    /// pod that declares none: [`super::defaults::DefaultSpreads`]).
+    pub fn set_spread(&mut self, constraints: &[TopologySpreadConstraint]) {
+        self.spread = constraints
+            .iter()
+            .map(|t| spread_constraint(t, &self.labels))
+            .collect();
+    }
+
     /// Extracts the scheduling view of `pod`. `volume_terms` come from the caller, which resolves
     /// PVCs to PVs and StorageClasses.
     pub fn from_pod(pod: &Pod, volume_terms: Vec<Requirements>) -> Result<Self, PodError> {

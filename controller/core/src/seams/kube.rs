@@ -53,6 +53,13 @@ impl ResourceKind {
     /// A node's CSI drivers and how many volumes each may attach (`spec.drivers[].allocatable`).
     pub const CSI_NODE: Self = Self::cluster("storage.k8s.io", "v1", "CSINode", "csinodes");
     pub const NAMESPACE: Self = Self::cluster("", "v1", "Namespace", "namespaces");
+    /// Read only with default topology spread constraints configured: the selectors
+    /// kube-scheduler deduces for them ([`crate::scheduling::defaults`]).
+    pub const SERVICE: Self = Self::namespaced("", "v1", "Service", "services");
+    pub const REPLICA_SET: Self = Self::namespaced("apps", "v1", "ReplicaSet", "replicasets");
+    pub const STATEFUL_SET: Self = Self::namespaced("apps", "v1", "StatefulSet", "statefulsets");
+    pub const REPLICATION_CONTROLLER: Self =
+        Self::namespaced("", "v1", "ReplicationController", "replicationcontrollers");
     pub const EVENT: Self = Self::namespaced("", "v1", "Event", "events");
     pub const LEASE: Self = Self::namespaced("coordination.k8s.io", "v1", "Lease", "leases");
 

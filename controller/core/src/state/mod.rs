@@ -7,8 +7,10 @@
 
 pub mod reflector;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
@@ -36,6 +38,49 @@ pub struct ClusterState {
     pub storage_classes: Reflector<StorageClass>,
     /// How many volumes each node's CSI drivers may attach (CSI attach limits).
     pub csi_nodes: Reflector<CSINode>,
+    /// What kube-scheduler deduces default spread selectors from; synced (and watched) only with
+    /// default topology spread constraints configured, as upstream's lazily started informers
+    /// are: without them nothing reads these kinds.
+    pub selector_sources: SelectorSourceCaches,
+}
+
+/// The caches of [`crate::scheduling::SelectorSources`].
+#[derive(Debug)]
+pub struct SelectorSourceCaches {
+    pub services: Reflector<Service>,
+    pub replica_sets: Reflector<ReplicaSet>,
+    pub stateful_sets: Reflector<StatefulSet>,
+    pub replication_controllers: Reflector<ReplicationController>,
+}
+
+impl SelectorSourceCaches {
+    fn new() -> Self {
+        Self {
+            services: Reflector::new(ResourceKind::SERVICE),
+            replica_sets: Reflector::new(ResourceKind::REPLICA_SET),
+            stateful_sets: Reflector::new(ResourceKind::STATEFUL_SET),
+            replication_controllers: Reflector::new(ResourceKind::REPLICATION_CONTROLLER),
+        }
+    }
+
+    /// Brings the four caches up to date (see [`Reflector::sync`]).
+    pub async fn sync(&mut self, kube: &dyn KubeApi) -> Result<bool, KubeError> {
+        let mut changed = self.services.sync(kube).await?;
+        changed |= self.replica_sets.sync(kube).await?;
+        changed |= self.stateful_sets.sync(kube).await?;
+        changed |= self.replication_controllers.sync(kube).await?;
+        Ok(changed)
+    }
+
+    /// The cached objects, by reference.
+    pub fn sources(&self) -> crate::scheduling::SelectorSources<'_> {
+        crate::scheduling::SelectorSources {
+            services: self.services.iter().map(|o| &**o).collect(),
+            replica_sets: self.replica_sets.iter().map(|o| &**o).collect(),
+            stateful_sets: self.stateful_sets.iter().map(|o| &**o).collect(),
+            replication_controllers: self.replication_controllers.iter().map(|o| &**o).collect(),
+        }
+    }
 }
 
 impl Default for ClusterState {
@@ -59,6 +104,7 @@ impl ClusterState {
             volumes: Reflector::new(ResourceKind::PERSISTENT_VOLUME),
             storage_classes: Reflector::new(ResourceKind::STORAGE_CLASS),
             csi_nodes: Reflector::new(ResourceKind::CSI_NODE),
+            selector_sources: SelectorSourceCaches::new(),
         }
     }
 
@@ -78,6 +124,19 @@ impl ClusterState {
         changed |= self.volumes.sync(kube).await?;
         changed |= self.storage_classes.sync(kube).await?;
         changed |= self.csi_nodes.sync(kube).await?;
+        Ok(changed)
+    }
+
+    /// [`Self::sync`], plus the selector sources when `config` has default constraints.
+    pub async fn sync_for(
+        &mut self,
+        kube: &dyn KubeApi,
+        config: Option<&crate::scheduling::SchedulerConfiguration>,
+    ) -> Result<bool, KubeError> {
+        let mut changed = self.sync(kube).await?;
+        if config.is_some_and(|c| c.has_default_constraints()) {
+            changed |= self.selector_sources.sync(kube).await?;
+        }
         Ok(changed)
     }
 }

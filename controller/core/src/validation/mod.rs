@@ -7,6 +7,7 @@
 //! label values, cron syntax) lives in [`runtime`].
 
 mod runtime;
+pub(crate) use runtime::qualified_name_error;
 mod schema;
 pub mod v1beta1;
 

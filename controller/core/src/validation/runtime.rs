@@ -42,7 +42,7 @@ fn check_claim_spec(spec: &Value, path: &str, out: &mut Vec<Violation>) {
 
 /// Kubernetes `IsQualifiedName`: an optional DNS-subdomain prefix and `/`, then a name of at most
 /// 63 characters. The schema cannot check map keys, so label maps are checked here.
-fn qualified_name_error(key: &str) -> Option<String> {
+pub(crate) fn qualified_name_error(key: &str) -> Option<String> {
     let name_re = Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("valid regex");
     let prefix_re =
         Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -670,3 +670,61 @@ fn a_pass_reports_each_method_it_evaluated_with_its_eligible_nodes_until_one_dec
         Method::Underutilized
     );
 }
+
+/// Three nodes, one per zone, each running one pod of Deployment `web` (its ReplicaSet in the
+/// cluster), with `config` as the cluster's `--scheduler-config`.
+fn web_across_zones(config: Option<&str>) -> Scene {
+    let mut scene = Scene::new(&[pool("default")]);
+    scene.cluster.scheduler_config = config.map(|raw| {
+        karpenter_core::scheduling::SchedulerConfiguration::parse(raw)
+            .expect("valid")
+            .expect("configured")
+    });
+    scene.cluster.replica_sets.push(
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-5d4f8", "namespace": "default", "uid": "rs-web"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}}
+        }))
+        .expect("replica set"),
+    );
+    for (n, zone) in [
+        ("a", "us-west-2a"),
+        ("b", "us-west-2b"),
+        ("c", "us-west-2c"),
+    ] {
+        scene
+            .node_with(n, "default", "m5.xlarge", "on-demand", |node, claim| {
+                node["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!(zone);
+                claim["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!(zone);
+            })
+            .pod_with(&format!("web-{n}"), n, "1", |pod| {
+                pod["metadata"]["labels"] = json!({"app": "web"});
+                pod["metadata"]["ownerReferences"] = json!([{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f8",
+                    "uid": "rs-web", "controller": true
+                }]);
+            });
+    }
+    scene
+}
+
+#[test]
+fn consolidation_keeps_a_deployment_spread_across_zones_under_a_default_zone_constraint() {
+    // Without the default, the three half-empty nodes merge into at most one.
+    let merged = web_across_zones(None).command();
+    assert!(merged.nodes.len() >= 2, "multi-node: {merged:?}");
+    let config = "podTopologySpread:
+  defaultConstraints:
+    - maxSkew: 1
+      topologyKey: topology.kubernetes.io/zone
+      whenUnsatisfiable: DoNotSchedule
+";
+    // With it, moving a pod to another zone's node breaks the spread: each node is at most
+    // replaced within its own zone.
+    let decision = web_across_zones(Some(config)).decide();
+    if let Some(command) = &decision.command {
+        assert_eq!(command.nodes.len(), 1, "{command:?}");
+        assert_eq!(command.replacements.len(), 1, "{command:?}");
+    }
+}

@@ -23,6 +23,7 @@ mod plan;
 mod properties;
 mod provisioning;
 mod runtime;
+mod scheduler_config;
 mod scheduling;
 mod scheduling_properties;
 mod seams;

@@ -1,10 +1,12 @@
 //! The provisioner over the seams: batching, eligibility, NodeClaim creation, events.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use karpenter_core::context::Context;
 use karpenter_core::provisioning::{BatchWindow, Batcher, Provisioner};
+use karpenter_core::scheduling::SchedulerConfiguration;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
 use karpenter_core::seams::{KubeApi, ManualClock};
 use serde_json::{Value, json};
@@ -1168,4 +1170,168 @@ fn a_windows_pod_is_not_given_a_linux_class_pool() {
     let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
     assert!(outcome.created.is_empty(), "{outcome:?}");
     assert!(claims(&w.kube).is_empty());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Default topology spread constraints (upstream's `--scheduler-config`)
+// ------------------------------------------------------------------------------------------------
+
+/// A provisioner whose options carry `config` (a `--scheduler-config` value), over a pool
+/// without limits (a claim counts its largest instance type against them).
+fn world_with_scheduler_config(config: &str) -> World {
+    let clock = Arc::new(ManualClock::new(start()));
+    let kube = api_server(clock.clone());
+    let mut unlimited = pool();
+    unlimited["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("limits");
+    kube.apply(&ResourceKind::NODE_POOL, unlimited);
+    kube.apply(&ResourceKind::EC2_NODE_CLASS, ready_class());
+    let mut ctx = context(&kube, &clock);
+    ctx.options.scheduler_config = SchedulerConfiguration::parse(config)
+        .expect("a valid configuration")
+        .map(Arc::new);
+    let ctx = Arc::new(ctx);
+    World {
+        metrics: ctx.metrics.clone(),
+        provisioner: Provisioner::new(ctx),
+        kube,
+        clock,
+    }
+}
+
+/// kube-scheduler's zonal default, as a cluster configures it.
+const ZONE_DEFAULT: &str = "podTopologySpread:
+  defaultConstraints:
+    - maxSkew: 1
+      topologyKey: topology.kubernetes.io/zone
+      whenUnsatisfiable: DoNotSchedule
+";
+
+/// The ReplicaSet of Deployment `web` (what kube-scheduler deduces the default selector from).
+fn web_replica_set() -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-5d4f8", "namespace": "default", "uid": "rs-web-5d4f8"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web", "pod-template-hash": "5d4f8"}},
+            "template": {
+                "metadata": {"labels": {"app": "web", "pod-template-hash": "5d4f8"}},
+                "spec": {"containers": [{"name": "app", "image": "web"}]}
+            }
+        }
+    })
+}
+
+/// Pending pod `name` of Deployment `web` (labelled and controlled by [`web_replica_set`]),
+/// with no topology spread constraint of its own.
+fn web_pod(name: &str) -> Value {
+    let mut pod = pending_pod(name, "500m");
+    pod["metadata"]["labels"] = json!({"app": "web", "pod-template-hash": "5d4f8"});
+    pod["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f8",
+        "uid": "rs-web-5d4f8", "controller": true
+    }]);
+    pod
+}
+
+/// Each created claim's zones, sorted by claim.
+fn zones_of_created(
+    w: &World,
+    outcome: &karpenter_core::provisioning::Outcome,
+) -> Vec<Vec<String>> {
+    outcome
+        .created
+        .iter()
+        .map(|name| claim_zones(w, name))
+        .collect()
+}
+
+#[test]
+fn a_deployments_pods_without_spreads_are_spread_across_zones_by_a_default_zone_constraint() {
+    let w = world_with_scheduler_config(ZONE_DEFAULT);
+    w.kube.apply(&ResourceKind::REPLICA_SET, web_replica_set());
+    for i in 0..3 {
+        w.kube
+            .apply(&ResourceKind::POD, web_pod(&format!("web-{i}")));
+    }
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    // One node would hold all three; the default spread puts one in each zone.
+    assert_eq!(outcome.created.len(), 3, "{outcome:?}");
+    let zones: BTreeSet<Vec<String>> = zones_of_created(&w, &outcome).into_iter().collect();
+    assert_eq!(
+        zones,
+        BTreeSet::from([
+            vec!["us-west-2a".to_string()],
+            vec!["us-west-2b".to_string()],
+            vec!["us-west-2c".to_string()],
+        ])
+    );
+}
+
+#[test]
+fn without_a_scheduler_config_a_deployments_pods_share_one_node() {
+    let w = world();
+    w.kube.apply(&ResourceKind::REPLICA_SET, web_replica_set());
+    for i in 0..3 {
+        w.kube
+            .apply(&ResourceKind::POD, web_pod(&format!("web-{i}")));
+    }
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+}
+
+#[test]
+fn pods_with_their_own_spread_constraints_are_not_given_the_default() {
+    let w = world_with_scheduler_config(ZONE_DEFAULT);
+    w.kube.apply(&ResourceKind::REPLICA_SET, web_replica_set());
+    for i in 0..3 {
+        let mut pod = web_pod(&format!("web-{i}"));
+        // Their own spread lets all three share a node; the default would split them by zone.
+        pod["spec"]["topologySpreadConstraints"] = json!([{
+            "maxSkew": 3, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}
+        }]);
+        w.kube.apply(&ResourceKind::POD, pod);
+    }
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+}
+
+#[test]
+fn a_pod_no_service_or_workload_controller_selects_gets_no_default_spread() {
+    let w = world_with_scheduler_config(ZONE_DEFAULT);
+    for i in 0..3 {
+        let mut pod = pending_pod(&format!("job-{i}"), "500m");
+        pod["metadata"]["labels"] = json!({"app": "batch"});
+        w.kube.apply(&ResourceKind::POD, pod);
+    }
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    // kube-scheduler deduces an empty selector for them and applies no default.
+    assert_eq!(outcome.created.len(), 1, "{outcome:?}");
+}
+
+#[test]
+fn pods_a_service_selects_are_spread_by_the_default_through_the_services_selector() {
+    let w = world_with_scheduler_config(ZONE_DEFAULT);
+    w.kube.apply(
+        &ResourceKind::SERVICE,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "api", "namespace": "default"},
+            "spec": {"selector": {"app": "api"}, "ports": [{"port": 80}]}
+        }),
+    );
+    for i in 0..3 {
+        let mut pod = pending_pod(&format!("api-{i}"), "500m");
+        pod["metadata"]["labels"] = json!({"app": "api", "instance": format!("{i}")});
+        w.kube.apply(&ResourceKind::POD, pod);
+    }
+    let outcome = futures::executor::block_on(w.provisioner.provision()).expect("pass");
+    assert_eq!(outcome.created.len(), 3, "{outcome:?}");
+    let zones: BTreeSet<Vec<String>> = zones_of_created(&w, &outcome).into_iter().collect();
+    assert_eq!(zones.len(), 3, "one claim per zone: {zones:?}");
 }

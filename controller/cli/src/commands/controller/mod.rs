@@ -209,6 +209,7 @@ fn options(settings: &Settings, cluster: &discovery::Discovered) -> Options {
     options.provisioning.scheduling.min_values_policy = settings.min_values_policy();
     options.disruption.scheduling = options.provisioning.scheduling;
     options.disruption.spot_to_spot = settings.feature_gates.spot_to_spot_consolidation;
+    options.scheduler_config = settings.scheduler_config.0.clone();
     options.lifecycle.cluster_name = settings.cluster_name.clone();
     options.lifecycle.kubernetes_version = cluster.kubernetes_version.clone();
     options.lifecycle.cluster = cluster.cluster.clone();

@@ -4,10 +4,11 @@
 //! the flag and the value name, which is the variable's name).
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy};
+use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy, SchedulerConfiguration};
 use karpenter_kube::rbac::LEADER_ELECTION_LEASE;
 use serde_json::{Value, json};
 
@@ -66,6 +67,11 @@ pub struct Settings {
         default_value = "Strict"
     )]
     pub min_values_policy: MinValues,
+    /// The cluster's kube-scheduler default topology spread constraints, as YAML or JSON
+    /// (`podTopologySpread.defaultConstraints`); applied while planning to pods that declare none.
+    /// Empty: none.
+    #[arg(long, env = "SCHEDULER_CONFIG", value_name = "SCHEDULER_CONFIG", default_value = "", value_parser = scheduler_config)]
+    pub scheduler_config: SchedulerConfig,
     /// No Pricing API calls (a VPC without internet access): the built-in price table.
     #[arg(long, env = "ISOLATED_VPC", value_name = "ISOLATED_VPC", default_value = "false", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub isolated_vpc: bool,
@@ -132,6 +138,10 @@ pub struct Settings {
     #[arg(long)]
     pub print_settings: bool,
 }
+
+/// `SCHEDULER_CONFIG`, decoded and validated (`None`: empty, no default constraints).
+#[derive(Clone, Debug, Default)]
+pub struct SchedulerConfig(pub Option<Arc<SchedulerConfiguration>>);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "verbatim")]
@@ -248,6 +258,7 @@ impl Settings {
             "BATCH_IDLE_DURATION_MS": self.batch_idle_duration.as_millis() as u64,
             "PREFERENCE_POLICY": format!("{:?}", self.preference_policy),
             "MIN_VALUES_POLICY": format!("{:?}", self.min_values_policy),
+            "SCHEDULER_CONFIG": self.scheduler_config.0.as_deref(),
             "ISOLATED_VPC": self.isolated_vpc,
             "EKS_CONTROL_PLANE": self.eks_control_plane,
             "VM_MEMORY_OVERHEAD_PERCENT": self.vm_memory_overhead_percent,
@@ -264,6 +275,13 @@ impl Settings {
             "SYSTEM_NAMESPACE": self.system_namespace,
         })
     }
+}
+
+/// Upstream's `ParseSchedulerConfiguration`: strict YAML/JSON, then kube-scheduler's checks.
+fn scheduler_config(value: &str) -> Result<SchedulerConfig, String> {
+    SchedulerConfiguration::parse(value)
+        .map(|config| SchedulerConfig(config.map(Arc::new)))
+        .map_err(|err| err.to_string())
 }
 
 fn non_empty(value: &str) -> Result<String, String> {

@@ -227,7 +227,9 @@ impl OperatorHandle {
         // caller that lost its Lease mid-drain) aborts the rest through `Drop`.
         while let Some((name, task)) = self.controllers.first_mut() {
             let name = *name;
-            if tokio::time::timeout_at(deadline, &mut *task).await.is_err() {
+            // `timeout`, not `timeout_at`: madsim's time module has only the former.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if tokio::time::timeout(left, &mut *task).await.is_err() {
                 tracing::warn!(
                     controller = name,
                     "still working at the end of the drain; aborted"

@@ -37,6 +37,9 @@
 //! - [`interruption`]: the SQS interruption queue (spot warnings, scheduled changes, state
 //!   changes).
 //! - [`replacement`]: the replacement-first protocol those three share through annotations.
+//! - [`state_metrics`], [`pod_metrics`], [`status_metrics`]: upstream's metric controllers
+//!   (node, NodePool and pod gauges; operatorpkg's `operator_*` status-condition series), passes
+//!   over the caches that write only metrics.
 //! - [`leader`]: leader election over a Lease.
 //! - [`operator`]: the one composition point: every controller over one context, one step.
 //!
@@ -92,5 +95,6 @@ pub mod scheduling;
 pub mod seams;
 pub mod state;
 pub mod state_metrics;
+pub mod status_metrics;
 pub mod termination;
 pub mod validation;

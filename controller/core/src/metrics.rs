@@ -7,7 +7,7 @@
 //! by controller logic: no decision may depend on them.
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
 pub mod cloudprovider;
+pub mod status;
 pub use cloudprovider::{BuildInfo, CloudMethod};
 
 /// A gauge of seconds (upstream's are floats).
@@ -375,6 +376,9 @@ pub struct Metrics {
     /// Upstream's cloud-provider, instance-type, batcher and build-info series
     /// ([`cloudprovider`]).
     pub cloud: cloudprovider::CloudProviderMetrics,
+    /// operatorpkg's `operator_*` status-condition and termination series ([`status`]), in a
+    /// registry without the `karpenter_` prefix.
+    pub status: status::StatusConditionMetrics,
 }
 
 /// Upstream's node gauges (`karpenter_nodes_<name>`) and their help texts.
@@ -473,6 +477,7 @@ impl Metrics {
             pods_unstarted_time: Family::default(),
             pods_unbound_time: Family::default(),
             cloud: Default::default(),
+            status: Default::default(),
         };
         // Consolidation never times out here: both series exist at 0 from the start.
         for consolidation_type in ["single", "multi"] {
@@ -763,7 +768,9 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.status.registry);
+        let _ = encode_eof(&mut out);
         out
     }
 
@@ -845,6 +852,7 @@ impl Metrics {
     pub fn touch_all(&self) {
         self.touch_recent();
         self.touch_cloudprovider();
+        self.status.touch();
         let pool = Self::nodepool("default");
         let controller = ControllerLabels {
             controller: "provisioner".into(),

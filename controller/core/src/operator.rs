@@ -271,9 +271,9 @@ impl Drop for OperatorHandle {
 /// The loops that write status from what they read: the NodePool counters, and the
 /// EC2NodeClass status controller followed by drift detection.
 /// The loops that run on their own interval: garbage collection, the instance-status health
-/// controller, the capacity-reservation controllers, NodeClaim consistency and the node and
-/// NodePool metrics.
-fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter, stop: &Stop) -> [NamedLoop; 5] {
+/// controller, the capacity-reservation controllers, NodeClaim consistency, the node and
+/// NodePool metrics and operatorpkg's status-condition metrics.
+fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter, stop: &Stop) -> [NamedLoop; 6] {
     let gc = loops::GarbageCollectionLoop {
         collector: GarbageCollector::new(ctx.clone()),
         interval: ctx.options.gc_interval.unwrap_or(nodeclaim::GC_INTERVAL),
@@ -317,6 +317,16 @@ fn interval_loops(ctx: &Arc<Context>, reports: &loops::Reporter, stop: &Stop) ->
                 loops::StateMetricsLoop {
                     metrics: crate::state_metrics::StateMetrics::new(ctx.clone()),
                     reports: reports.clone(),
+                },
+                Trigger::never(),
+                stop.clone(),
+            ),
+        ),
+        named(
+            "metrics.status",
+            run_singleton(
+                loops::StatusMetricsLoop {
+                    metrics: crate::status_metrics::StatusMetrics::new(ctx.clone()),
                 },
                 Trigger::never(),
                 stop.clone(),
@@ -417,6 +427,9 @@ pub struct Operator {
     /// When the capacity-reservation controllers last ran (they run every
     /// `CAPACITY_RESERVATION_INTERVAL`).
     reservations_ran: Option<jiff::Timestamp>,
+    status_metrics: crate::status_metrics::StatusMetrics,
+    /// When the status-condition metrics last ran (every `STATUS_METRICS_INTERVAL`).
+    status_metrics_ran: Option<jiff::Timestamp>,
 }
 
 impl Operator {
@@ -445,6 +458,8 @@ impl Operator {
             expiration: Expiration::new(ctx.clone()),
             reservations: crate::capacityreservation::CapacityReservations::new(ctx.clone()),
             reservations_ran: None,
+            status_metrics: crate::status_metrics::StatusMetrics::new(ctx.clone()),
+            status_metrics_ran: None,
             disruption: Disruption::new(ctx.clone()),
             node_class_status: crate::nodeclass::NodeClassStatus::new(ctx.clone()),
             drift: crate::nodeclaim::drift::DriftDetection::new(ctx.clone()),
@@ -580,7 +595,7 @@ impl Operator {
     /// One pass of every controller, in a fixed order: interruption (when a queue is
     /// configured), provisioning (when its batch closes), NodeClaim lifecycle, termination,
     /// pod events, expiration, disruption, garbage collection (on its interval), NodePool
-    /// counters. For unit tests only: a running controller uses [`Operator::spawn`]. Interruption
+    /// counters, the status-condition metrics (on their interval). For unit tests only: a running controller uses [`Operator::spawn`]. Interruption
     /// runs first so that
     /// the claims it deletes are provisioned for (replacement first) and start terminating in the
     /// same step. A pass that fails as a whole is reported in [`StepReport::errors`] (and logged)
@@ -658,6 +673,15 @@ impl Operator {
         if let Err(err) = self.counter.count().await {
             tracing::warn!(%err, "nodepool counter pass failed; retrying next step");
             report.errors.push(StepError::Counters(err));
+        }
+        // Last: the caches as this step's controllers left them.
+        let now = self.ctx.now();
+        let status_due = self.status_metrics_ran.is_none_or(|t| {
+            now.duration_since(t).unsigned_abs() >= crate::status_metrics::STATUS_METRICS_INTERVAL
+        });
+        if status_due {
+            self.status_metrics_ran = Some(now);
+            self.status_metrics.reconcile().await;
         }
         report
     }

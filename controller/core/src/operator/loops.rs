@@ -313,6 +313,24 @@ impl Singleton for StateMetricsLoop {
     }
 }
 
+/// operatorpkg's status-condition metrics, every
+/// [`crate::status_metrics::STATUS_METRICS_INTERVAL`].
+pub struct StatusMetricsLoop {
+    pub metrics: crate::status_metrics::StatusMetrics,
+}
+
+#[async_trait]
+impl Singleton for StatusMetricsLoop {
+    fn name(&self) -> &'static str {
+        "metrics.status"
+    }
+
+    async fn pass(&mut self) -> Duration {
+        self.metrics.reconcile().await;
+        crate::status_metrics::STATUS_METRICS_INTERVAL
+    }
+}
+
 /// NodePool counters and conditions, when pools, claims or classes change.
 pub struct CounterLoop {
     pub counter: nodepool::Counter,

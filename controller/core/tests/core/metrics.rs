@@ -498,3 +498,252 @@ fn build_info_is_one_series_for_the_build_the_binary_names() {
         "arm64"
     );
 }
+
+/// The status-condition metrics controller over an in-memory API server: objects go in as
+/// fixtures, a pass reads the caches as the controllers would have synced them.
+struct StatusWorld {
+    clock: std::sync::Arc<karpenter_core::seams::clock::ManualClock>,
+    kube: std::sync::Arc<fakekube::ApiServer>,
+    ctx: std::sync::Arc<karpenter_core::context::Context>,
+    status: karpenter_core::status_metrics::StatusMetrics,
+}
+
+impl StatusWorld {
+    fn new() -> Self {
+        let clock = super::support::clock();
+        let cloud = super::support::cloud(&clock);
+        let kube = super::api_server::api_server(clock.clone());
+        let ctx = std::sync::Arc::new(super::support::context(&kube, &cloud, &clock));
+        let status = karpenter_core::status_metrics::StatusMetrics::new(ctx.clone());
+        Self {
+            clock,
+            kube,
+            ctx,
+            status,
+        }
+    }
+
+    /// Advances the clock by `seconds`, then syncs the caches and runs one pass.
+    fn pass_after(&self, seconds: u64) -> String {
+        self.clock.advance(std::time::Duration::from_secs(seconds));
+        futures::executor::block_on(async {
+            let mut state = self.ctx.state.lock().await;
+            state.sync(self.ctx.kube.as_ref()).await.expect("sync");
+        });
+        futures::executor::block_on(self.status.reconcile());
+        self.ctx.metrics.encode()
+    }
+
+    /// Replaces the claim's conditions: `(type, status, reason, seconds after the start)`.
+    fn set_conditions(&self, claim: &str, conditions: &[(&str, &str, &str, i64)]) {
+        use karpenter_core::seams::KubeApi;
+        use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
+        let list: Vec<serde_json::Value> = conditions
+            .iter()
+            .map(|(type_, status, reason, at)| {
+                let at = super::support::start() + jiff::SignedDuration::from_secs(*at);
+                serde_json::json!({"type": type_, "status": status, "reason": reason,
+                    "message": "", "lastTransitionTime": at.to_string()})
+            })
+            .collect();
+        let patch = Patch::Merge(serde_json::json!({"status": {"conditions": list}}));
+        futures::executor::block_on(self.kube.patch_status(
+            &ResourceKind::NODE_CLAIM,
+            &ObjectKey::cluster(claim),
+            &patch,
+        ))
+        .expect("status patch");
+    }
+
+    fn claim(&self, name: &str) {
+        use super::api_server::Fixtures;
+        use karpenter_core::seams::kube::ResourceKind;
+        let mut claim = super::support::objects::nodeclaim(name).json();
+        claim["metadata"]["labels"]["karpenter.k8s.aws/ec2nodeclass"] =
+            serde_json::json!("default");
+        claim["metadata"]["finalizers"] = serde_json::json!(["karpenter.sh/termination"]);
+        self.kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    }
+}
+
+/// The value of the series that starts with `series` (its name and first labels).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+const CLAIM_LABELS: &str =
+    "karpenter_k8s_aws_ec2nodeclass=\"default\",karpenter_sh_nodepool=\"default\"";
+
+/// Issue 15 (H2): operatorpkg's status controller, as upstream registers it for NodeClaims:
+/// each condition is a `count` and a `current_status_seconds` series labelled namespace, name,
+/// type, status, reason and the claim's NodeClass and NodePool labels, with the deprecated
+/// kind-agnostic series beside them; `Ready` and its dependents show `Unknown` since the claim's
+/// creation while the claim lacks them. Nodes and NodePools get theirs too.
+#[test]
+fn a_nodeclaims_conditions_appear_as_count_and_current_status_series_with_upstreams_labels() {
+    use super::api_server::Fixtures;
+    use karpenter_core::seams::kube::ResourceKind;
+    let w = StatusWorld::new();
+    w.claim("default-a");
+    w.set_conditions("default-a", &[("Launched", "True", "Launched", 5)]);
+    w.kube
+        .apply(&ResourceKind::NODE_POOL, super::validation::nodepool());
+    let node = super::support::objects::ready_node("ip-10-0-0-1", "aws:///us-west-2a/i-0a");
+    w.kube.apply(&ResourceKind::NODE, node);
+    let text = w.pass_after(30);
+    let launched =
+        "{namespace=\"\",name=\"default-a\",type=\"Launched\",status=\"True\",reason=\"Launched\",";
+    assert_eq!(
+        sample(
+            &text,
+            &format!("operator_nodeclaim_status_condition_count{launched}{CLAIM_LABELS}}}")
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!(
+                "operator_nodeclaim_status_condition_current_status_seconds{launched}{CLAIM_LABELS}}}"
+            )
+        ),
+        Some(25.0),
+        "since its lastTransitionTime"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!(
+                "operator_status_condition_count{launched}group=\"karpenter.sh\",kind=\"NodeClaim\"}}"
+            )
+        ),
+        Some(1.0),
+        "the deprecated series: {text}"
+    );
+    let ready = format!(
+        "operator_nodeclaim_status_condition_current_status_seconds{{namespace=\"\",name=\"default-a\",type=\"Ready\",status=\"Unknown\",reason=\"AwaitingReconciliation\",{CLAIM_LABELS}}}"
+    );
+    assert_eq!(
+        sample(&text, &ready),
+        Some(30.0),
+        "Unknown since creation: {text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!(
+                "operator_nodeclaim_status_condition_transitions_total{{type=\"Launched\",status=\"True\",reason=\"Launched\",{CLAIM_LABELS}}}"
+            )
+        ),
+        Some(1.0),
+        "a condition first seen True counts, as upstream"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("operator_nodepool_status_condition_count{namespace=\"\",name=\"default\",type=\"Ready\"")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("operator_node_status_condition_count{namespace=\"\",name=\"ip-10-0-0-1\",type=\"Ready\",status=\"True\"")
+            && l.contains("karpenter_sh_initialized=")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("kind=\"Node\""),
+        "upstream emits no deprecated series for Nodes"
+    );
+}
+
+/// Issue 15 (H2): a condition that goes from Unknown to True between two passes counts one
+/// transition (labelled True) and observes how long it was Unknown (labelled Unknown); the
+/// Unknown series goes. A flip and back between two passes still counts, once.
+#[test]
+fn a_condition_flipping_from_unknown_to_true_counts_one_transition_and_observes_its_duration() {
+    let w = StatusWorld::new();
+    w.claim("default-a");
+    w.set_conditions("default-a", &[("Initialized", "Unknown", "NotReady", 0)]);
+    let text = w.pass_after(10);
+    let transitions = format!(
+        "operator_nodeclaim_status_condition_transitions_total{{type=\"Initialized\",status=\"True\",reason=\"Initialized\",{CLAIM_LABELS}}}"
+    );
+    assert_eq!(
+        sample(&text, &transitions),
+        None,
+        "Unknown first seen is no transition"
+    );
+    w.set_conditions("default-a", &[("Initialized", "True", "Initialized", 25)]);
+    let text = w.pass_after(20);
+    assert_eq!(sample(&text, &transitions), Some(1.0), "{text}");
+    let timed = format!(
+        "operator_nodeclaim_status_condition_transition_seconds_sum{{type=\"Initialized\",status=\"Unknown\",{CLAIM_LABELS}}}"
+    );
+    assert_eq!(
+        sample(&text, &timed),
+        Some(25.0),
+        "Unknown from 0 s to 25 s: {text}"
+    );
+    let deprecated = "operator_status_condition_transition_seconds_count{type=\"Initialized\",status=\"Unknown\",group=\"karpenter.sh\",kind=\"NodeClaim\"}";
+    assert_eq!(sample(&text, deprecated), Some(1.0), "{text}");
+    assert!(
+        !text.contains("type=\"Initialized\",status=\"Unknown\",reason=\"NotReady\""),
+        "the Unknown gauges are removed: {text}"
+    );
+    let text = w.pass_after(10);
+    assert_eq!(sample(&text, &transitions), Some(1.0), "counted once");
+    // False at 45 s and True again at 48 s, both between two passes.
+    w.set_conditions("default-a", &[("Initialized", "True", "Initialized", 48)]);
+    let text = w.pass_after(10);
+    assert_eq!(sample(&text, &transitions), Some(2.0), "{text}");
+    let count = timed.replace("_sum{", "_count{");
+    assert_eq!(
+        sample(&text, &count),
+        Some(1.0),
+        "the False spell's length is unknown: not observed"
+    );
+}
+
+/// Issue 15 (H2): a deleted claim's series go with it; while it terminates its time since the
+/// deletion is a gauge, and once gone that time is observed.
+#[test]
+fn a_deleted_claims_series_are_gone_and_its_termination_is_timed() {
+    use karpenter_core::seams::KubeApi;
+    use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
+    let w = StatusWorld::new();
+    w.claim("default-a");
+    w.set_conditions("default-a", &[("Launched", "True", "Launched", 0)]);
+    let text = w.pass_after(10);
+    assert!(text.contains("name=\"default-a\""), "{text}");
+    let key = ObjectKey::cluster("default-a");
+    futures::executor::block_on(w.kube.delete(
+        &ResourceKind::NODE_CLAIM,
+        &key,
+        &DeleteOptions::default(),
+    ))
+    .expect("delete");
+    let text = w.pass_after(15);
+    let terminating = format!(
+        "operator_nodeclaim_termination_current_time_seconds{{namespace=\"\",name=\"default-a\",{CLAIM_LABELS}}}"
+    );
+    assert_eq!(sample(&text, &terminating), Some(15.0), "{text}");
+    let finalizers = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    futures::executor::block_on(w.kube.patch(&ResourceKind::NODE_CLAIM, &key, &finalizers))
+        .expect("finalizer removed");
+    let text = w.pass_after(10);
+    assert!(
+        !text.lines().any(|l| l.contains("name=\"default-a\"")),
+        "every series of the claim is gone: {text}"
+    );
+    let took = format!("operator_nodeclaim_termination_duration_seconds_sum{{{CLAIM_LABELS}}}");
+    assert_eq!(sample(&text, &took), Some(25.0), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            "operator_termination_duration_seconds_count{group=\"karpenter.sh\",kind=\"NodeClaim\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}

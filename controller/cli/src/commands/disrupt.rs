@@ -20,7 +20,7 @@ pub fn decide(
     catalog: &Catalog,
     now: jiff::Timestamp,
 ) -> Outcome {
-    let view = disruption_view(documents, cluster, now);
+    let view = disruption_view(documents, cluster, catalog, now);
     let (commands, blocked) = disruption::plan_all(&view, catalog, &disruption::Options::default());
     Outcome {
         commands,

@@ -220,6 +220,23 @@ pub fn instance_type_for(
 
 /// Whether `class` launches nodes unlike the catalog's defaults (a kubelet setting, a block
 /// device mapping, a Windows family): only then does a pool of it need its own catalog.
+/// `catalog` as a NodePool of `class` plans with it: its types as the class launches them
+/// ([`for_node_class`]) plus, with `reservations`, the class's reserved offerings; `None` when
+/// the class changes neither (the pool plans with `catalog` itself). One rule for provisioning,
+/// disruption's simulations and `karpenter plan`.
+pub fn pool_catalog(
+    catalog: &Catalog,
+    class: &EC2NodeClass,
+    reservations: Option<&super::ReservationAvailability>,
+) -> Option<Catalog> {
+    let sized = for_node_class(catalog, class);
+    let Some(reservations) = reservations else {
+        return sized;
+    };
+    let base = sized.as_ref().unwrap_or(catalog);
+    super::reservations::with_reservations(base, class, reservations).or(sized)
+}
+
 pub fn changes_capacity(class: &EC2NodeClass) -> bool {
     class.spec.kubelet.is_some()
         || family(class).windows_build().is_some()

@@ -127,7 +127,7 @@ fn nominated(view: &ClusterView, catalog: &Catalog, options: &Options) -> Vec<St
     let results = scheduling::solve(Input {
         node_pools: &view.pools,
         catalog,
-        pool_catalogs: &crate::scheduling::NO_POOL_CATALOGS,
+        pool_catalogs: &view.pool_catalogs,
         nodes: &view.nodes,
         daemonsets: &view.daemonsets,
         pods: &view.pending,

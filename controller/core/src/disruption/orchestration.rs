@@ -259,6 +259,13 @@ impl Disruption {
         state.sync_for(self.ctx.kube.as_ref(), config).await?;
         let catalog = self.ctx.catalog.current();
         let snapshot = Snapshot::from_state(&state, &catalog, now, config);
+        let pool_catalogs = crate::provisioning::pool_catalogs(
+            &snapshot,
+            &catalog,
+            &self.ctx.reservations,
+            &self.ctx.metrics,
+            "disruption",
+        );
         let nodes: Vec<&Node> = state.nodes.iter().map(|n| &**n).collect();
         let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
         let pods: Vec<_> = state.pods.iter().map(|p| &**p).collect();
@@ -279,6 +286,7 @@ impl Disruption {
                 pdbs: &pdbs,
             },
         );
+        view.pool_catalogs = pool_catalogs;
         // Only nodes with a NodeClaim can be disrupted here (a command deletes claims).
         view.facts.retain(|_, f| f.claim.is_some());
         Ok(Read {

@@ -87,7 +87,7 @@ impl<'v> Simulator<'v> {
         let results = scheduling::solve(Input {
             node_pools: &self.view.pools,
             catalog: self.catalog,
-            pool_catalogs: &crate::scheduling::NO_POOL_CATALOGS,
+            pool_catalogs: &self.view.pool_catalogs,
             nodes: &self.nodes,
             daemonsets: &self.view.daemonsets,
             pods: &pods,

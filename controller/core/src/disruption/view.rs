@@ -101,6 +101,10 @@ pub struct ClusterView {
     /// Pods waiting for a node (including pods of nodes going away).
     pub pending: Vec<PodInfo>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// By NodePool: the catalog its EC2NodeClass launches (Windows, kubelet, root volume,
+    /// reservations), for pools whose class changes it; replacements are planned from these as
+    /// the provisioner plans new claims. Empty from [`ClusterView::build`]: its caller fills it.
+    pub pool_catalogs: BTreeMap<String, crate::catalog::Catalog>,
 }
 
 /// The plain objects a view is built from, besides the scheduling view.
@@ -140,6 +144,8 @@ pub struct Cluster {
     pub replica_sets: Vec<k8s_openapi::api::apps::v1::ReplicaSet>,
     pub stateful_sets: Vec<k8s_openapi::api::apps::v1::StatefulSet>,
     pub replication_controllers: Vec<k8s_openapi::api::core::v1::ReplicationController>,
+    /// The EC2NodeClasses the pools name, for the capacity each launches.
+    pub node_classes: Vec<crate::api::EC2NodeClass>,
 }
 
 impl ClusterView {
@@ -165,7 +171,7 @@ impl ClusterView {
                 pdbs: pdbs.clone(),
                 now,
                 volumes: None,
-                node_classes: Vec::new(),
+                node_classes: cluster.node_classes.iter().collect(),
                 spread_defaults: cluster.scheduler_config.as_ref().and_then(|config| {
                     crate::scheduling::DefaultSpreads::new(
                         config,
@@ -183,7 +189,15 @@ impl ClusterView {
             },
             catalog,
         );
-        Self::build(
+        let pool_catalogs = snapshot
+            .node_classes
+            .iter()
+            .filter_map(|(pool, class)| {
+                let types = crate::catalog::nodeclass::pool_catalog(catalog, class, None)?;
+                Some((pool.clone(), types))
+            })
+            .collect();
+        let mut view = Self::build(
             now,
             Scheduling {
                 pools: snapshot.pools,
@@ -198,7 +212,9 @@ impl ClusterView {
                 pods: &pods,
                 pdbs: &pdbs,
             },
-        )
+        );
+        view.pool_catalogs = pool_catalogs;
+        view
     }
 
     /// The view at `now` over a scheduling view and the objects it was made from.
@@ -241,6 +257,7 @@ impl ClusterView {
             daemonsets: scheduling.daemonsets,
             pending: scheduling.pending,
             namespaces: scheduling.namespaces,
+            pool_catalogs: BTreeMap::new(),
         }
     }
 

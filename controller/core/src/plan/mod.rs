@@ -168,6 +168,7 @@ impl Cluster {
 pub fn disruption_view(
     documents: &[Document],
     cluster: &Cluster,
+    catalog: &Catalog,
     now: jiff::Timestamp,
 ) -> crate::disruption::ClusterView {
     use k8s_openapi::api::core::v1::{Node, Pod};
@@ -197,7 +198,7 @@ pub fn disruption_view(
     let claims: Vec<&crate::api::NodeClaim> = claims.iter().collect();
     let pods: Vec<&Pod> = pods.iter().collect();
     let pdbs: Vec<&PodDisruptionBudget> = pdbs.iter().collect();
-    crate::disruption::ClusterView::build(
+    let mut view = crate::disruption::ClusterView::build(
         now,
         crate::disruption::Scheduling {
             pools: cluster.node_pools.clone(),
@@ -212,7 +213,9 @@ pub fn disruption_view(
             pods: &pods,
             pdbs: &pdbs,
         },
-    )
+    );
+    view.pool_catalogs = cluster.pool_catalogs(catalog);
+    view
 }
 
 /// Decides drift for a NodeClaim given to `plan --disrupt` as the controller would (its hash

@@ -86,27 +86,27 @@ pub const RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The pod a scheduling result names by its `namespace/name` key.
 /// Each pool's instance types as its EC2NodeClass launches them (root volume, kubelet
-/// settings, the capacity reservations it selects), for pools whose class changes them. Each
-/// pool's is upstream's `GetInstanceTypes` from the provisioner, timed as such.
-fn pool_catalogs(
+/// settings, Windows, the capacity reservations it selects), for pools whose class changes
+/// them ([`crate::catalog::nodeclass::pool_catalog`]). Each pool's is upstream's
+/// `GetInstanceTypes` from `controller` (the provisioner, or disruption), timed as such.
+pub(crate) fn pool_catalogs(
     snapshot: &Snapshot,
     catalog: &Catalog,
     reservations: &ReservationAvailability,
     metrics: &crate::metrics::Metrics,
+    controller: &'static str,
 ) -> BTreeMap<String, Catalog> {
     snapshot
         .node_classes
         .iter()
         .filter_map(|(pool, class)| {
             let types = || {
-                let sized = crate::catalog::nodeclass::for_node_class(catalog, class);
-                let base = sized.as_ref().unwrap_or(catalog);
-                let reserved =
-                    crate::catalog::reservations::with_reservations(base, class, reservations);
-                Ok::<_, std::convert::Infallible>(reserved.or(sized))
+                let types =
+                    crate::catalog::nodeclass::pool_catalog(catalog, class, Some(reservations));
+                Ok::<_, std::convert::Infallible>(types)
             };
             let method = crate::metrics::CloudMethod::GetInstanceTypes;
-            let Ok(types) = metrics.cloud_call_sync("provisioner", method, types);
+            let Ok(types) = metrics.cloud_call_sync(controller, method, types);
             types.map(|c| (pool.clone(), c))
         })
         .collect()
@@ -319,6 +319,7 @@ impl Provisioner {
             &catalog,
             &self.ctx.reservations,
             &self.ctx.metrics,
+            "provisioner",
         );
         let results = self.solve(&snapshot, &catalog, &pool_catalogs);
         let mut replacements = Replacements {

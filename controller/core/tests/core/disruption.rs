@@ -728,3 +728,60 @@ fn consolidation_keeps_a_deployment_spread_across_zones_under_a_default_zone_con
         assert_eq!(command.replacements.len(), 1, "{command:?}");
     }
 }
+
+/// A Windows Server 2022 EC2NodeClass `windows` and its NodePool `windows`.
+fn windows_scene() -> Scene {
+    let mut pool = pool("windows");
+    pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] = json!("windows");
+    let mut scene = Scene::new(&[pool]);
+    scene.cluster.node_classes.push(
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "windows"},
+            "spec": {
+                "role": "KarpenterNodeRole-demo",
+                "amiSelectorTerms": [{"alias": "windows2022@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]
+            }
+        }))
+        .expect("class"),
+    );
+    scene
+}
+
+#[test]
+fn an_oversized_windows_node_is_replaced_by_a_cheaper_windows_node_its_class_launches() {
+    let mut scene = windows_scene();
+    scene
+        .node_with(
+            "win",
+            "windows",
+            "m5.4xlarge",
+            "on-demand",
+            |node, claim| {
+                for object in [node, claim] {
+                    let labels = &mut object["metadata"]["labels"];
+                    labels["kubernetes.io/os"] = json!("windows");
+                    labels["node.kubernetes.io/windows-build"] = json!("10.0.20348");
+                }
+            },
+        )
+        .pod_with("iis", "win", "500m", |pod| {
+            pod["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "windows"});
+        });
+    // The replacement is planned from the types as the Windows class launches them: without
+    // them no type is `kubernetes.io/os=windows` and the pod would fit nowhere.
+    let command = scene.command();
+    assert_eq!(command.method, Method::Underutilized, "{command:?}");
+    assert_eq!(command.replacements.len(), 1, "{command:?}");
+    let planned = &command.replacements[0].planned;
+    assert!(
+        planned.instance_types.iter().all(|name| {
+            let it = catalog().get(name).expect("type");
+            it.labels["kubernetes.io/arch"] == "amd64"
+        }),
+        "Windows AMIs are amd64 only: {planned:?}"
+    );
+    assert!(command.savings_per_hour > 0.0);
+}

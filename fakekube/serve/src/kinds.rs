@@ -188,6 +188,31 @@ fn build() -> Vec<Served> {
                 &["pdb"],
             )
         },
+        // What `--scheduler-config` default spreads deduce pod selectors from: the controller
+        // watches them when that setting is given, as a real API server serves them.
+        Served {
+            status: true,
+            ..plain(ResourceKind::SERVICE, "service", &["svc"])
+        },
+        Served {
+            status: true,
+            scale: true,
+            ..plain(ResourceKind::REPLICA_SET, "replicaset", &["rs"])
+        },
+        Served {
+            status: true,
+            scale: true,
+            ..plain(ResourceKind::STATEFUL_SET, "statefulset", &["sts"])
+        },
+        Served {
+            status: true,
+            scale: true,
+            ..plain(
+                ResourceKind::REPLICATION_CONTROLLER,
+                "replicationcontroller",
+                &["rc"],
+            )
+        },
         plain(ResourceKind::STORAGE_CLASS, "storageclass", &["sc"]),
         plain(ResourceKind::CSI_NODE, "csinode", &[]),
         plain(ResourceKind::VOLUME_ATTACHMENT, "volumeattachment", &[]),

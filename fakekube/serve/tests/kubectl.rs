@@ -482,3 +482,57 @@ fn a_watch_from_an_expired_version_ends_with_a_410_error_event() {
     assert_eq!(event["type"], "ERROR", "{body}");
     assert_eq!(event["object"]["code"], 410, "{body}");
 }
+
+const SELECTOR_SOURCES_YAML: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector:
+    app: web
+  ports:
+    - port: 80
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 3
+  serviceName: db
+  selector:
+    matchLabels:
+      app: db
+  template:
+    metadata:
+      labels:
+        app: db
+    spec:
+      containers:
+        - name: db
+          image: postgres
+";
+
+#[test]
+fn services_and_stateful_sets_apply_list_and_scale_as_a_real_server_serves_them() {
+    let Some(c) = Cluster::start("selectors", 33) else {
+        return;
+    };
+    let file = c.file("sources.yaml", SELECTOR_SOURCES_YAML);
+    let applied = c.ok(&["apply", "-f", &file]);
+    assert!(applied.contains("service/web created"), "{applied}");
+    assert!(applied.contains("statefulset.apps/db created"), "{applied}");
+    let listed = c.ok(&["get", "svc,sts,rs,rc"]);
+    assert!(listed.contains("web") && listed.contains("db"), "{listed}");
+    assert!(
+        c.ok(&["scale", "statefulset/db", "--replicas=1"])
+            .contains("scaled")
+    );
+    let stored = c
+        .get(
+            &ResourceKind::STATEFUL_SET,
+            &ObjectKey::namespaced("default", "db"),
+        )
+        .unwrap();
+    assert_eq!(stored["spec"]["replicas"], 1);
+}

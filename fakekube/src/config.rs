@@ -30,6 +30,10 @@ pub struct ApiServerConfig {
     pub call_log_len_max: usize,
     /// Standing fault rates per operation (absent: no faults).
     pub faults: BTreeMap<ApiOperation, ApiFaultRates>,
+    /// Run EKS's VPC admission webhook on created pods ([`crate::admission::vpc_admission`]):
+    /// Windows pods get their `vpc.amazonaws.com/PrivateIPv4Address`. On for the simulated EKS
+    /// cluster; off for a bare API server.
+    pub vpc_admission_webhook: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -42,6 +46,7 @@ impl Default for ApiServerConfig {
             events_max: 10_000,
             call_log_len_max: 100_000,
             faults: BTreeMap::new(),
+            vpc_admission_webhook: false,
         }
     }
 }

@@ -34,6 +34,8 @@
 //!   (scripts, time windows, standing rates), each kind from its own seeded stream, so the same
 //!   seed and calls give the same failures. The fault and call-log knobs are fakekit's
 //!   [`Fake`] methods.
+//! - **Admission**: EKS's VPC admission webhook on created pods, when configured
+//!   ([`admission`]).
 //!
 //! Deliberate differences from Kubernetes, each where a real server would make the simulation
 //! less useful or where nothing in the simulation can tell:
@@ -42,8 +44,9 @@
 //!   failure means "re-read and retry". The production adapter should map the 422 of a patch
 //!   with a failed `test` operation the same way, so both worlds agree. Other JSON patch failures
 //!   are 422 `Invalid`.
-//! - Pod spec immutability, admission, schema and CEL validation are not enforced (the binding
-//!   subresource does not exist: the scheduler stand-in patches `spec.nodeName`).
+//! - Pod spec immutability, admission (but EKS's VPC webhook, see [`admission`]), schema and
+//!   CEL validation are not enforced (the binding subresource does not exist: the scheduler
+//!   stand-in patches `spec.nodeName`).
 //! - There is no garbage collector (ownerReferences are not followed) and no namespace
 //!   controller.
 //!
@@ -54,6 +57,7 @@
 //!
 //! Knobs and inspection methods live in `knobs.rs`; the model in one module per concern.
 
+pub mod admission;
 mod calls;
 mod config;
 mod eviction;

@@ -211,6 +211,9 @@ impl State {
             return Err(invalid(kind, "metadata is not an object"));
         }
         check_metadata(kind, &object)?;
+        if *kind == ResourceKind::POD && self.config.vpc_admission_webhook {
+            crate::admission::vpc_admission(&mut object);
+        }
         if object["metadata"]["resourceVersion"]
             .as_str()
             .is_some_and(|rv| !rv.is_empty())

@@ -152,6 +152,8 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
         clock.clone(),
         ApiServerConfig {
             seed: options.seed,
+            // The simulated cluster is EKS: Windows pods get their address from its webhook.
+            vpc_admission_webhook: true,
             ..ApiServerConfig::default()
         },
     ));

@@ -135,6 +135,8 @@ impl World {
         cloud.attach_iam(iam.clone());
         let api_config = ApiServerConfig {
             seed,
+            // The simulated cluster is EKS: Windows pods get their address from its webhook.
+            vpc_admission_webhook: true,
             ..ApiServerConfig::default()
         };
         let api = Arc::new(ApiServer::new(clock.clone(), api_config));

@@ -1405,3 +1405,38 @@ async fn injected_latency_sleeps_on_tokio_time() {
         .expect("get");
     assert_eq!(started.elapsed(), Duration::ZERO);
 }
+
+#[test]
+fn eks_vpc_admission_gives_a_windows_pod_one_private_address_and_leaves_others_alone() {
+    let (_, eks) = api_server(ApiServerConfig {
+        vpc_admission_webhook: true,
+        ..ApiServerConfig::default()
+    });
+    let mut windows = pod("default", "iis", json!({}));
+    windows["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "windows"});
+    windows["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "100m"}});
+    let created = create(&eks, &POD, windows);
+    let resources = &created["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        resources["requests"]["vpc.amazonaws.com/PrivateIPv4Address"],
+        "1"
+    );
+    assert_eq!(resources["requests"]["cpu"], "100m", "other requests kept");
+    assert_eq!(
+        resources["limits"]["vpc.amazonaws.com/PrivateIPv4Address"],
+        "1"
+    );
+    let linux = create(&eks, &POD, pod("default", "web", json!({})));
+    assert!(
+        linux["spec"]["containers"][0]["resources"].is_null(),
+        "a pod not selecting Windows is untouched: {linux}"
+    );
+    let (_, bare) = server();
+    let mut windows = pod("default", "iis", json!({}));
+    windows["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "windows"});
+    let created = create(&bare, &POD, windows);
+    assert!(
+        created["spec"]["containers"][0]["resources"].is_null(),
+        "no webhook on a bare API server"
+    );
+}

@@ -1498,7 +1498,8 @@ fn a_template_label_change_replaces_every_node_and_a_weight_change_none() {
 fn windows_pods_run_on_windows_nodes_launched_from_a_windows_class() {
     let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "")
         .replace("alias: al2023@latest", "alias: windows2022@latest");
-    let workloads = "  - at: 0s\n    deployment: {name: iis, replicas: 3, cpu: 500m, memory: 512Mi, nodeSelector: {kubernetes.io/os: windows}}\n";
+    // Twelve small pods: CPU and memory would fit them on one m5.large, its 9 addresses do not.
+    let workloads = "  - at: 0s\n    deployment: {name: iis, replicas: 12, cpu: 100m, memory: 256Mi, nodeSelector: {kubernetes.io/os: windows}}\n";
     on_runtime(async {
         let mut world = world(7, fault_scenario(&manifests, workloads)).await;
         run_until(&mut world, Duration::from_secs(10 * 60)).await;
@@ -1512,8 +1513,17 @@ fn windows_pods_run_on_windows_nodes_launched_from_a_windows_class() {
             .into_iter()
             .filter(|p| p["metadata"]["labels"]["app"] == "iis")
             .collect();
-        assert_eq!(iis.len(), 3);
+        assert_eq!(iis.len(), 12);
+        let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
         for pod in &iis {
+            let requests = &pod["spec"]["containers"][0]["resources"]["requests"];
+            assert_eq!(
+                requests["vpc.amazonaws.com/PrivateIPv4Address"], "1",
+                "EKS's VPC admission webhook gave the pod its address: {pod}"
+            );
+            *per_node
+                .entry(pod["spec"]["nodeName"].as_str().unwrap_or_default())
+                .or_default() += 1;
             assert_eq!(pod["status"]["phase"], "Running", "{pod}");
             let node = &nodes[pod["spec"]["nodeName"].as_str().expect("bound")];
             let labels = &node["metadata"]["labels"];
@@ -1526,6 +1536,10 @@ fn windows_pods_run_on_windows_nodes_launched_from_a_windows_class() {
             );
             assert_eq!(allocatable["pods"], "110", "{node}");
         }
+        assert!(
+            per_node.len() >= 2 && per_node.values().all(|&n| n <= 9),
+            "no node runs more Windows pods than it has addresses: {per_node:?}"
+        );
         assert_invariants_held(&world, 7);
     });
 }

@@ -93,6 +93,9 @@ pub struct Context {
     pub iam: Option<Arc<dyn InstanceProfiles>>,
     /// Profiles known to be in place, so a pass over many classes costs one IAM read each.
     pub profiles: Arc<ProfileCache>,
+    /// When the provisioner first saw, decided on and placed each pending pod (the alpha
+    /// `pods_provisioning_*` series read them).
+    pub pod_times: Arc<crate::pod_metrics::PodSchedulingTimes>,
     /// When each launch template was last used, for deleting the unused ones
     /// ([`crate::nodeclass::garbagecollection`]).
     pub templates: Arc<crate::nodeclass::garbagecollection::TemplateUsage>,
@@ -133,6 +136,7 @@ impl Context {
             iam: None,
             profiles: Arc::new(ProfileCache::default()),
             templates: Arc::default(),
+            pod_times: Arc::default(),
         }
     }
 

@@ -161,6 +161,33 @@ pub struct PodKeyLabels {
     pub namespace: String,
 }
 
+/// Upstream's alpha `karpenter_pods_provisioning_*` series.
+#[derive(Clone, Debug)]
+pub struct PodProvisioningMetrics {
+    /// `..._bound_duration_seconds`: first placed to bound.
+    pub bound_duration: Histogram,
+    /// `..._unbound_time_seconds{name, namespace}`.
+    pub unbound_time: Family<PodKeyLabels, SecondsGauge>,
+    /// `..._startup_duration_seconds`: first placed to Ready.
+    pub startup_duration: Histogram,
+    /// `..._unstarted_time_seconds{name, namespace}`.
+    pub unstarted_time: Family<PodKeyLabels, SecondsGauge>,
+    /// `..._scheduling_undecided_time_seconds{name, namespace}`: first seen, no decision yet.
+    pub undecided_time: Family<PodKeyLabels, SecondsGauge>,
+}
+
+impl Default for PodProvisioningMetrics {
+    fn default() -> Self {
+        Self {
+            bound_duration: upstream_duration_histogram(),
+            unbound_time: Family::default(),
+            startup_duration: upstream_duration_histogram(),
+            unstarted_time: Family::default(),
+            undecided_time: Family::default(),
+        }
+    }
+}
+
 /// `resource_type` (upstream's `cluster_utilization_percent`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ResourceTypeLabels {
@@ -373,6 +400,10 @@ pub struct Metrics {
     pub pods_unstarted_time: Family<PodKeyLabels, SecondsGauge>,
     /// `karpenter_pods_unbound_time_seconds{name, namespace}`.
     pub pods_unbound_time: Family<PodKeyLabels, SecondsGauge>,
+    /// Upstream's alpha `karpenter_pods_provisioning_*` series: timed from when the provisioner
+    /// first placed the pod (or, for the undecided time, first saw it) rather than from its
+    /// creation (`crate::pod_metrics`).
+    pub pods_provisioning: PodProvisioningMetrics,
     /// Upstream's cloud-provider, instance-type, batcher and build-info series
     /// ([`cloudprovider`]).
     pub cloud: cloudprovider::CloudProviderMetrics,
@@ -476,6 +507,7 @@ impl Metrics {
             pods_bound_duration: upstream_duration_histogram(),
             pods_unstarted_time: Family::default(),
             pods_unbound_time: Family::default(),
+            pods_provisioning: PodProvisioningMetrics::default(),
             cloud: Default::default(),
             status: Default::default(),
         };
@@ -488,6 +520,7 @@ impl Metrics {
                 });
         }
         metrics.register_state();
+        metrics.register_pod_provisioning();
         metrics.register_lifecycle();
         metrics.register_termination();
         metrics.register_interruption();
@@ -595,6 +628,39 @@ impl Metrics {
             "nodepools_allowed_disruptions",
             "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time, by NodePool and reason.",
             self.nodepools_allowed_disruptions.clone(),
+        );
+    }
+
+    /// Registers upstream's alpha `pods_provisioning_*` series.
+    fn register_pod_provisioning(&mut self) {
+        let r = &mut self.registry;
+        let p = &self.pods_provisioning;
+        const FROM: &str =
+            "Note: this calculated from a point in memory, not by the pod creation timestamp.";
+        r.register(
+            "pods_provisioning_bound_duration_seconds",
+            format!("The time from when Karpenter first thinks the pod can schedule until it binds. {FROM}"),
+            p.bound_duration.clone(),
+        );
+        r.register(
+            "pods_provisioning_unbound_time_seconds",
+            format!("The time from when Karpenter first thinks the pod can schedule until it binds. {FROM}"),
+            p.unbound_time.clone(),
+        );
+        r.register(
+            "pods_provisioning_startup_duration_seconds",
+            format!("The time from when Karpenter first thinks the pod can schedule until the pod is running. {FROM}"),
+            p.startup_duration.clone(),
+        );
+        r.register(
+            "pods_provisioning_unstarted_time_seconds",
+            format!("The time from when Karpenter first thinks the pod can schedule until the pod is running. {FROM}"),
+            p.unstarted_time.clone(),
+        );
+        r.register(
+            "pods_provisioning_scheduling_undecided_time_seconds",
+            format!("The time from when Karpenter has seen a pod without making a scheduling decision for the pod. {FROM}"),
+            p.undecided_time.clone(),
         );
     }
 
@@ -843,6 +909,9 @@ impl Metrics {
         };
         let _ = self.pods_unstarted_time.get_or_create(&pod);
         let _ = self.pods_unbound_time.get_or_create(&pod);
+        let _ = self.pods_provisioning.unstarted_time.get_or_create(&pod);
+        let _ = self.pods_provisioning.unbound_time.get_or_create(&pod);
+        let _ = self.pods_provisioning.undecided_time.get_or_create(&pod);
     }
 
     /// One series of every family, with placeholder labels: what `/metrics` shows once every

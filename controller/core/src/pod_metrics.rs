@@ -17,8 +17,10 @@
 //! Pending; sampled every 10 s, a pod could be Pending and Ready between two passes, so here a
 //! pod also counts if it was created after the first pass (it was pending while we watched).
 //! `startup_duration_seconds` is a histogram with upstream's duration buckets, not a summary
-//! (prometheus-client has no summary). The alpha `provisioning_*` series (timed from when the
-//! provisioner first thought a pod schedulable) are not exported.
+//! (prometheus-client has no summary).
+//!
+//! The alpha `karpenter_pods_provisioning_*` series ([`compute_provisioning`]) are timed from
+//! the provisioner's [`PodSchedulingTimes`] instead of the pod's creation.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -264,5 +266,183 @@ pub fn apply_pods(metrics: &Metrics, previous: &PodSeries, series: &PodSeries) {
     }
     for v in &series.bound {
         metrics.pods_bound_duration.observe(*v);
+    }
+}
+
+/// When the provisioner first saw, first decided on and first placed each pending pod, by
+/// `namespace/name` (upstream's cluster-state pod scheduling mappings): the provisioner writes
+/// them, the pod series read them, and they are dropped once a pod started, finished or is
+/// gone.
+#[derive(Debug, Default)]
+pub struct PodSchedulingTimes {
+    inner: std::sync::Mutex<BTreeMap<String, SchedulingTimes>>,
+}
+
+/// One pod's [`PodSchedulingTimes`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedulingTimes {
+    /// First seen pending by the provisioner.
+    pub acked: Option<Timestamp>,
+    /// First pass that placed it or said why not.
+    pub decided: Option<Timestamp>,
+    /// First pass that placed it (upstream's `PodSchedulingSuccessTime`).
+    pub schedulable: Option<Timestamp>,
+}
+
+impl PodSchedulingTimes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, SchedulingTimes>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The provisioner saw `pod` pending at `now` (kept from the first time).
+    pub fn ack(&self, pod: &str, now: Timestamp) {
+        let mut inner = self.lock();
+        let times = inner.entry(pod.to_string()).or_default();
+        times.acked.get_or_insert(now);
+    }
+
+    /// A provisioning pass decided on `pod` at `now`, placing it if `placed`.
+    pub fn decided(&self, pod: &str, now: Timestamp, placed: bool) {
+        let mut inner = self.lock();
+        let times = inner.entry(pod.to_string()).or_default();
+        times.decided.get_or_insert(now);
+        if placed {
+            times.schedulable.get_or_insert(now);
+        }
+    }
+
+    pub fn get(&self, pod: &str) -> SchedulingTimes {
+        self.lock().get(pod).copied().unwrap_or_default()
+    }
+
+    fn clear(&self, pod: &str) {
+        self.lock().remove(pod);
+    }
+
+    fn retain(&self, present: &BTreeSet<String>) {
+        self.lock().retain(|k, _| present.contains(k));
+    }
+}
+
+/// One pass's alpha `pods_provisioning_*` series and observations.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProvisioningSeries {
+    /// (name, namespace) → seconds.
+    pub unstarted: BTreeMap<(String, String), f64>,
+    pub unbound: BTreeMap<(String, String), f64>,
+    pub undecided: BTreeMap<(String, String), f64>,
+    /// Durations from first placed to Ready and to bound, observed this pass.
+    pub started: Vec<f64>,
+    pub bound: Vec<f64>,
+}
+
+/// What the provisioning series remember between passes: pods seen pending with a schedulable
+/// time whose start, or binding, is not observed yet.
+#[derive(Debug, Default)]
+pub struct ProvisioningTracker {
+    pending: BTreeSet<String>,
+    unbound: BTreeSet<String>,
+}
+
+/// Upstream's alpha pod series: the time since the provisioner first placed a pod (until it is
+/// bound and until it runs) and since it first saw a pod it has not decided on yet; durations
+/// observed once as the pod binds and turns Ready. A pod's times are forgotten once it started
+/// or finished, as upstream clears its scheduling mappings.
+pub fn compute_provisioning(
+    pods: &[&Pod],
+    times: &PodSchedulingTimes,
+    tracker: &mut ProvisioningTracker,
+    now: Timestamp,
+) -> ProvisioningSeries {
+    let mut series = ProvisioningSeries::default();
+    let mut present = BTreeSet::new();
+    for pod in pods {
+        let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+        present.insert(key.clone());
+        let id = (pod.name_any(), pod.namespace().unwrap_or_default());
+        let t = times.get(&key);
+        let pending = phase(pod) == "Pending";
+        let terminal = matches!(phase(pod), "Succeeded" | "Failed");
+        let (scheduled, scheduled_at) = condition(pod, "PodScheduled");
+        let (ready, ready_at) = condition(pod, "Ready");
+        let bound = scheduled || pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        if let (Some(acked), None) = (t.acked, t.decided)
+            && !bound
+            && !terminal
+        {
+            series.undecided.insert(id.clone(), seconds(acked, now));
+        }
+        let Some(schedulable) = t.schedulable else {
+            continue;
+        };
+        if pending {
+            tracker.pending.insert(key.clone());
+            series
+                .unstarted
+                .insert(id.clone(), seconds(schedulable, now));
+            if !scheduled {
+                tracker.unbound.insert(key.clone());
+                series.unbound.insert(id.clone(), seconds(schedulable, now));
+            }
+        }
+        if scheduled && tracker.unbound.remove(&key) {
+            series
+                .bound
+                .push(seconds(schedulable, scheduled_at.unwrap_or(now)));
+        }
+        if pending || !tracker.pending.contains(&key) {
+            continue;
+        }
+        if ready {
+            series
+                .started
+                .push(seconds(schedulable, ready_at.unwrap_or(now)));
+        }
+        if ready || terminal {
+            tracker.pending.remove(&key);
+            times.clear(&key);
+        } else {
+            series.unstarted.insert(id, seconds(schedulable, now));
+        }
+    }
+    tracker.pending.retain(|k| present.contains(k));
+    tracker.unbound.retain(|k| present.contains(k));
+    times.retain(&present);
+    series
+}
+
+/// Sets this pass's provisioning series, removes the last pass's it no longer has, records its
+/// observations.
+pub fn apply_provisioning(
+    metrics: &Metrics,
+    previous: &ProvisioningSeries,
+    series: &ProvisioningSeries,
+) {
+    let p = &metrics.pods_provisioning;
+    let families = [
+        (&p.unstarted_time, &previous.unstarted, &series.unstarted),
+        (&p.unbound_time, &previous.unbound, &series.unbound),
+        (&p.undecided_time, &previous.undecided, &series.undecided),
+    ];
+    for (family, before, now) in families {
+        for ((name, namespace), v) in now {
+            let labels = PodKeyLabels {
+                name: name.clone(),
+                namespace: namespace.clone(),
+            };
+            family.get_or_create(&labels).set(*v);
+        }
+        for (name, namespace) in before.keys().filter(|k| !now.contains_key(*k)) {
+            family.remove(&PodKeyLabels {
+                name: name.clone(),
+                namespace: namespace.clone(),
+            });
+        }
+    }
+    for v in &series.started {
+        p.startup_duration.observe(*v);
+    }
+    for v in &series.bound {
+        p.bound_duration.observe(*v);
     }
 }

@@ -34,7 +34,10 @@ use crate::api::{NodeClaim, NodePool};
 use crate::catalog::{CapacityType, Catalog};
 use crate::context::Context;
 use crate::metrics::{Metrics, NodeLabels};
-use crate::pod_metrics::{PodSeries, PodTracker, apply_pods, compute_pods};
+use crate::pod_metrics::{
+    PodSeries, PodTracker, ProvisioningSeries, ProvisioningTracker, apply_pods, apply_provisioning,
+    compute_pods, compute_provisioning,
+};
 use crate::resources::{CPU, PODS, Resources, parse_quantity};
 use crate::scheduling::pod::{is_owned_by_daemonset, pod_requests};
 use crate::seams::KubeError;
@@ -156,6 +159,8 @@ pub struct StateMetrics {
     previous: Mutex<Series>,
     /// The pod series' memory and last pass (`crate::pod_metrics`).
     pods: Mutex<(PodTracker, PodSeries)>,
+    /// The alpha provisioning series' memory and last pass.
+    provisioning: Mutex<(ProvisioningTracker, ProvisioningSeries)>,
 }
 
 impl StateMetrics {
@@ -164,6 +169,7 @@ impl StateMetrics {
             ctx,
             previous: Mutex::new(Series::default()),
             pods: Mutex::new((PodTracker::default(), PodSeries::default())),
+            provisioning: Mutex::default(),
         }
     }
 
@@ -182,6 +188,11 @@ impl StateMetrics {
             let pod_series = compute_pods(&pods, &by_name, &mut tracked.0, now);
             apply_pods(&self.ctx.metrics, &tracked.1, &pod_series);
             tracked.1 = pod_series;
+            let mut provisioning = self.provisioning.lock().unwrap_or_else(|p| p.into_inner());
+            let times = &self.ctx.pod_times;
+            let alpha = compute_provisioning(&pods, times, &mut provisioning.0, now);
+            apply_provisioning(&self.ctx.metrics, &provisioning.1, &alpha);
+            provisioning.1 = alpha;
             let claims: Vec<&NodeClaim> = state.claims.iter().map(|c| &**c).collect();
             let mut series = compute(&nodes, &pods, &pools, now);
             series.costs = pool_costs(&pools, &claims, &self.ctx.catalog.current());

@@ -182,6 +182,7 @@ impl Provisioner {
         acked.retain(|key, _| keys.contains(key));
         for key in keys {
             acked.entry(key.clone()).or_insert((now, false));
+            self.ctx.pod_times.ack(key, now);
         }
     }
 
@@ -189,12 +190,18 @@ impl Provisioner {
     /// ack to the first pass that placed it or said why not.
     fn record_decisions(&self, results: &Results) {
         let now = self.ctx.now();
-        let decided = results
+        let placed = results
             .new_claims
             .iter()
             .flat_map(|c| c.pods.iter())
-            .chain(results.existing_nodes.iter().flat_map(|n| n.pods.iter()))
-            .chain(results.unschedulable.iter().map(|u| &u.pod));
+            .chain(results.existing_nodes.iter().flat_map(|n| n.pods.iter()));
+        for pod in placed.clone() {
+            self.ctx.pod_times.decided(pod, now, true);
+        }
+        for u in &results.unschedulable {
+            self.ctx.pod_times.decided(&u.pod, now, false);
+        }
+        let decided = placed.chain(results.unschedulable.iter().map(|u| &u.pod));
         let mut acked = self.acked.lock().unwrap_or_else(|p| p.into_inner());
         for pod in decided {
             if let Some((seen, done)) = acked.get_mut(pod)

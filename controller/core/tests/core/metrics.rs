@@ -747,3 +747,101 @@ fn a_deleted_claims_series_are_gone_and_its_termination_is_timed() {
         "{text}"
     );
 }
+
+/// Issue 15: upstream's alpha `pods_provisioning_*` series. A pod the provisioner saw but has not
+/// decided on shows its undecided time; once a pass placed it, its unbound and unstarted times
+/// run from that placement; its bound and startup durations are observed once, from it; and its
+/// scheduling times are forgotten once it runs.
+#[test]
+fn provisioning_series_time_a_pod_from_the_provisioners_first_placement() {
+    use karpenter_core::pod_metrics::{
+        PodSchedulingTimes, ProvisioningSeries, ProvisioningTracker, apply_provisioning,
+        compute_provisioning,
+    };
+    let times = PodSchedulingTimes::default();
+    let mut tracker = ProvisioningTracker::default();
+    let metrics = Metrics::new();
+    let key = ("p".to_string(), "default".to_string());
+    let pending = pod("p", "2026-01-01T00:00:00Z", "Pending", &[], None);
+    times.ack("default/p", at("2026-01-01T00:00:02Z"));
+    let first = compute_provisioning(
+        &[&pending],
+        &times,
+        &mut tracker,
+        at("2026-01-01T00:00:05Z"),
+    );
+    assert_eq!(first.undecided.get(&key), Some(&3.0), "{first:?}");
+    assert!(
+        first.unbound.is_empty() && first.unstarted.is_empty(),
+        "not placed yet"
+    );
+    apply_provisioning(&metrics, &ProvisioningSeries::default(), &first);
+
+    times.decided("default/p", at("2026-01-01T00:00:10Z"), true);
+    let second = compute_provisioning(
+        &[&pending],
+        &times,
+        &mut tracker,
+        at("2026-01-01T00:00:30Z"),
+    );
+    assert!(second.undecided.is_empty(), "decided: {second:?}");
+    assert_eq!(second.unbound.get(&key), Some(&20.0));
+    assert_eq!(second.unstarted.get(&key), Some(&20.0));
+    apply_provisioning(&metrics, &first, &second);
+    let text = metrics.encode();
+    assert!(
+        text.contains(
+            "karpenter_pods_provisioning_unbound_time_seconds{name=\"p\",namespace=\"default\"} 20"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("pods_provisioning_scheduling_undecided_time_seconds{"),
+        "{text}"
+    );
+
+    let running = pod(
+        "p",
+        "2026-01-01T00:00:00Z",
+        "Running",
+        &[
+            ("PodScheduled", "2026-01-01T00:00:40Z"),
+            ("Ready", "2026-01-01T00:01:00Z"),
+        ],
+        Some("n1"),
+    );
+    let third = compute_provisioning(
+        &[&running],
+        &times,
+        &mut tracker,
+        at("2026-01-01T00:01:05Z"),
+    );
+    assert_eq!(third.bound, vec![30.0], "placement to PodScheduled");
+    assert_eq!(third.started, vec![50.0], "placement to Ready");
+    assert!(third.unbound.is_empty() && third.unstarted.is_empty());
+    assert_eq!(
+        times.get("default/p"),
+        Default::default(),
+        "forgotten once it runs"
+    );
+    apply_provisioning(&metrics, &second, &third);
+    let fourth = compute_provisioning(
+        &[&running],
+        &times,
+        &mut tracker,
+        at("2026-01-01T00:01:15Z"),
+    );
+    assert!(
+        fourth.started.is_empty() && fourth.bound.is_empty(),
+        "observed once"
+    );
+    let text = metrics.encode();
+    assert!(
+        text.contains("karpenter_pods_provisioning_startup_duration_seconds_count 1"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("pods_provisioning_unbound_time_seconds{"),
+        "{text}"
+    );
+}

@@ -59,6 +59,8 @@ struct Harness {
     serve: Option<Child>,
     replicas: Vec<Replica>,
     aws: String,
+    /// The fake cloud's interruption queue name (`INTERRUPTION_QUEUE` for the controllers).
+    queue: String,
     deadline: Instant,
     transcript: Vec<String>,
     /// Extra arguments for the suite's test binary (a name filter).
@@ -147,6 +149,7 @@ pub fn run(root: &Path, suite_args: &[String]) -> Result<SuiteCounts, String> {
         serve: None,
         replicas: Vec::new(),
         aws: String::new(),
+        queue: String::new(),
         deadline: Instant::now() + Duration::from_secs(RUN_SECONDS_MAX),
         transcript: Vec::new(),
         suite_args: suite_args.to_vec(),
@@ -287,6 +290,7 @@ impl Harness {
             .env("AWS_ACCESS_KEY_ID", "fake")
             .env("AWS_SECRET_ACCESS_KEY", "fake")
             .env("CLUSTER_NAME", CLUSTER)
+            .env("INTERRUPTION_QUEUE", &self.queue)
             .env("METRICS_PORT", metrics.to_string())
             .env("HEALTH_PROBE_PORT", health.to_string())
             .current_dir(&self.root)
@@ -465,9 +469,18 @@ impl Harness {
             .find_map(|l| l.strip_prefix("AWS_ENDPOINT_URL=http://"))
             .ok_or("e2e: serve printed no AWS_ENDPOINT_URL")?
             .to_string();
+        let info = http(&self.aws, "GET", "/fakecloud/", "")
+            .ok_or("e2e: the fake cloud's control API did not answer")?;
+        let info: serde_json::Value =
+            serde_json::from_str(&info).map_err(|e| format!("e2e: /fakecloud/: {e}"))?;
+        self.queue = info["queueUrl"]
+            .as_str()
+            .and_then(|url| url.rsplit('/').next())
+            .ok_or("e2e: the fake cloud names no interruption queue")?
+            .to_string();
         self.note(format!(
-            "serve ready on 127.0.0.1:{port}, AWS endpoint {}",
-            self.aws
+            "serve ready on 127.0.0.1:{port}, AWS endpoint {}, interruption queue {}",
+            self.aws, self.queue
         ));
         Ok(())
     }

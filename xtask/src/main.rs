@@ -8,11 +8,12 @@
 //! - `cargo xtask chart`: the Helm chart, IAM policy and Dockerfile checks with real Helm.
 //! - `cargo xtask aws-clients`: the AWS CLI v1, v2 and boto3 against `fakecloud serve`.
 //! - `cargo xtask image`: the controller image, where a Docker daemon runs.
-//! - `cargo xtask e2e-local`: `karpenter-sim serve` driven by kubectl end to end ([`e2e_local`]).
+//! - `cargo xtask e2e` (alias `e2e-local`): the end-to-end suite (`e2e/`) against `karpenter-sim
+//!   serve` and two real controller replicas, with the leader-election checks ([`e2e`]).
 //! - `cargo xtask sim serve [ARGS]`: `karpenter-sim serve` (a normal build with the `serve`
 //!   feature: it runs on the system clock, never under madsim).
 
-mod e2e_local;
+mod e2e;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -47,9 +48,15 @@ enum Task {
     /// The AWS CLI v1 and v2 and boto3 against `fakecloud serve` (EC2 Query, SQS JSON and Query,
     /// SSM, IAM, EKS, Pricing on the wire).
     AwsClients,
-    /// `karpenter-sim serve` driven by kubectl: apply seed-000, pods Running on a Karpenter node,
-    /// NodeClaim read, scale to zero, NodePool deleted, no instance left.
-    E2eLocal,
+    /// The end-to-end suite (`e2e/tests`) against `karpenter-sim serve --no-controller` and two
+    /// real `karpenter controller` replicas, with leader election, SIGKILL handover and SIGTERM
+    /// release checked while and after it runs.
+    #[command(alias = "e2e-local")]
+    E2e {
+        /// Arguments for the suite's test binary (e.g. a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Builds the controller image from the Dockerfile (skipped, saying so, without a daemon).
     Image {
         /// Image reference to tag the build with.
@@ -81,7 +88,7 @@ fn main() -> ExitCode {
         Task::Chart => chart(&root),
         Task::AwsClients => aws_clients(&root),
         Task::Image { tag } => image(&root, &tag),
-        Task::E2eLocal => e2e_local::run(&root),
+        Task::E2e { args } => e2e::run(&root, &args).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -154,16 +161,20 @@ fn test(root: &Path) -> Result<(), String> {
     aws_clients(root)?;
     let (mut passed, mut failed) = run_tests(root)?;
     // After the tests: it runs the `karpenter` binary their build made, so the run does not
-    // build the binary's AWS SDK graph a second time under another feature set.
-    match e2e_local::run(root) {
-        Ok(()) => passed += 1,
+    // build the binary's AWS SDK graph a second time under another feature set. The suite's
+    // tests count one each; the harness's leader-election checks count as one more.
+    match e2e::run(root, &[]) {
+        Ok(counts) => {
+            passed += counts.passed + 1;
+            failed += counts.failed;
+        }
         Err(step) => {
             eprintln!("xtask: {step}");
             failed += 1;
         }
     }
     // Last, so that it is the run's closing line.
-    println!("tests: {passed} passed, {failed} failed (e2e-local counted as one)");
+    println!("tests: {passed} passed, {failed} failed (e2e harness checks counted as one)");
     if failed == 0 {
         Ok(())
     } else {

@@ -1,21 +1,19 @@
-//! `cargo xtask e2e-local`: the local end-to-end check, run by `cargo xtask test` after the
-//! tests (it uses the `karpenter` binary their build made). Starts `karpenter-sim serve
-//! --no-controller` (the simulated cluster behind the Kubernetes API and the AWS endpoint) and
-//! two replicas of the real `karpenter controller` against it, then drives it with kubectl as a
-//! user would:
+//! `cargo xtask e2e` (alias `e2e-local`): the end-to-end suite against the simulated cluster, run
+//! by `cargo xtask test` after the tests (it uses the `karpenter` binary their build made).
+//! Starts `karpenter-sim serve --no-controller` (the simulated cluster behind the Kubernetes API
+//! and the AWS endpoint with the fake cloud's control API) and two replicas of the real
+//! `karpenter controller` against it, then:
 //! 1. exactly one replica holds the leader Lease;
-//! 2. apply the seed-000 NodePool, EC2NodeClass and Deployment; the pods run on a Karpenter
-//!    node; a NodeClaim exists; the leader's `/metrics` counts the claims it created;
-//! 3. SIGKILL the leader: the standby takes the Lease within the lease duration plus one retry;
-//! 4. shorten `consolidateAfter`, scale to zero: the new leader consolidates the empty node
-//!    away and its instance ends;
-//! 5. delete the NodePool; SIGTERM the leader: it drains, releases the Lease and exits 0.
+//! 2. runs the e2e suite (`e2e/tests`, one process, every test in parallel) against it, with
+//!    `E2E_KUBECONFIG`, `E2E_AWS_ENDPOINT`, `E2E_CLUSTER_NAME` and `E2E_CONTROLLER_LOGS` set;
+//! 3. while the suite runs: once the first NodeClaim exists, the leader's `/metrics` counts the
+//!    claims it created; the leader is SIGKILLed and the standby takes the Lease within the
+//!    lease duration plus one retry (so most of the suite is served by the new leader); the
+//!    killed replica is restarted and stays standby;
+//! 4. after the suite: SIGTERM the leader: it drains, releases the Lease and exits 0, and the
+//!    standby takes over.
 //!
 //! Bounded in time; stops what it started; prints every log on failure.
-
-// The harness waits on real processes, so its deadlines are wall-clock ones (nothing here feeds
-// a seeded decision).
-#![allow(clippy::disallowed_methods)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -24,15 +22,13 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-/// Longest the whole check may take.
-const RUN_SECONDS_MAX: u64 = 300;
+/// Longest the whole run may take (the suite's own tests are bounded at 330 s each).
+const RUN_SECONDS_MAX: u64 = 480;
 /// Longest `serve` may take to answer `/readyz`.
 const READY_SECONDS_MAX: u64 = 30;
 /// How often conditions are polled.
 const POLL_MS: u64 = 1_000;
-/// The manifest applied (NodePool, EC2NodeClass for cluster `demo`, Deployment `nginx`).
-const MANIFEST: &str = "examples/seed-000-default.yaml";
-/// The cluster the manifest's EC2NodeClass discovers (`karpenter.sh/discovery: demo`).
+/// The cluster the suite's EC2NodeClasses discover (`karpenter.sh/discovery: demo`).
 const CLUSTER: &str = "demo";
 /// The longest a standby may take to lead after the leader died without releasing the Lease:
 /// client-go's 15 s lease duration runs from when the standby last saw the record change (up
@@ -44,49 +40,61 @@ const HANDOVER_SECONDS_MAX: u64 = 15 + 2 + 2 + 1;
 const EXIT_SECONDS_MAX: u64 = 25;
 /// The controller log line that says a replica took the Lease and started its loops.
 const LEADING_LOG: &str = "leading: starting the controllers";
+/// Tests the suite runs at once: all of them (they wait on the cluster, not the CPU).
+const SUITE_THREADS: &str = "32";
 
 /// One `karpenter controller` process.
 struct Replica {
-    name: &'static str,
+    name: String,
     child: Child,
     metrics: String,
 }
 
-/// What the check started and where it writes.
+/// What the run started and where it writes.
 struct Harness {
     root: PathBuf,
+    target: PathBuf,
     dir: PathBuf,
     kubectl: String,
     serve: Option<Child>,
     replicas: Vec<Replica>,
     aws: String,
+    /// The fake cloud's interruption queue name (`INTERRUPTION_QUEUE` for the controllers).
+    queue: String,
     deadline: Instant,
     transcript: Vec<String>,
+    /// Extra arguments for the suite's test binary (a name filter).
+    suite_args: Vec<String>,
 }
 
-/// Runs the check; `Err(step)` names what failed.
-pub fn run(root: &Path) -> Result<(), String> {
-    let started = Instant::now();
-    // `target/debug/karpenter` as the CLI's integration tests build it: under `cargo xtask
-    // test` it is already there, and the workspace's feature set keeps the AWS SDK from being
-    // built a second time.
-    let status = Command::new("cargo")
-        .args([
+/// What the suite reported.
+#[derive(Debug, Default)]
+pub struct SuiteCounts {
+    pub passed: u64,
+    pub failed: u64,
+}
+
+/// `CARGO_TARGET_DIR`, else the workspace's `target/`.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(|d| root.join(d))
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// Builds what the run needs: the `karpenter` binary (as the CLI's integration tests build it:
+/// under `cargo xtask test` it is already there, and the workspace's feature set keeps the AWS
+/// SDK from being built a second time), `karpenter-sim` with `serve`, and the suite.
+fn build(root: &Path) -> Result<(), String> {
+    let steps: [&[&str]; 3] = [
+        &[
             "test",
             "--quiet",
             "--workspace",
             "--test",
             "cli",
             "--no-run",
-        ])
-        .current_dir(root)
-        .status()
-        .map_err(|e| format!("e2e-local build (could not start cargo: {e})"))?;
-    if !status.success() {
-        return Err("e2e-local build (karpenter)".into());
-    }
-    let status = Command::new("cargo")
-        .args([
+        ],
+        &[
             "build",
             "--quiet",
             "-p",
@@ -95,37 +103,64 @@ pub fn run(root: &Path) -> Result<(), String> {
             "serve",
             "--bin",
             "karpenter-sim",
-        ])
-        .current_dir(root)
-        .status()
-        .map_err(|e| format!("e2e-local build (could not start cargo: {e})"))?;
-    if !status.success() {
-        return Err("e2e-local build".into());
+        ],
+        &[
+            "test",
+            "--quiet",
+            "--workspace",
+            "--test",
+            "e2e",
+            "--no-run",
+        ],
+    ];
+    for args in steps {
+        let status = Command::new("cargo")
+            .args(args)
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("e2e build (could not start cargo: {e})"))?;
+        if !status.success() {
+            return Err(format!("e2e build (cargo {})", args.join(" ")));
+        }
     }
+    Ok(())
+}
+
+/// Runs the harness and the suite; the suite's counts, or `Err(step)` naming what failed (the
+/// harness's own checks, or the suite as a whole).
+pub fn run(root: &Path, suite_args: &[String]) -> Result<SuiteCounts, String> {
+    let started = Instant::now();
+    build(root)?;
     let Some(kubectl) = find_kubectl() else {
         eprintln!(
-            "xtask: e2e-local skipped: no kubectl found (set KUBECTL, or run scripts/install-helm.sh)"
+            "xtask: e2e skipped: no kubectl found (set KUBECTL, or run scripts/install-helm.sh)"
         );
-        return Ok(());
+        return Ok(SuiteCounts::default());
     };
-    let dir = root.join("target/e2e-local");
+    let target = target_dir(root);
+    let dir = target.join("e2e");
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("e2e-local ({}: {e})", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("e2e ({}: {e})", dir.display()))?;
     let mut harness = Harness {
         root: root.to_path_buf(),
+        target,
         dir,
         kubectl,
         serve: None,
         replicas: Vec::new(),
         aws: String::new(),
+        queue: String::new(),
         deadline: Instant::now() + Duration::from_secs(RUN_SECONDS_MAX),
         transcript: Vec::new(),
+        suite_args: suite_args.to_vec(),
     };
     let result = harness.check();
     harness.stop();
     match &result {
-        Ok(()) => eprintln!(
-            "xtask: e2e-local passed in {:.0} s",
+        Ok(counts) => eprintln!(
+            "xtask: e2e: {} passed, {} failed, harness checks passed, in {:.0} s",
+            counts.passed,
+            counts.failed,
             started.elapsed().as_secs_f64()
         ),
         Err(step) => harness.print_logs(step),
@@ -157,64 +192,97 @@ fn find_kubectl() -> Option<String> {
 }
 
 impl Harness {
-    fn check(&mut self) -> Result<(), String> {
+    fn check(&mut self) -> Result<SuiteCounts, String> {
         self.start_serve()?;
         self.start_replica("a")?;
         self.start_replica("b")?;
         let first = self.until_one_leads()?;
-        self.kubectl(&["apply", "-f", MANIFEST])?;
-        self.kubectl(&[
-            "wait",
-            "--for=condition=Available",
-            "deployment/nginx",
-            "--timeout=200s",
-        ])?;
-        self.pods_on_karpenter_nodes()?;
-        let claims = self.json(&["get", "nodeclaims"])?;
-        let launched = claims["items"].as_array().map_or(0, Vec::len);
-        if launched == 0 {
-            return Err("e2e-local: no NodeClaim after the pods ran".into());
+        let mut suite = self.start_suite()?;
+        let during = self.while_suite_runs(first);
+        let status = suite.wait().map_err(|e| format!("e2e suite ({e})"))?;
+        let counts = self.suite_counts();
+        during?;
+        self.note(format!(
+            "suite exited ({status}): {} passed, {} failed",
+            counts.passed, counts.failed
+        ));
+        if !status.success() {
+            return Err(format!(
+                "e2e suite ({} failed; their reports are above)",
+                counts.failed
+            ));
         }
-        self.note(format!("{launched} NodeClaim(s) launched"));
+        let second = self.until_one_leads()?;
+        self.terminate_leader(second)?;
+        Ok(counts)
+    }
+
+    /// The leader-election checks run while the suite drives the cluster: metrics after the
+    /// first NodeClaim, SIGKILL and handover, the killed replica restarted as a standby.
+    fn while_suite_runs(&mut self, first: usize) -> Result<(), String> {
+        self.until("the suite's first NodeClaim exists", |h| {
+            let claims = h.json_quiet(&["get", "nodeclaims"])?;
+            Ok(claims["items"].as_array().is_some_and(|i| !i.is_empty()))
+        })?;
         self.metrics_count_claims(first)?;
         self.kill_leader(first)?;
-        let second = self.until_one_leads()?;
-        self.kubectl(&[
-            "patch",
-            "nodepool",
-            "default",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"disruption":{"consolidateAfter":"10s"}}}"#,
-        ])?;
-        self.kubectl(&["scale", "deployment/nginx", "--replicas=0"])?;
-        self.until("the Deployment's pods are gone", |h| {
-            let pods = h.json(&["get", "pods", "-l", "app=nginx"])?;
-            Ok(pods["items"].as_array().is_some_and(Vec::is_empty))
-        })?;
-        self.until(
-            "the empty node is consolidated away (no NodeClaim left)",
-            |h| {
-                let claims = h.json(&["get", "nodeclaims"])?;
-                Ok(claims["items"].as_array().is_some_and(Vec::is_empty))
-            },
-        )?;
-        self.until("no instance left in the cloud", |h| {
-            Ok(h.live_instances()? == 0)
-        })?;
-        self.kubectl(&["delete", "nodepool", "default", "--timeout=120s"])?;
-        self.terminate_leader(second)
+        self.start_replica("a-restarted")?;
+        sleep(Duration::from_secs(5));
+        self.until_one_leads().map(|_| ())
+    }
+
+    /// Starts `cargo test --test e2e` against the served cluster; its output goes to the
+    /// terminal (cargo prints each failing test's report) and to `suite.out` for the counts.
+    fn start_suite(&mut self) -> Result<Child, String> {
+        let logs: Vec<String> = ["a", "b", "a-restarted"]
+            .iter()
+            .map(|n| {
+                self.dir
+                    .join(format!("controller-{n}.out"))
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        let out = std::fs::File::create(self.dir.join("suite.out")).map_err(|e| e.to_string())?;
+        let child = Command::new("cargo")
+            .args(["test", "--quiet", "--workspace", "--test", "e2e", "--"])
+            .args(["--test-threads", SUITE_THREADS])
+            .args(&self.suite_args)
+            .env("E2E_KUBECONFIG", self.dir.join("kubeconfig"))
+            .env("E2E_AWS_ENDPOINT", format!("http://{}", self.aws))
+            .env("E2E_CLUSTER_NAME", CLUSTER)
+            .env("E2E_CONTROLLER_LOGS", logs.join(":"))
+            .current_dir(&self.root)
+            .stdout(Stdio::from(out))
+            .spawn()
+            .map_err(|e| format!("e2e suite (could not start cargo: {e})"))?;
+        self.note("suite started (cargo test --test e2e)".into());
+        Ok(child)
+    }
+
+    /// The passed and failed counts of the suite's `test result:` line (its stdout is printed).
+    fn suite_counts(&self) -> SuiteCounts {
+        let text = std::fs::read_to_string(self.dir.join("suite.out")).unwrap_or_default();
+        print!("{text}");
+        let mut counts = SuiteCounts::default();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("test result: ") {
+                counts.passed += crate::count_before(rest, " passed");
+                counts.failed += crate::count_before(rest, " failed");
+            }
+        }
+        counts
     }
 
     /// Starts one `karpenter controller` replica against the served cluster and AWS endpoint.
-    fn start_replica(&mut self, name: &'static str) -> Result<(), String> {
+    fn start_replica(&mut self, name: &str) -> Result<(), String> {
         let metrics = free_port()?;
         let health = free_port()?;
         let out = std::fs::File::create(self.dir.join(format!("controller-{name}.out")))
             .map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join(format!("controller-{name}.err")))
             .map_err(|e| e.to_string())?;
-        let child = Command::new(self.root.join("target/debug/karpenter"))
+        let child = Command::new(self.target.join("debug/karpenter"))
             .arg("controller")
             .env("KUBECONFIG", self.dir.join("kubeconfig"))
             .env("AWS_ENDPOINT_URL", format!("http://{}", self.aws))
@@ -222,15 +290,16 @@ impl Harness {
             .env("AWS_ACCESS_KEY_ID", "fake")
             .env("AWS_SECRET_ACCESS_KEY", "fake")
             .env("CLUSTER_NAME", CLUSTER)
+            .env("INTERRUPTION_QUEUE", &self.queue)
             .env("METRICS_PORT", metrics.to_string())
             .env("HEALTH_PROBE_PORT", health.to_string())
             .current_dir(&self.root)
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()
-            .map_err(|e| format!("e2e-local (could not start karpenter controller: {e})"))?;
+            .map_err(|e| format!("e2e (could not start karpenter controller: {e})"))?;
         self.replicas.push(Replica {
-            name,
+            name: name.to_string(),
             child,
             metrics: format!("127.0.0.1:{metrics}"),
         });
@@ -250,15 +319,12 @@ impl Harness {
                 .collect();
             let holder = h.lease_holder()?;
             if leading.len() > 1 {
-                return Err(format!(
-                    "e2e-local: {} replicas lead at once",
-                    leading.len()
-                ));
+                return Err(format!("e2e: {} replicas lead at once", leading.len()));
             }
             leader = leading.first().copied().filter(|_| !holder.is_empty());
             Ok(leader.is_some())
         })?;
-        let leader = leader.ok_or("e2e-local: no leader")?;
+        let leader = leader.ok_or("e2e: no leader")?;
         self.note(format!("controller {} leads", self.replicas[leader].name));
         Ok(leader)
     }
@@ -268,7 +334,7 @@ impl Harness {
     }
 
     fn replica_log(&self, index: usize) -> String {
-        let name = self.replicas[index].name;
+        let name = &self.replicas[index].name;
         std::fs::read_to_string(self.dir.join(format!("controller-{name}.out"))).unwrap_or_default()
     }
 
@@ -288,7 +354,7 @@ impl Harness {
             return Ok(String::new());
         }
         let lease: serde_json::Value =
-            serde_json::from_str(&lease).map_err(|e| format!("e2e-local: lease: {e}"))?;
+            serde_json::from_str(&lease).map_err(|e| format!("e2e: lease: {e}"))?;
         Ok(lease["spec"]["holderIdentity"]
             .as_str()
             .unwrap_or_default()
@@ -298,11 +364,11 @@ impl Harness {
     /// The leader's `/metrics` counts the NodeClaims it created.
     fn metrics_count_claims(&mut self, leader: usize) -> Result<(), String> {
         let text = http(&self.replicas[leader].metrics, "GET", "/metrics", "")
-            .ok_or("e2e-local: the leader's /metrics did not answer")?;
+            .ok_or("e2e: the leader's /metrics did not answer")?;
         let created = text
             .lines()
             .find(|l| l.starts_with("karpenter_nodeclaims_created_total{"))
-            .ok_or("e2e-local: /metrics has no karpenter_nodeclaims_created_total")?
+            .ok_or("e2e: /metrics has no karpenter_nodeclaims_created_total")?
             .to_string();
         self.note(format!("leader /metrics: {created}"));
         Ok(())
@@ -313,7 +379,7 @@ impl Harness {
         let replica = &mut self.replicas[leader];
         let _ = replica.child.kill();
         let _ = replica.child.wait();
-        let name = replica.name;
+        let name = replica.name.clone();
         let killed = Instant::now();
         self.note(format!("controller {name} killed (SIGKILL)"));
         let deadline = killed + Duration::from_secs(HANDOVER_SECONDS_MAX);
@@ -330,7 +396,7 @@ impl Harness {
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "e2e-local: no standby led within {HANDOVER_SECONDS_MAX} s of the leader's death"
+                    "e2e: no standby led within {HANDOVER_SECONDS_MAX} s of the leader's death"
                 ));
             }
             sleep(Duration::from_millis(250));
@@ -340,7 +406,8 @@ impl Harness {
     /// SIGTERMs the leader: it must drain, release the Lease and exit 0 in time.
     fn terminate_leader(&mut self, leader: usize) -> Result<(), String> {
         let pid = self.replicas[leader].child.id().to_string();
-        let name = self.replicas[leader].name;
+        let name = self.replicas[leader].name.clone();
+        let holder_before = self.lease_holder()?;
         let sent = Instant::now();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let status = loop {
@@ -349,7 +416,7 @@ impl Harness {
             }
             if sent.elapsed() > Duration::from_secs(EXIT_SECONDS_MAX) {
                 return Err(format!(
-                    "e2e-local: controller {name} did not exit within {EXIT_SECONDS_MAX} s of SIGTERM"
+                    "e2e: controller {name} did not exit within {EXIT_SECONDS_MAX} s of SIGTERM"
                 ));
             }
             sleep(Duration::from_millis(100));
@@ -359,15 +426,18 @@ impl Harness {
             sent.elapsed().as_secs_f64()
         ));
         if !status.success() {
-            return Err(format!("e2e-local: controller {name} exited with {status}"));
+            return Err(format!("e2e: controller {name} exited with {status}"));
         }
+        // Released: empty, or already taken by the standby (it retries every 2 s).
         let holder = self.lease_holder()?;
-        if !holder.is_empty() {
-            return Err(format!(
-                "e2e-local: the Lease still names {holder} after SIGTERM"
-            ));
+        if holder == holder_before {
+            return Err(format!("e2e: the Lease still names {holder} after SIGTERM"));
         }
-        self.note("the Lease was released".into());
+        self.note(format!("the Lease was released (now held by {holder:?})"));
+        let standby = self.until_one_leads()?;
+        if standby == leader {
+            return Err("e2e: the terminated replica still leads".into());
+        }
         Ok(())
     }
 
@@ -375,7 +445,7 @@ impl Harness {
         let port = free_port()?;
         let out = std::fs::File::create(self.dir.join("serve.out")).map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join("serve.err")).map_err(|e| e.to_string())?;
-        let child = Command::new(self.root.join("target/debug/karpenter-sim"))
+        let child = Command::new(self.target.join("debug/karpenter-sim"))
             .args(["serve", "--no-controller", "--cluster", CLUSTER])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .arg("--kubeconfig")
@@ -384,12 +454,12 @@ impl Harness {
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()
-            .map_err(|e| format!("e2e-local (could not start karpenter-sim serve: {e})"))?;
+            .map_err(|e| format!("e2e (could not start karpenter-sim serve: {e})"))?;
         self.serve = Some(child);
         let ready_by = Instant::now() + Duration::from_secs(READY_SECONDS_MAX);
         while http(&format!("127.0.0.1:{port}"), "GET", "/readyz", "").is_none_or(|b| b != "ok") {
             if Instant::now() > ready_by {
-                return Err("e2e-local: serve did not get ready".into());
+                return Err("e2e: serve did not get ready".into());
             }
             sleep(Duration::from_millis(200));
         }
@@ -397,39 +467,22 @@ impl Harness {
         self.aws = stdout
             .lines()
             .find_map(|l| l.strip_prefix("AWS_ENDPOINT_URL=http://"))
-            .ok_or("e2e-local: serve printed no AWS_ENDPOINT_URL")?
+            .ok_or("e2e: serve printed no AWS_ENDPOINT_URL")?
+            .to_string();
+        let info = http(&self.aws, "GET", "/fakecloud/", "")
+            .ok_or("e2e: the fake cloud's control API did not answer")?;
+        let info: serde_json::Value =
+            serde_json::from_str(&info).map_err(|e| format!("e2e: /fakecloud/: {e}"))?;
+        self.queue = info["queueUrl"]
+            .as_str()
+            .and_then(|url| url.rsplit('/').next())
+            .ok_or("e2e: the fake cloud names no interruption queue")?
             .to_string();
         self.note(format!(
-            "serve ready on 127.0.0.1:{port}, AWS endpoint {}",
-            self.aws
+            "serve ready on 127.0.0.1:{port}, AWS endpoint {}, interruption queue {}",
+            self.aws, self.queue
         ));
         Ok(())
-    }
-
-    /// Runs kubectl with the served kubeconfig and a private cache; its output, or the step.
-    fn kubectl(&mut self, args: &[&str]) -> Result<String, String> {
-        let output = Command::new(&self.kubectl)
-            .arg("--kubeconfig")
-            .arg(self.dir.join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(self.dir.join("kube-cache"))
-            .args(args)
-            .current_dir(&self.root)
-            .output()
-            .map_err(|e| format!("e2e-local (could not start {}: {e})", self.kubectl))?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        if !args.contains(&"json") {
-            self.note(format!("$ kubectl {}\n{}", args.join(" "), text.trim_end()));
-        }
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(format!("e2e-local: kubectl {}", args.join(" ")))
-        }
     }
 
     /// Runs kubectl without noting its output (for polls).
@@ -442,63 +495,24 @@ impl Harness {
             .args(args)
             .current_dir(&self.root)
             .output()
-            .map_err(|e| format!("e2e-local (could not start {}: {e})", self.kubectl))?;
+            .map_err(|e| format!("e2e (could not start {}: {e})", self.kubectl))?;
         if output.status.success() {
             Ok(String::from_utf8_lossy(&output.stdout).into_owned())
         } else {
             Err(format!(
-                "e2e-local: kubectl {}: {}",
+                "e2e: kubectl {}: {}",
                 args.join(" "),
                 String::from_utf8_lossy(&output.stderr).trim_end()
             ))
         }
     }
 
-    fn json(&mut self, args: &[&str]) -> Result<serde_json::Value, String> {
+    /// `kubectl get ... -o json` without noting its output (for polls).
+    fn json_quiet(&mut self, args: &[&str]) -> Result<serde_json::Value, String> {
         let mut all = args.to_vec();
         all.extend(["-o", "json"]);
-        let text = self.kubectl(&all)?;
-        serde_json::from_str(&text).map_err(|e| format!("e2e-local: kubectl output: {e}"))
-    }
-
-    fn pods_on_karpenter_nodes(&mut self) -> Result<(), String> {
-        let pods = self.json(&["get", "pods", "-l", "app=nginx"])?;
-        let nodes = self.json(&["get", "nodes", "-l", "karpenter.sh/nodepool=default"])?;
-        let karpenter_nodes: Vec<&str> = nodes["items"]
-            .as_array()
-            .map(|n| {
-                n.iter()
-                    .filter_map(|n| n["metadata"]["name"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let pods = pods["items"].as_array().cloned().unwrap_or_default();
-        let on_karpenter = pods
-            .iter()
-            .filter(|p| p["status"]["phase"] == "Running")
-            .filter(|p| {
-                p["spec"]["nodeName"]
-                    .as_str()
-                    .is_some_and(|n| karpenter_nodes.contains(&n))
-            })
-            .count();
-        self.note(format!(
-            "{on_karpenter}/{} pods Running on {} Karpenter node(s)",
-            pods.len(),
-            karpenter_nodes.len()
-        ));
-        if pods.is_empty() || on_karpenter != pods.len() {
-            return Err("e2e-local: pods Running on Karpenter nodes".into());
-        }
-        Ok(())
-    }
-
-    /// Instances pending or running, from the AWS endpoint's DescribeInstances.
-    fn live_instances(&mut self) -> Result<usize, String> {
-        let body = "Action=DescribeInstances&Version=2016-11-15";
-        let xml = http(&self.aws, "POST", "/", body).ok_or("e2e-local: DescribeInstances")?;
-        Ok(xml.matches("<name>running</name>").count()
-            + xml.matches("<name>pending</name>").count())
+        let text = self.kubectl_quiet(&all)?;
+        serde_json::from_str(&text).map_err(|e| format!("e2e: kubectl output: {e}"))
     }
 
     /// Polls `done` until it holds, within the run's deadline.
@@ -517,14 +531,14 @@ impl Harness {
                 return Ok(());
             }
             if Instant::now() > self.deadline {
-                return Err(format!("e2e-local: timed out waiting until {what}"));
+                return Err(format!("e2e: timed out waiting until {what}"));
             }
             sleep(Duration::from_millis(POLL_MS));
         }
     }
 
     fn note(&mut self, line: String) {
-        eprintln!("e2e-local: {line}");
+        eprintln!("e2e: {line}");
         self.transcript.push(line);
     }
 
@@ -540,7 +554,7 @@ impl Harness {
     }
 
     fn print_logs(&self, step: &str) {
-        eprintln!("xtask: {step}; logs of what e2e-local started:");
+        eprintln!("xtask: {step}; logs of what e2e started:");
         let mut names = vec!["serve.out".to_string(), "serve.err".to_string()];
         for replica in &self.replicas {
             names.push(format!("controller-{}.out", replica.name));
@@ -562,7 +576,7 @@ fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("e2e-local (no free port: {e})"))
+        .map_err(|e| format!("e2e (no free port: {e})"))
 }
 
 /// A one-shot HTTP/1.0 request; the body of a 2xx answer.

@@ -246,20 +246,7 @@ pub fn apply_pods(metrics: &Metrics, previous: &PodSeries, series: &PodSeries) {
         ),
     ];
     for (family, before, now) in families {
-        for ((name, namespace), v) in now {
-            family
-                .get_or_create(&PodKeyLabels {
-                    name: name.clone(),
-                    namespace: namespace.clone(),
-                })
-                .set(*v);
-        }
-        for (name, namespace) in before.keys().filter(|k| !now.contains_key(*k)) {
-            family.remove(&PodKeyLabels {
-                name: name.clone(),
-                namespace: namespace.clone(),
-            });
-        }
+        set_pod_gauges(family, before, now);
     }
     for v in &series.started {
         metrics.pods_startup_duration.observe(*v);
@@ -425,24 +412,30 @@ pub fn apply_provisioning(
         (&p.undecided_time, &previous.undecided, &series.undecided),
     ];
     for (family, before, now) in families {
-        for ((name, namespace), v) in now {
-            let labels = PodKeyLabels {
-                name: name.clone(),
-                namespace: namespace.clone(),
-            };
-            family.get_or_create(&labels).set(*v);
-        }
-        for (name, namespace) in before.keys().filter(|k| !now.contains_key(*k)) {
-            family.remove(&PodKeyLabels {
-                name: name.clone(),
-                namespace: namespace.clone(),
-            });
-        }
+        set_pod_gauges(family, before, now);
     }
     for v in &series.started {
         p.startup_duration.observe(*v);
     }
     for v in &series.bound {
         p.bound_duration.observe(*v);
+    }
+}
+
+/// Sets a per-pod gauge family to `now` and removes the pods only `before` had.
+fn set_pod_gauges(
+    family: &prometheus_client::metrics::family::Family<PodKeyLabels, crate::metrics::SecondsGauge>,
+    before: &BTreeMap<(String, String), f64>,
+    now: &BTreeMap<(String, String), f64>,
+) {
+    let labels = |(name, namespace): &(String, String)| PodKeyLabels {
+        name: name.clone(),
+        namespace: namespace.clone(),
+    };
+    for (key, v) in now {
+        family.get_or_create(&labels(key)).set(*v);
+    }
+    for key in before.keys().filter(|k| !now.contains_key(*k)) {
+        family.remove(&labels(key));
     }
 }

@@ -15,6 +15,10 @@
 //!
 //! Bounded in time; stops what it started; prints every log on failure.
 
+// The harness waits on real processes, so its deadlines are wall-clock ones (nothing here feeds
+// a seeded decision).
+#![allow(clippy::disallowed_methods)]
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

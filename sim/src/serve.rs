@@ -198,7 +198,8 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
                 Arc::new(Catalog::builtin()),
                 controller_options,
             )
-            .with_iam(iam),
+            .with_iam(iam)
+            .with_ec2_economy(),
         )
         .with_interruption_queue(sqs, format!("fakecloud://sqs/{}", cloud.cluster_name()))
         .spawn()

@@ -32,6 +32,12 @@ pub enum Command {
         /// Solves to run; the median is reported.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// The pod mix: upstream's `makeDiversePods` or `makePreferencePods`.
+        #[arg(long, value_enum, default_value_t = bench::Workload::Diverse)]
+        workload: bench::Workload,
+        /// Solve with `PREFERENCE_POLICY=Ignore` (upstream's `BenchmarkIgnorePreferences`).
+        #[arg(long)]
+        ignore_preferences: bool,
     },
     /// One full disruption pass over a busy cluster, as a JSON line (used by `cargo xtask bench`).
     #[command(hide = true)]
@@ -139,7 +145,12 @@ pub fn run(cli: Cli) -> ExitCode {
                 launch,
             )
         }
-        Command::BenchScheduling { pods, runs } => bench::run(pods, runs),
+        Command::BenchScheduling {
+            pods,
+            runs,
+            workload,
+            ignore_preferences,
+        } => bench::run(pods, runs, workload, ignore_preferences),
         Command::BenchDisruption { nodes, pods, runs } => bench::disruption::run(nodes, pods, runs),
     }
 }

@@ -368,6 +368,7 @@ pub struct PodBuilder {
     spread: Vec<Value>,
     affinity: Vec<Value>,
     anti_affinity: Vec<Value>,
+    anti_preferences: Vec<Value>,
     ports: Vec<Value>,
     volume_terms: Vec<Requirements>,
     daemonset: bool,
@@ -388,6 +389,7 @@ pub fn pod(name: &str) -> PodBuilder {
         spread: Vec::new(),
         affinity: Vec::new(),
         anti_affinity: Vec::new(),
+        anti_preferences: Vec::new(),
         ports: Vec::new(),
         volume_terms: Vec::new(),
         daemonset: false,
@@ -506,6 +508,13 @@ impl PodBuilder {
         self.anti_affinity.push(affinity_term(key, selector_text));
         self
     }
+    /// Preferred pod anti-affinity (`weight`) to pods matching `selector_text` in the same
+    /// `key` domain.
+    pub fn anti_preference(mut self, weight: i32, key: &str, selector_text: &str) -> Self {
+        self.anti_preferences
+            .push(json!({"weight": weight, "podAffinityTerm": affinity_term(key, selector_text)}));
+        self
+    }
     pub fn host_port(mut self, port: i32) -> Self {
         self.ports
             .push(json!({"containerPort": port, "hostPort": port, "protocol": "TCP"}));
@@ -546,11 +555,21 @@ impl PodBuilder {
                 json!({"requiredDuringSchedulingIgnoredDuringExecution": self.affinity}),
             );
         }
-        if !self.anti_affinity.is_empty() {
-            affinity.insert(
-                "podAntiAffinity".into(),
-                json!({"requiredDuringSchedulingIgnoredDuringExecution": self.anti_affinity}),
-            );
+        if !self.anti_affinity.is_empty() || !self.anti_preferences.is_empty() {
+            let mut anti = serde_json::Map::new();
+            if !self.anti_affinity.is_empty() {
+                anti.insert(
+                    "requiredDuringSchedulingIgnoredDuringExecution".into(),
+                    json!(self.anti_affinity),
+                );
+            }
+            if !self.anti_preferences.is_empty() {
+                anti.insert(
+                    "preferredDuringSchedulingIgnoredDuringExecution".into(),
+                    json!(self.anti_preferences),
+                );
+            }
+            affinity.insert("podAntiAffinity".into(), Value::Object(anti));
         }
         let mut container = json!({"name": "app", "resources": {"requests": self.requests}});
         if !self.ports.is_empty() {
@@ -1427,6 +1446,24 @@ fn anti_affinity_only_counts_pods_in_the_pod_s_own_namespace_by_default() {
         run("default").placement("web-new"),
         Placement::Claim(_)
     ));
+}
+
+/// Upstream's `makePreferencePods`: the heaviest preferred anti-affinity term (zonal, weight 10)
+/// is relaxed first and the hostname term (weight 1) kept, so each pod gets its own node.
+#[test]
+fn preferred_anti_affinity_relaxes_the_heaviest_term_first_and_keeps_the_satisfiable_one() {
+    let out = scenario()
+        .pods((0..5).map(|i| {
+            pod(&format!("pref-{i}"))
+                .app("nginx")
+                .cpu("100m")
+                .prefer(1, vec![expr(ZONE_LABEL, "In", &["zone-a"])])
+                .anti_preference(10, ZONE_LABEL, "app=nginx")
+                .anti_preference(1, HOSTNAME_LABEL, "app=nginx")
+        }))
+        .solve();
+    assert!(out.results.unschedulable.is_empty(), "{:#?}", out.results);
+    assert_eq!(out.results.new_claims.len(), 5, "{:#?}", out.results);
 }
 
 #[test]

@@ -1,20 +1,49 @@
 //! `karpenter bench-scheduling --pods N`: one size of the scheduling benchmark (upstream's
-//! diverse-pod mix on 400 fake instance types), printed as one JSON object. `cargo xtask bench`
-//! runs it once per size in a fresh process, so each size's peak RSS is its own.
+//! diverse-pod mix, or its preference-pod mix, on 400 fake instance types), printed as one JSON
+//! object. `cargo xtask bench` runs it once per size in a fresh process, so each size's peak RSS
+//! is its own.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use karpenter_core::scheduling::{Input, Options, PodInfo, solve};
+use k8s_openapi::api::core::v1::Pod;
+use karpenter_core::scheduling::{Input, Options, PodInfo, PreferencePolicy, solve};
 
 pub mod disruption;
 mod workload;
 
-use workload::{diverse_pods, instance_types, node_pool};
+use workload::{diverse_pods, instance_types, node_pool, preference_pods};
 
-/// Runs `runs` solves of `pods` pods; reports the median time per solve.
-pub fn run(pods: usize, runs: usize) -> ExitCode {
+/// Which of upstream's pod mixes a benchmark run solves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// `makeDiversePods`: generic, spread, affinity and anti-affinity pods in equal parts.
+    Diverse,
+    /// `makePreferencePods`: preferred node affinity and preferred zonal/hostname
+    /// anti-affinity, the zonal term unsatisfiable past three pods.
+    Preferences,
+}
+
+impl Workload {
+    fn pods(self, count: usize) -> Box<dyn Iterator<Item = Pod>> {
+        match self {
+            Workload::Diverse => Box::new(diverse_pods(count)),
+            Workload::Preferences => Box::new(preference_pods(count)),
+        }
+    }
+}
+
+/// Runs `runs` solves of `pods` pods of `workload`; reports the median time per solve.
+pub fn run(pods: usize, runs: usize, workload: Workload, ignore_preferences: bool) -> ExitCode {
+    let options = Options {
+        preference_policy: if ignore_preferences {
+            PreferencePolicy::Ignore
+        } else {
+            PreferencePolicy::Respect
+        },
+        ..Options::default()
+    };
     let catalog = instance_types(400);
     let pools = vec![node_pool()];
     let namespaces = BTreeMap::new();
@@ -25,7 +54,8 @@ pub fn run(pods: usize, runs: usize) -> ExitCode {
         // scheduler; it is timed pod by pod while the Pod objects are generated and dropped, so
         // the process never holds 100,000 full Pod objects next to their scheduling views.
         let mut convert = Duration::ZERO;
-        let infos: Vec<PodInfo> = diverse_pods(pods)
+        let infos: Vec<PodInfo> = workload
+            .pods(pods)
             .map(|pod| {
                 let (elapsed, info) = timed(|| PodInfo::from_pod(&pod, Vec::new()));
                 convert += elapsed;
@@ -41,7 +71,7 @@ pub fn run(pods: usize, runs: usize) -> ExitCode {
                 daemonsets: &[],
                 pods: &infos,
                 namespaces: &namespaces,
-                options: Options::default(),
+                options,
             })
         });
         times.push(elapsed + convert);
@@ -53,6 +83,8 @@ pub fn run(pods: usize, runs: usize) -> ExitCode {
     let scheduled: usize = results.new_claims.iter().map(|c| c.pods.len()).sum();
     let report = serde_json::json!({
         "pods": pods,
+        "workload": format!("{workload:?}").to_lowercase(),
+        "preferencePolicy": format!("{:?}", options.preference_policy),
         "secondsPerSolve": median,
         "podsPerSecond": if median > 0.0 { pods as f64 / median } else { 0.0 },
         "nodes": results.new_claims.len(),

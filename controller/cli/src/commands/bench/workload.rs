@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    ResourceRequirements, TopologySpreadConstraint,
+    Affinity, Container, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinity,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PreferredSchedulingTerm, ResourceRequirements,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -193,6 +194,59 @@ pub fn diverse_pods(count: usize) -> impl Iterator<Item = Pod> {
         .map(|(i, (kind, cpu, memory))| build_pod(i, kind, cpu, memory))
 }
 
+/// `makePreferencePods(count)` (upstream's `BenchmarkRespectPreferences` and
+/// `BenchmarkIgnorePreferences`): every pod labelled `app=nginx`, preferring zone `test-zone-1`
+/// (weight 1, satisfiable), zonal anti-affinity to its peers (weight 10, unsatisfiable past the
+/// third pod) and hostname anti-affinity to them (weight 1, satisfiable); cpu and memory drawn as
+/// in [`diverse_pods`]. Under `PreferencePolicy::Respect` the scheduler must relax the zonal term
+/// for all but three pods; under `Ignore` the pods pack.
+pub fn preference_pods(count: usize) -> impl Iterator<Item = Pod> {
+    let mut seq = Sequence(42);
+    let cpus = [100u32, 250, 500, 1000, 1500];
+    let memories = [100u32, 256, 512, 1024, 2048, 4096];
+    let draws: Vec<(u32, u32)> = (0..count)
+        .map(|_| (*seq.pick(&cpus), *seq.pick(&memories)))
+        .collect();
+    draws.into_iter().enumerate().map(|(i, (cpu, memory))| {
+        let peers = |weight: i32, key: &str| WeightedPodAffinityTerm {
+            weight,
+            pod_affinity_term: PodAffinityTerm {
+                label_selector: Some(selector("app", "nginx")),
+                topology_key: key.into(),
+                ..Default::default()
+            },
+        };
+        let affinity = Affinity {
+            node_affinity: Some(NodeAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                    PreferredSchedulingTerm {
+                        weight: 1,
+                        preference: NodeSelectorTerm {
+                            match_expressions: Some(vec![NodeSelectorRequirement {
+                                key: ZONE_LABEL.into(),
+                                operator: "In".into(),
+                                values: Some(vec!["test-zone-1".into()]),
+                            }]),
+                            match_fields: None,
+                        },
+                    },
+                ]),
+                ..Default::default()
+            }),
+            pod_anti_affinity: Some(PodAntiAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                    peers(10, ZONE_LABEL),
+                    peers(1, HOSTNAME_LABEL),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let labels = BTreeMap::from([("app".to_string(), "nginx".to_string())]);
+        pod(i, labels, Some(affinity), None, cpu, memory)
+    })
+}
+
 fn build_pod(i: usize, kind: Kind, cpu: u32, memory: u32) -> Pod {
     let one = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
     let (labels, affinity, spread) = match kind {
@@ -247,6 +301,18 @@ fn build_pod(i: usize, kind: Kind, cpu: u32, memory: u32) -> Pod {
             None,
         ),
     };
+    pod(i, labels, affinity, spread, cpu, memory)
+}
+
+/// One benchmark pod: a single container requesting `cpu` millicores and `memory` MiB.
+fn pod(
+    i: usize,
+    labels: BTreeMap<String, String>,
+    affinity: Option<Affinity>,
+    spread: Option<TopologySpreadConstraint>,
+    cpu: u32,
+    memory: u32,
+) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(format!("pod-{i:06}")),

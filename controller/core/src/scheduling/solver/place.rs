@@ -9,6 +9,7 @@ use super::dense::{add, fits};
 use super::topology_plan::{TargetView, TopologyPlan};
 use super::{Attempt, Claim, Constraints, Failure, Relaxation, Solver};
 use crate::api::labels::is_well_known;
+use crate::scheduling::pod::Strength;
 use crate::scheduling::pod::effect_name;
 use crate::scheduling::requirements::Requirements;
 use crate::scheduling::topology::GroupKind;
@@ -516,7 +517,10 @@ impl Solver<'_> {
                 }
             }
         }
-        for r in &c.anti {
+        // Only required terms keep other pods away (inverse anti-affinity), as upstream's
+        // `updateInverseAntiAffinity`: a preferred term binds only the pod that has it, so a peer
+        // relaxing its own copy of the term is not still blocked by this pod's.
+        for r in c.anti.iter().filter(|r| r.strength == Strength::Required) {
             if let Some(d) = domain_of(self, r.group) {
                 self.topology.groups[r.group].record_owner(d);
             }

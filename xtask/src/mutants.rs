@@ -183,15 +183,16 @@ pub fn run(root: &Path, options: &Options) -> Result<(), String> {
             outcome.run_seconds
         );
         outcomes.push(outcome);
+        // Written after each mutation: a long run interrupted keeps what it measured.
+        if let Some(path) = &options.json {
+            let text = serde_json::to_string_pretty(&report_json(&outcomes, &commit, options))
+                .unwrap_or_default();
+            std::fs::write(root.join(path), text + "\n")
+                .map_err(|e| format!("mutants (cannot write {}: {e})", path.display()))?;
+        }
     }
     reset_tree(&tree, &commit)?;
     println!("{}", table(&outcomes));
-    if let Some(path) = &options.json {
-        let text = serde_json::to_string_pretty(&report_json(&outcomes, &commit, options))
-            .unwrap_or_default();
-        std::fs::write(root.join(path), text + "\n")
-            .map_err(|e| format!("mutants (cannot write {}: {e})", path.display()))?;
-    }
     let uncaught: Vec<&str> = outcomes
         .iter()
         .filter(|o| !matches!(o.verdict, Verdict::Caught { .. }))
@@ -268,6 +269,9 @@ fn run_one(
         ])
         .arg(target)
         .env("RUSTFLAGS", "--cfg madsim")
+        // Incremental release builds: a mutation changes one function of `karpenter-core`, so
+        // most of the workspace crates' codegen is reused from the previous mutation's build.
+        .env("CARGO_INCREMENTAL", "1")
         .env(
             "KARPENTER_SIM_COMMIT",
             format!("{}+{}", &commit[..12.min(commit.len())], mutation.name),

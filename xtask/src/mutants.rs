@@ -250,6 +250,17 @@ fn run_one(
         run_seconds: 0.0,
     };
     reset_tree(tree, commit)?;
+    let text = std::fs::read_to_string(&mutation.path)
+        .map_err(|e| format!("mutants (cannot read {}: {e})", mutation.path.display()))?;
+    if let Some(file) = touched_files(&text)
+        .into_iter()
+        .find(|f| !f.starts_with(MUTABLE_PREFIX))
+    {
+        outcome.verdict = Verdict::DoesNotApply(format!(
+            "touches {file}: a mutation changes {MUTABLE_PREFIX} only"
+        ));
+        return Ok(outcome);
+    }
     let patch = mutation.path.to_string_lossy().to_string();
     if let Err(message) = git_output(tree, &["apply", &patch]) {
         outcome.verdict = Verdict::DoesNotApply(message);

@@ -174,7 +174,8 @@ pub fn run(root: &Path, options: &Options) -> Result<(), String> {
     );
     let mut outcomes = Vec::new();
     for mutation in &mutations {
-        let outcome = run_one(mutation, &tree, &target, &commit, options)?;
+        let results = root.join("target/mutants/results").join(&mutation.name);
+        let outcome = run_one(mutation, &tree, &target, &results, &commit, options)?;
         eprintln!(
             "xtask: mutants: {}: {} (build {:.0} s, swarm {:.0} s)",
             outcome.name,
@@ -235,11 +236,13 @@ fn reset_tree(tree: &Path, commit: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Applies, builds and swarms one mutation.
+/// Applies, builds and swarms one mutation; the swarm's summary (`summary.json`), output
+/// (`swarm.txt`) and failing seeds' logs (`logs/`) go to `results`.
 fn run_one(
     mutation: &Mutation,
     tree: &Path,
     target: &Path,
+    results: &Path,
     commit: &str,
     options: &Options,
 ) -> Result<Outcome, String> {
@@ -296,9 +299,13 @@ fn run_one(
         outcome.verdict = Verdict::DoesNotBuild(last_lines(&build.stderr, 20));
         return Ok(outcome);
     }
-    let summary = tree.join("target/mutants-swarm.json");
-    let _ = std::fs::remove_file(&summary);
-    let logs = tree.join("target/swarm").join(&mutation.name);
+    let _ = std::fs::remove_dir_all(results);
+    std::fs::create_dir_all(results)
+        .map_err(|e| format!("mutants (cannot create {}: {e})", results.display()))?;
+    let summary = results.join("summary.json");
+    let logs = results.join("logs");
+    let output = std::fs::File::create(results.join("swarm.txt"))
+        .map_err(|e| format!("mutants (cannot create {}: {e})", results.display()))?;
     let started = Instant::now();
     let swarm = Command::new(target.join("release/karpenter-sim"))
         .args(["swarm", "--seeds", &options.seeds, "--jobs"])
@@ -309,7 +316,7 @@ fn run_one(
         .arg("--logs")
         .arg(&logs)
         .current_dir(tree)
-        .stdout(Stdio::null())
+        .stdout(output)
         .stderr(Stdio::piped())
         .output()
         .map_err(|e| format!("mutants (could not start karpenter-sim: {e})"))?;

@@ -12,6 +12,10 @@
 //! The mutants are built from `HEAD`, not the working tree (uncommitted controller changes are
 //! not in them); the patches themselves are read from the working tree.
 
+// Build and swarm wall times are what this reports (measurements of the harness, not of a
+// simulated world): the wall clock is the point here, as in `e2e.rs`.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

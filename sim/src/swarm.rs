@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -176,6 +176,12 @@ pub struct SwarmConfig {
     /// Seeds divisible by this run twice and must write the same event log (0: none).
     pub determinism_every: u64,
     pub plan: PlanFactory,
+    /// Start no new seed once one has failed (`--stop-on-fail`): a mutation run
+    /// (`cargo xtask mutants`) only needs to know that some seed catches the bug, so a caught
+    /// mutation costs the seeds up to its first failure instead of the whole range. Seeds
+    /// already running finish; the outcomes are then a prefix-ish subset of the seeds (which
+    /// seeds ran depends on the threads' timing, each seed's outcome does not).
+    pub stop_on_fail: bool,
 }
 
 impl SwarmConfig {
@@ -190,6 +196,7 @@ impl SwarmConfig {
             faults: Selection::Drawn,
             determinism_every: DETERMINISM_EVERY_DEFAULT,
             plan: CatalogueFaults::plan,
+            stop_on_fail: false,
         }
     }
 
@@ -392,7 +399,7 @@ pub fn run_seed(config: &SwarmConfig, seed: u64) -> SeedOutcome {
 }
 
 /// Runs every seed on `jobs` threads; outcomes sorted by seed. `progress(done, total)` is
-/// called after each seed.
+/// called after each seed. With [`SwarmConfig::stop_on_fail`], no seed starts after one failed.
 pub fn run_swarm(
     config: &SwarmConfig,
     seeds: &[u64],
@@ -401,14 +408,21 @@ pub fn run_swarm(
 ) -> Result<Vec<SeedOutcome>, String> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
     let results = Mutex::new(Vec::with_capacity(seeds.len()));
     let worker = || {
         loop {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             let index = next.fetch_add(1, Ordering::Relaxed);
             let Some(seed) = seeds.get(index) else {
                 break;
             };
             let outcome = run_seed(config, *seed);
+            if config.stop_on_fail && !outcome.passed() {
+                stop.store(true, Ordering::Relaxed);
+            }
             results
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

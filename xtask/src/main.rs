@@ -10,10 +10,13 @@
 //! - `cargo xtask image`: the controller image, where a Docker daemon runs.
 //! - `cargo xtask e2e` (alias `e2e-local`): the end-to-end suite (`e2e/`) against `karpenter-sim
 //!   serve` and two real controller replicas, with the leader-election checks ([`e2e`]).
+//! - `cargo xtask mutants [--seeds A..B] [--only NAME,...] [--json FILE]`: the mutation
+//!   catalogue (`sim/mutations/`) against the swarm ([`mutants`]; long, not part of `test`).
 //! - `cargo xtask sim serve [ARGS]`: `karpenter-sim serve` (a normal build with the `serve`
 //!   feature: it runs on the system clock, never under madsim).
 
 mod e2e;
+mod mutants;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -74,6 +77,23 @@ enum Task {
         #[arg(long, value_delimiter = ',')]
         sizes: Vec<usize>,
     },
+    /// The mutation catalogue (`sim/mutations/*.patch`, realistic controller bugs): each
+    /// applied in a scratch worktree, the madsim simulator built, the swarm run until its first
+    /// failing seed; a table of what was caught. Fails if any mutation survives.
+    Mutants {
+        /// Seeds of each mutation's swarm, `A..B` inclusive.
+        #[arg(long, default_value = mutants::DEFAULT_SEEDS)]
+        seeds: String,
+        /// Seeds run in parallel.
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Only these mutations (`01-gc-does-nothing` or `gc-does-nothing`).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Also write the results as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 /// Directories that hold generated CRDs.
@@ -90,6 +110,20 @@ fn main() -> ExitCode {
         Task::AwsClients => aws_clients(&root),
         Task::Image { tag } => image(&root, &tag),
         Task::E2e { args } => e2e::run(&root, &args).map(|_| ()),
+        Task::Mutants {
+            seeds,
+            jobs,
+            only,
+            json,
+        } => mutants::run(
+            &root,
+            &mutants::Options {
+                seeds,
+                jobs,
+                only,
+                json,
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

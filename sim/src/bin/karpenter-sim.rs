@@ -3,7 +3,8 @@
 //!
 //! `karpenter-sim run --seed N --scenario NAME [--duration 2h] [--json FILE]`
 //! `karpenter-sim swarm --seeds 1..1000 [--jobs N] [--scenario NAME] [--safety 30m]
-//!   [--liveness 20m] [--faults drawn|none|a,b] [--bug NAME] [--json FILE] [--logs DIR]`
+//!   [--liveness 20m] [--faults drawn|none|a,b] [--bug NAME] [--json FILE] [--logs DIR]
+//!   [--stop-on-fail]`
 //! `karpenter-sim scenarios`
 //! `karpenter-sim serve --listen ADDR [--cluster NAME] [--scenario NAME] [--seed N]
 //!   [--no-controller] [--kubeconfig FILE]` (with the `serve` feature; see `docs/serve.md`)
@@ -82,6 +83,10 @@ enum Command {
         /// Where failing seeds' event logs are written.
         #[arg(long, default_value = "target/swarm")]
         logs: PathBuf,
+        /// Start no new seed once one has failed (seeds already running finish); the summary
+        /// then covers the seeds that ran.
+        #[arg(long)]
+        stop_on_fail: bool,
     },
     /// List the built-in scenarios.
     Scenarios,
@@ -163,6 +168,7 @@ fn main() -> ExitCode {
             determinism_every,
             json,
             logs,
+            stop_on_fail,
         } => {
             let seeds = match swarm::parse_seeds(&seeds) {
                 Ok(seeds) => seeds,
@@ -184,6 +190,7 @@ fn main() -> ExitCode {
             config.faults = faults;
             config.bug = bug;
             config.determinism_every = determinism_every;
+            config.stop_on_fail = stop_on_fail;
             run_swarm(&config, &seeds, jobs, json, &logs)
         }
     }
@@ -245,6 +252,13 @@ fn run_swarm(
         }
     }
     print_summary(&summary, &outcomes);
+    if outcomes.len() < seeds.len() {
+        println!(
+            "stopped at the first failure (--stop-on-fail): {} of {} seeds ran",
+            outcomes.len(),
+            seeds.len()
+        );
+    }
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&summary).unwrap_or_default();
         if let Err(err) = std::fs::write(&path, text + "\n") {

@@ -137,3 +137,26 @@ fn the_default_replay_command_is_short_and_reads_back() {
         "cargo xtask sim swarm --seeds 3..3 --scenario default --safety 5m --liveness 10m"
     );
 }
+
+#[test]
+fn with_stop_on_fail_no_seed_starts_after_one_failed() {
+    // Thirty simulated seconds of safety and no time to settle: the default scenario's first
+    // pods are still pending (no node boots that fast), so every seed fails `liveness` cheaply.
+    let mut config = short(0, 0);
+    config.safety = Duration::from_secs(30);
+    config.determinism_every = 0;
+    let seeds = [1, 2, 3, 4, 5, 6];
+    let all = swarm::run_swarm(&config, &seeds, 1, &|_, _| {}).expect("swarm runs");
+    assert_eq!(all.len(), 6, "without the option every seed runs");
+    assert!(all.iter().all(|o| !o.passed()), "every seed fails");
+    config.stop_on_fail = true;
+    let one = swarm::run_swarm(&config, &seeds, 1, &|_, _| {}).expect("swarm runs");
+    assert_eq!(one.len(), 1, "one thread: only the first seed ran");
+    assert_eq!(one[0], all[0], "the seed that ran is the same run");
+    let two = swarm::run_swarm(&config, &seeds, 2, &|_, _| {}).expect("swarm runs");
+    assert!(
+        (1..=2).contains(&two.len()),
+        "two threads: at most the two seeds already started, not {}",
+        two.len()
+    );
+}

@@ -10,9 +10,13 @@
 //! - `cargo xtask image`: the controller image, where a Docker daemon runs.
 //! - `cargo xtask e2e` (alias `e2e-local`): the end-to-end suite (`e2e/`) against `karpenter-sim
 //!   serve` and two real controller replicas, with the leader-election checks ([`e2e`]).
+//! - `cargo xtask bench-memory [--json FILE]`: the real controller's RSS holding 2,000 nodes and
+//!   20,000 pods served by `karpenter-sim serve` ([`bench_memory`]; not part of `test`: it runs
+//!   for minutes).
 //! - `cargo xtask sim serve [ARGS]`: `karpenter-sim serve` (a normal build with the `serve`
 //!   feature: it runs on the system clock, never under madsim).
 
+mod bench_memory;
 mod e2e;
 
 use std::io::{BufRead, BufReader};
@@ -73,6 +77,13 @@ enum Task {
         #[arg(long, value_delimiter = ',')]
         sizes: Vec<usize>,
     },
+    /// The memory benchmark: the release `karpenter controller` holding 2,000 nodes and 20,000
+    /// pods served by `karpenter-sim serve --scenario fleet-2000`; fails above 1 GiB RSS.
+    BenchMemory {
+        /// Write the figures (and an RSS timeline) here as JSON as well as printing them.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 /// Directories that hold generated CRDs.
@@ -84,6 +95,7 @@ fn main() -> ExitCode {
         Task::Test => test(&root),
         Task::Crds => crds(&root),
         Task::Bench { json, sizes } => bench(&root, json.as_deref(), &sizes),
+        Task::BenchMemory { json } => bench_memory::run(&root, json.as_deref()),
         Task::Sim { args } => sim(&root, &args),
         Task::Chart => chart(&root),
         Task::AwsClients => aws_clients(&root),

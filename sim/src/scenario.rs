@@ -8,11 +8,12 @@ use serde::Deserialize;
 use crate::faults::FaultMix;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 5] = [
+pub const BUILTIN: [(&str, &str); 6] = [
     ("default", include_str!("../scenarios/default.yaml")),
     ("ami-roll", include_str!("../scenarios/ami-roll.yaml")),
     ("diurnal", include_str!("../scenarios/diurnal.yaml")),
     ("fleet-200", include_str!("../scenarios/fleet-200.yaml")),
+    ("fleet-2000", include_str!("../scenarios/fleet-2000.yaml")),
     ("scale-in", include_str!("../scenarios/scale-in.yaml")),
 ];
 

@@ -48,27 +48,38 @@ const LEADING_LOG: &str = "leading: starting the controllers";
 const SUITE_THREADS: &str = "32";
 
 /// One `karpenter controller` process.
-struct Replica {
-    name: String,
-    child: Child,
-    metrics: String,
+pub(crate) struct Replica {
+    pub(crate) name: String,
+    pub(crate) child: Child,
+    /// `127.0.0.1:PORT` of its `/metrics`.
+    pub(crate) metrics: String,
 }
 
-/// What the run started and where it writes.
-struct Harness {
+/// What the run started and where it writes (also `cargo xtask bench-memory`'s processes).
+pub(crate) struct Harness {
     root: PathBuf,
     target: PathBuf,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     kubectl: String,
     serve: Option<Child>,
-    replicas: Vec<Replica>,
+    pub(crate) replicas: Vec<Replica>,
     aws: String,
     /// The fake cloud's interruption queue name (`INTERRUPTION_QUEUE` for the controllers).
     queue: String,
-    deadline: Instant,
+    pub(crate) deadline: Instant,
     transcript: Vec<String>,
     /// Extra arguments for the suite's test binary (a name filter).
     suite_args: Vec<String>,
+    /// The served cluster's name (`--cluster`, `CLUSTER_NAME`).
+    cluster: String,
+    /// Extra arguments for `karpenter-sim serve` (a scenario).
+    serve_args: Vec<String>,
+    /// The `karpenter` binary the replicas run.
+    controller: PathBuf,
+    /// Extra environment for the replicas.
+    controller_env: Vec<(String, String)>,
+    /// What the notes are prefixed with (the run's directory name).
+    label: String,
 }
 
 /// What the suite reported.
@@ -79,11 +90,23 @@ pub struct SuiteCounts {
 }
 
 /// `CARGO_TARGET_DIR`, else the workspace's `target/`.
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(|d| root.join(d))
         .unwrap_or_else(|| root.join("target"))
 }
+
+/// How `karpenter-sim serve` is built (a debug build with the `serve` feature).
+pub(crate) const SERVE_BUILD: [&str; 8] = [
+    "build",
+    "--quiet",
+    "-p",
+    "karpenter-sim",
+    "--features",
+    "serve",
+    "--bin",
+    "karpenter-sim",
+];
 
 /// Builds what the run needs: the `karpenter` binary (as the CLI's integration tests build it:
 /// under `cargo xtask test` it is already there, and the workspace's feature set keeps the AWS
@@ -98,16 +121,7 @@ fn build(root: &Path) -> Result<(), String> {
             "cli",
             "--no-run",
         ],
-        &[
-            "build",
-            "--quiet",
-            "-p",
-            "karpenter-sim",
-            "--features",
-            "serve",
-            "--bin",
-            "karpenter-sim",
-        ],
+        &SERVE_BUILD,
         &[
             "test",
             "--quiet",
@@ -141,23 +155,9 @@ pub fn run(root: &Path, suite_args: &[String]) -> Result<SuiteCounts, String> {
         );
         return Ok(SuiteCounts::default());
     };
-    let target = target_dir(root);
-    let dir = target.join("e2e");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("e2e ({}: {e})", dir.display()))?;
-    let mut harness = Harness {
-        root: root.to_path_buf(),
-        target,
-        dir,
-        kubectl,
-        serve: None,
-        replicas: Vec::new(),
-        aws: String::new(),
-        queue: String::new(),
-        deadline: Instant::now() + Duration::from_secs(RUN_SECONDS_MAX),
-        transcript: Vec::new(),
-        suite_args: suite_args.to_vec(),
-    };
+    let mut harness = Harness::new(root, "e2e", RUN_SECONDS_MAX)?;
+    harness.kubectl = kubectl;
+    harness.suite_args = suite_args.to_vec();
     let result = harness.check();
     harness.stop();
     match &result {
@@ -196,6 +196,52 @@ fn find_kubectl() -> Option<String> {
 }
 
 impl Harness {
+    /// A harness writing under `<target>/<dir>` (emptied first), with `deadline_seconds` from
+    /// now for everything it waits on; the e2e cluster (`demo`, no scenario) and the debug
+    /// `karpenter` binary unless changed.
+    pub(crate) fn new(root: &Path, dir: &str, deadline_seconds: u64) -> Result<Self, String> {
+        let target = target_dir(root);
+        let label = dir.to_string();
+        let dir = target.join(dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Harness {
+            root: root.to_path_buf(),
+            controller: target.join("debug/karpenter"),
+            target,
+            dir,
+            kubectl: String::new(),
+            serve: None,
+            replicas: Vec::new(),
+            aws: String::new(),
+            queue: String::new(),
+            deadline: Instant::now() + Duration::from_secs(deadline_seconds),
+            transcript: Vec::new(),
+            suite_args: Vec::new(),
+            cluster: CLUSTER.to_string(),
+            serve_args: Vec::new(),
+            controller_env: Vec::new(),
+            label,
+        })
+    }
+
+    /// Serves `scenario` as cluster `cluster` to replicas running `controller` with `env` added.
+    pub(crate) fn configure(
+        &mut self,
+        cluster: &str,
+        scenario: &str,
+        controller: PathBuf,
+        env: &[(&str, &str)],
+    ) {
+        self.cluster = cluster.to_string();
+        self.serve_args = vec!["--scenario".into(), scenario.into()];
+        self.controller = controller;
+        self.controller_env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
     fn check(&mut self) -> Result<SuiteCounts, String> {
         self.start_serve()?;
         self.start_replica("a")?;
@@ -279,24 +325,25 @@ impl Harness {
     }
 
     /// Starts one `karpenter controller` replica against the served cluster and AWS endpoint.
-    fn start_replica(&mut self, name: &str) -> Result<(), String> {
+    pub(crate) fn start_replica(&mut self, name: &str) -> Result<(), String> {
         let metrics = free_port()?;
         let health = free_port()?;
         let out = std::fs::File::create(self.dir.join(format!("controller-{name}.out")))
             .map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join(format!("controller-{name}.err")))
             .map_err(|e| e.to_string())?;
-        let child = Command::new(self.target.join("debug/karpenter"))
+        let child = Command::new(&self.controller)
             .arg("controller")
             .env("KUBECONFIG", self.dir.join("kubeconfig"))
             .env("AWS_ENDPOINT_URL", format!("http://{}", self.aws))
             .env("AWS_REGION", "us-west-2")
             .env("AWS_ACCESS_KEY_ID", "fake")
             .env("AWS_SECRET_ACCESS_KEY", "fake")
-            .env("CLUSTER_NAME", CLUSTER)
+            .env("CLUSTER_NAME", &self.cluster)
             .env("INTERRUPTION_QUEUE", &self.queue)
             .env("METRICS_PORT", metrics.to_string())
             .env("HEALTH_PROBE_PORT", health.to_string())
+            .envs(self.controller_env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.root)
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
@@ -445,12 +492,13 @@ impl Harness {
         Ok(())
     }
 
-    fn start_serve(&mut self) -> Result<(), String> {
+    pub(crate) fn start_serve(&mut self) -> Result<(), String> {
         let port = free_port()?;
         let out = std::fs::File::create(self.dir.join("serve.out")).map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join("serve.err")).map_err(|e| e.to_string())?;
         let child = Command::new(self.target.join("debug/karpenter-sim"))
-            .args(["serve", "--no-controller", "--cluster", CLUSTER])
+            .args(["serve", "--no-controller", "--cluster", &self.cluster])
+            .args(&self.serve_args)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .arg("--kubeconfig")
             .arg(self.dir.join("kubeconfig"))
@@ -520,7 +568,7 @@ impl Harness {
     }
 
     /// Polls `done` until it holds, within the run's deadline.
-    fn until(
+    pub(crate) fn until(
         &mut self,
         what: &str,
         mut done: impl FnMut(&mut Self) -> Result<bool, String>,
@@ -541,12 +589,12 @@ impl Harness {
         }
     }
 
-    fn note(&mut self, line: String) {
-        eprintln!("e2e: {line}");
+    pub(crate) fn note(&mut self, line: String) {
+        eprintln!("{}: {line}", self.label);
         self.transcript.push(line);
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         for replica in &mut self.replicas {
             let _ = replica.child.kill();
             let _ = replica.child.wait();
@@ -557,7 +605,7 @@ impl Harness {
         }
     }
 
-    fn print_logs(&self, step: &str) {
+    pub(crate) fn print_logs(&self, step: &str) {
         eprintln!("xtask: {step}; logs of what e2e started:");
         let mut names = vec!["serve.out".to_string(), "serve.err".to_string()];
         for replica in &self.replicas {
@@ -584,7 +632,7 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// A one-shot HTTP/1.0 request; the body of a 2xx answer.
-fn http(addr: &str, method: &str, path: &str, body: &str) -> Option<String> {
+pub(crate) fn http(addr: &str, method: &str, path: &str, body: &str) -> Option<String> {
     let mut stream = TcpStream::connect(addr).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

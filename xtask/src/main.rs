@@ -12,9 +12,13 @@
 //!   serve` and two real controller replicas, with the leader-election checks ([`e2e`]).
 //! - `cargo xtask mutants [--seeds A..B] [--only NAME,...] [--json FILE]`: the mutation
 //!   catalogue (`sim/mutations/`) against the swarm ([`mutants`]; long, not part of `test`).
+//! - `cargo xtask bench-memory [--json FILE]`: the real controller's RSS holding 2,000 nodes and
+//!   20,000 pods served by `karpenter-sim serve` ([`bench_memory`]; not part of `test`: it runs
+//!   for minutes).
 //! - `cargo xtask sim serve [ARGS]`: `karpenter-sim serve` (a normal build with the `serve`
 //!   feature: it runs on the system clock, never under madsim).
 
+mod bench_memory;
 mod e2e;
 mod mutants;
 
@@ -94,6 +98,13 @@ enum Task {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// The memory benchmark: the release `karpenter controller` holding 2,000 nodes and 20,000
+    /// pods served by `karpenter-sim serve --scenario fleet-2000`; fails above 1 GiB RSS.
+    BenchMemory {
+        /// Write the figures (and an RSS timeline) here as JSON as well as printing them.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 /// Directories that hold generated CRDs.
@@ -105,6 +116,7 @@ fn main() -> ExitCode {
         Task::Test => test(&root),
         Task::Crds => crds(&root),
         Task::Bench { json, sizes } => bench(&root, json.as_deref(), &sizes),
+        Task::BenchMemory { json } => bench_memory::run(&root, json.as_deref()),
         Task::Sim { args } => sim(&root, &args),
         Task::Chart => chart(&root),
         Task::AwsClients => aws_clients(&root),

@@ -254,6 +254,34 @@ fn the_built_in_scenarios_parse() {
     }
 }
 
+/// `fleet-2000` (the memory benchmark's cluster) scaled down a hundredfold: its pods must pack
+/// exactly ten to an m5.large, or the benchmark's 20,000 pods would not mean 2,000 nodes.
+#[test]
+fn the_fleet_2000_scenario_packs_ten_pods_per_m5_large_so_its_20000_pods_need_2000_nodes() {
+    let text = karpenter_sim::scenario::BUILTIN
+        .iter()
+        .find(|(name, _)| *name == "fleet-2000")
+        .expect("built in")
+        .1;
+    assert_eq!(
+        text.matches("replicas: 2000").count(),
+        10,
+        "ten Deployments"
+    );
+    let small = Scenario::parse("fleet-20", &text.replace("replicas: 2000", "replicas: 20"))
+        .expect("parses");
+    let report = run(1, small, Duration::from_secs(10 * 60));
+    assert_eq!(report.pods.running, 200 + SYSTEM_PODS, "{:?}", report.pods);
+    assert_eq!(
+        report.nodes.launched_by_type,
+        BTreeMap::from([("m5.large/on-demand".to_string(), 20)]),
+        "ten pods per node: {:?}",
+        report.nodes
+    );
+    assert_eq!(report.nodes.terminated, 0, "{:?}", report.nodes);
+    assert!(report.passed(), "{:?}", report.invariants);
+}
+
 // ---- faults ----
 
 /// A NodePool over `types` in `zones` with the capacity types given, and its EC2NodeClass;

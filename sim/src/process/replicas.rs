@@ -127,10 +127,6 @@ impl Controllers {
         if let Some(iam) = &self.seams.iam {
             ctx = ctx.with_iam(iam.clone());
         }
-        // EC2 calls spent as the production binary spends them: cached subnets, security groups,
-        // images and launch templates, batched terminations (issue 13: the worlds use the caches,
-        // so the report's calls per launch and the swarm's timing are production's).
-        let ctx = ctx.with_ec2_economy();
         let operator =
             Operator::with_context(ctx).with_interruption_queue(sqs, self.seams.queue_url.clone());
         let elector = self.election.then(|| self.elector(kube, &identity));

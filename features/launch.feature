@@ -180,6 +180,34 @@ Feature: Launch
     Then no node was launched
     And the EC2NodeClass "default" has "InstanceProfileReady" = "False" saying "does not exist"
 
+  Scenario: a class selecting an AMI id EC2 does not know is not Ready and launches nothing
+    Given the manifests:
+      """
+      apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {name: default}
+      spec:
+        template:
+          spec:
+            requirements:
+              - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+            nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      ---
+      apiVersion: karpenter.k8s.aws/v1
+      kind: EC2NodeClass
+      metadata: {name: default}
+      spec:
+        role: KarpenterNodeRole-sim
+        amiFamily: AL2023
+        amiSelectorTerms: [{id: ami-123}, {id: ami-0123456789abcdef0}]
+        subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+        securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
+      """
+    When the Deployment "web" with 2 replicas requesting 1 CPU is created
+    And 3 minutes pass
+    Then no node was launched
+    And the EC2NodeClass "default" has "AMIsReady" = "False" saying "no AMI matches"
+
   Scenario: pods fall through to the next NodePool while the heavier one's EC2NodeClass resolves no subnets
     Given the manifests:
       """

@@ -60,6 +60,8 @@ pub const EC2_NODE_CLASS: Kind = kind(
 pub const NODE: Kind = kind("", "v1", "Node", "nodes", false);
 pub const POD: Kind = kind("", "v1", "Pod", "pods", true);
 pub const EVENT: Kind = kind("", "v1", "Event", "events", true);
+/// The `events.k8s.io/v1` view of Events (what Karpenter writes: `regarding`, `note`).
+pub const EVENT_V1: Kind = kind("events.k8s.io", "v1", "Event", "events", true);
 pub const DEPLOYMENT: Kind = kind("apps", "v1", "Deployment", "deployments", true);
 pub const PDB: Kind = kind(
     "policy",

@@ -312,6 +312,22 @@ impl Case {
             .await
     }
 
+    /// The case's NodeClaims of NodePool `pool` once there is at least one and each has
+    /// registered (`status.nodeName` set). A pod can run on a node before the controller has
+    /// recorded the node on its claim, so a test that maps pods to claims waits for this.
+    pub async fn registered_claims(&self, pool: &str) -> Outcome<Vec<Value>> {
+        self.until(
+            &format!("NodePool {pool}'s NodeClaims registered"),
+            || async move {
+                let claims = self.node_claims(pool).await?;
+                let registered = !claims.is_empty()
+                    && claims.iter().all(|c| c["status"]["nodeName"].is_string());
+                Ok(registered.then_some(claims))
+            },
+        )
+        .await
+    }
+
     /// The nodes of NodePool `pool`.
     pub async fn nodes(&self, pool: &str) -> Outcome<Vec<Value>> {
         self.list(&kinds::NODE, &format!("karpenter.sh/nodepool={pool}"))
@@ -403,20 +419,29 @@ impl Case {
             report.push(format!("{kind} {}: {}", name(object), summary(object)));
         }
         report.push("---- events about them".into());
-        let events = Api::<DynamicObject>::all_with(self.client.clone(), &kinds::EVENT.resource())
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items.into_iter().map(to_value).collect::<Vec<_>>())
-            .unwrap_or_default();
-        for event in events {
-            let about = event["involvedObject"]["name"].as_str().unwrap_or_default();
-            if involved.contains(about) {
+        // Both views: a real API server shows every Event in both (the in-memory one keeps
+        // them apart), so an Event seen in both is printed once.
+        let mut seen = std::collections::BTreeSet::new();
+        for (kind, about, message) in [
+            (&kinds::EVENT, "involvedObject", "message"),
+            (&kinds::EVENT_V1, "regarding", "note"),
+        ] {
+            let events = Api::<DynamicObject>::all_with(self.client.clone(), &kind.resource())
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.into_iter().map(to_value).collect::<Vec<_>>())
+                .unwrap_or_default();
+            for event in events {
+                let object = event[about]["name"].as_str().unwrap_or_default();
+                if !involved.contains(object) || !seen.insert(name(&event)) {
+                    continue;
+                }
                 report.push(format!(
-                    "{} {}/{about}: {} {}",
+                    "{} {}/{object}: {} {}",
                     event["type"].as_str().unwrap_or_default(),
-                    event["involvedObject"]["kind"].as_str().unwrap_or_default(),
+                    event[about]["kind"].as_str().unwrap_or_default(),
                     event["reason"].as_str().unwrap_or_default(),
-                    event["message"].as_str().unwrap_or_default()
+                    event[message].as_str().unwrap_or_default()
                 ));
             }
         }
@@ -455,11 +480,15 @@ fn summary(object: &Value) -> String {
         .into_iter()
         .flatten()
         .map(|c| {
-            format!(
+            let mut text = format!(
                 "{}={}",
                 c["type"].as_str().unwrap_or_default(),
                 c["status"].as_str().unwrap_or_default()
-            )
+            );
+            if let Some(message) = c["message"].as_str().filter(|m| !m.is_empty()) {
+                text.push_str(&format!(" ({message})"));
+            }
+            text
         })
         .collect();
     json!({

@@ -146,8 +146,22 @@ impl Amis {
         self.parameters.clone()
     }
 
-    /// `DescribeImages`: by ids (unknown ids omitted), narrowed by owners and filters.
+    /// `DescribeImages`: by ids, narrowed by owners and filters. As EC2, a listed id that is
+    /// malformed (`InvalidAMIID.Malformed`) or unknown (`InvalidAMIID.NotFound`) fails the whole
+    /// call; an `image-id` filter just matches nothing.
     pub fn describe(&self, query: &ImageQuery, account_id: &str) -> Result<Vec<Image>, Ec2Error> {
+        if let Some(bad) = query.image_ids.iter().find(|id| !well_formed_ami_id(id)) {
+            return Err(Ec2Error::InvalidRequest {
+                code: "InvalidAMIID.Malformed".into(),
+                message: format!("Invalid id: \"{bad}\" (expecting \"ami-...\")"),
+            });
+        }
+        if let Some(missing) = query.image_ids.iter().find(|id| !self.exists(id)) {
+            return Err(Ec2Error::NotFound {
+                code: "InvalidAMIID.NotFound".into(),
+                message: format!("The image id '[{missing}]' does not exist"),
+            });
+        }
         filters::check(
             &query.filters,
             &[
@@ -188,6 +202,16 @@ impl Amis {
             .map(|r| r.image.clone())
             .collect())
     }
+}
+
+/// EC2's image id shape: `ami-` and 8 or 17 lowercase hex digits.
+fn well_formed_ami_id(id: &str) -> bool {
+    id.strip_prefix("ami-").is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17)
+            && hex
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    })
 }
 
 fn release_images(

@@ -44,7 +44,7 @@ async fn scaling_in_removes_the_emptied_node_and_ends_its_instance() {
         case.apply(&manifests::deployment(c, "scale-in", 2, "1200m"))
             .await?;
         case.until_running_on("app=scale-in", 2, c).await?;
-        let claims = case.node_claims(c).await?;
+        let claims = case.registered_claims(c).await?;
         if claims.len() != 2 {
             return fail(format!("{} NodeClaims for two 1.2-CPU pods", claims.len()));
         }
@@ -54,8 +54,7 @@ async fn scaling_in_removes_the_emptied_node_and_ends_its_instance() {
             json!({"spec": {"replicas": 1}}),
         )
         .await?;
-        case.until_running_on("app=scale-in", 1, c).await?;
-        let kept = case.pods("app=scale-in").await?[0]["spec"]["nodeName"]
+        let kept = case.until_running_on("app=scale-in", 1, c).await?[0]["spec"]["nodeName"]
             .as_str()
             .unwrap_or_default()
             .to_string();

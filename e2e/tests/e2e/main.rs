@@ -53,9 +53,10 @@ async fn until_claim_gone(case: &Case, claim: &str) -> Outcome<()> {
     .await
 }
 
-/// The one NodeClaim of `pool` once its node runs the case's pods; fails on more than one.
+/// The one NodeClaim of `pool` once its node runs the case's pods and it has registered; fails
+/// on more than one.
 async fn single_claim(case: &Case, pool: &str) -> Outcome<Value> {
-    let claims = case.node_claims(pool).await?;
+    let claims = case.registered_claims(pool).await?;
     match claims.as_slice() {
         [claim] => Ok(claim.clone()),
         _ => fail(format!(

@@ -28,7 +28,7 @@ async fn deleting_a_node_claim_or_a_node_drains_it_and_ends_its_instance() {
         case.apply(&manifests::deployment(c, "termination", 2, "1200m"))
             .await?;
         let before = case.until_running_on("app=termination", 2, c).await?;
-        let claims = case.node_claims(c).await?;
+        let claims = case.registered_claims(c).await?;
         let nodes: Vec<String> = before
             .iter()
             .filter_map(|p| p["spec"]["nodeName"].as_str().map(String::from))

@@ -150,18 +150,6 @@ pub async fn describe_images(world: &World, p: &Params, rid: &str) -> Reply {
         Ok(images) => images,
         Err(e) => return seam_error(&e, rid),
     };
-    if let Some(missing) = query
-        .image_ids
-        .iter()
-        .find(|id| !images.iter().any(|i| &i.image_id == *id))
-    {
-        return error(
-            400,
-            "InvalidAMIID.NotFound",
-            &format!("The image id '[{missing}]' does not exist"),
-            rid,
-        );
-    }
     let (shown, next) = match page(&images, p, (6, 1000), false, rid) {
         Ok(page) => page,
         Err(reply) => return reply,

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use fakecloud::{AMAZON_OWNER_ID, AmiFamily};
-use karpenter_core::seams::ec2::{Filter, Image, ImageQuery};
+use karpenter_core::seams::ec2::{Ec2Error, Filter, Image, ImageQuery};
 
 use super::support::{AL2023_X86, block_on, config, start, world};
 
@@ -107,6 +107,37 @@ fn publishing_a_release_moves_latest_and_keeps_pinned_versions() {
     );
     assert!(bottlerocket.contains(&br.image_id));
     assert!(br.name.contains("v1.41.0"), "{}", br.name);
+}
+
+#[test]
+fn describe_images_fails_on_a_malformed_or_unknown_listed_id_while_an_id_filter_matches_nothing() {
+    let w = world(config());
+    let known = image(&w, AL2023_X86).image_id;
+    let by_ids = |ids: &[&str]| {
+        block_on(w.ec2().describe_images(&ImageQuery {
+            image_ids: ids.iter().map(|i| i.to_string()).collect(),
+            ..ImageQuery::default()
+        }))
+    };
+    let code = |result: Result<Vec<Image>, Ec2Error>| match result {
+        Err(Ec2Error::InvalidRequest { code, .. } | Ec2Error::NotFound { code, .. }) => code,
+        other => panic!("expected an EC2 error, got {other:?}"),
+    };
+    assert_eq!(code(by_ids(&[&known, "ami-123"])), "InvalidAMIID.Malformed");
+    assert_eq!(
+        code(by_ids(&[&known, "ami-0123456789abcdef0"])),
+        "InvalidAMIID.NotFound"
+    );
+    let filtered = block_on(w.ec2().describe_images(&ImageQuery {
+        filters: vec![Filter::new(
+            "image-id",
+            &[known.as_str(), "ami-123", "ami-0123456789abcdef0"],
+        )],
+        ..ImageQuery::default()
+    }))
+    .expect("a filter never fails on ids");
+    let found: Vec<&str> = filtered.iter().map(|i| i.image_id.as_str()).collect();
+    assert_eq!(found, [known.as_str()]);
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! - an `alias` (`al2023@latest`, `al2023@v20240807`, `bottlerocket@latest`, `al2@…`) reads the
 //!   public SSM parameter of each architecture and variant of the family: `@latest` follows each
 //!   new release, a pinned version never moves;
-//! - an `id` term is looked up to learn its architecture;
-//! - an `ssmParameter` term reads that parameter (an image id) and looks the image up;
+//! - `id` terms and the values of `ssmParameter` terms are looked up together through an
+//!   `image-id` filter (an unknown id matches nothing; a missing parameter is skipped), to learn
+//!   each image's architecture;
 //! - `name`/`tags` terms go through DescribeImages; per architecture the newest non-deprecated
 //!   image wins (upstream: the newest AMI per requirement set).
 //!
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use crate::api::EC2NodeClass;
 use crate::api::ec2nodeclass::{AmiFamily, AmiRequirement, AmiStatus};
 use crate::seams::Ec2;
-use crate::seams::ec2::{Image, ImageQuery};
+use crate::seams::ec2::{Filter, Image, ImageQuery};
 
 use super::ResolveError;
 
@@ -53,6 +54,8 @@ pub async fn resolve(
 ) -> Result<Vec<AmiStatus>, ResolveError> {
     let mut amis: BTreeMap<String, AmiStatus> = BTreeMap::new();
     let mut newest: BTreeMap<&'static str, Image> = BTreeMap::new();
+    // Image ids named by `id` terms and by the `ssmParameter` terms' values: one lookup.
+    let mut ids: Vec<String> = Vec::new();
     for term in &class.spec.ami_selector_terms {
         if let Some(alias) = &term.alias {
             for parameter in alias_parameters(alias, kubernetes_version)? {
@@ -68,32 +71,49 @@ pub async fn resolve(
             }
             continue;
         }
-        let (query, keep_all) = if let Some(id) = &term.id {
-            (by_ids(vec![id.clone()]), true)
-        } else if let Some(parameter) = &term.ssm_parameter {
+        if let Some(id) = &term.id {
+            ids.push(id.clone());
+            continue;
+        }
+        if let Some(parameter) = &term.ssm_parameter {
+            // Upstream skips a parameter that does not exist or does not name an image; the
+            // class is unresolvable only when no term selects anything.
             match ec2.get_parameter(parameter).await? {
-                Some(id) => (by_ids(vec![id]), true),
-                None => {
-                    return Err(ResolveError::Unresolvable(format!(
-                        "ssmParameter {parameter} does not exist"
-                    )));
+                Some(id) if id.starts_with("ami-") => ids.push(id),
+                value => {
+                    tracing::debug!(%parameter, ?value, "ssmParameter names no image; skipped");
                 }
             }
-        } else {
-            (super::resolve::image_query(term), false)
-        };
-        for image in ec2.describe_images(&query).await? {
+            continue;
+        }
+        for image in ec2
+            .describe_images(&super::resolve::image_query(term))
+            .await?
+        {
             let arch = arch_label(&image.architecture);
-            if keep_all {
-                amis.entry(image.image_id.clone())
-                    .or_insert_with(|| status_of(&image, arch));
-            } else if !image.deprecated
+            if !image.deprecated
                 && newest
                     .get(arch)
                     .is_none_or(|n| image.creation_date > n.creation_date)
             {
                 newest.insert(arch, image);
             }
+        }
+    }
+    if !ids.is_empty() {
+        // An `image-id` filter, not `ImageIds`: EC2 fails the whole call on one malformed or
+        // unknown id (InvalidAMIID.*), while a filter just matches nothing, as upstream relies on.
+        ids.sort();
+        ids.dedup();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let query = ImageQuery {
+            filters: vec![Filter::new("image-id", &ids)],
+            ..ImageQuery::default()
+        };
+        for image in ec2.describe_images(&query).await? {
+            let arch = arch_label(&image.architecture);
+            amis.entry(image.image_id.clone())
+                .or_insert_with(|| status_of(&image, arch));
         }
     }
     for (arch, image) in newest {
@@ -106,13 +126,6 @@ pub async fn resolve(
         ));
     }
     Ok(amis.into_values().collect())
-}
-
-fn by_ids(image_ids: Vec<String>) -> ImageQuery {
-    ImageQuery {
-        image_ids,
-        ..ImageQuery::default()
-    }
 }
 
 fn arch_label(ec2_arch: &str) -> &'static str {

@@ -158,7 +158,7 @@ impl NodeClassStatus {
         let before = class.status.clone().unwrap_or_default();
         let mut with_profile = before.clone();
         let iam_error = self.instance_profile(class, &mut with_profile).await;
-        let (after, ec2_error) = resolve_status(
+        let (after, ec2_errors) = resolve_status(
             self.ctx.ec2.as_ref(),
             class,
             &with_profile,
@@ -167,8 +167,10 @@ impl NodeClassStatus {
             self.ctx.clock.now(),
         )
         .await;
+        let ec2_error = !ec2_errors.is_empty();
         if ec2_error {
-            tracing::warn!(class = %name, "resolving the EC2NodeClass failed; kept its last status, retrying next pass");
+            let errors = ec2_errors.join("; ");
+            tracing::warn!(class = %name, %errors, "resolving the EC2NodeClass failed; kept its last status, retrying next pass");
         }
         if after != before {
             // Conditions and resolved lists are written whole: conditional on the version read
@@ -259,8 +261,8 @@ enum Outcome<T> {
     Resolved(T),
     /// Nothing matches the terms: the condition goes `False` with this message.
     NotFound(String),
-    /// An EC2 call failed: keep the last value and condition.
-    Failed,
+    /// An EC2 call failed (its message): keep the last value and condition.
+    Failed(String),
 }
 
 impl<T> From<Result<T, ResolveError>> for Outcome<T> {
@@ -268,14 +270,14 @@ impl<T> From<Result<T, ResolveError>> for Outcome<T> {
         match result {
             Ok(value) => Outcome::Resolved(value),
             Err(ResolveError::Unresolvable(message)) => Outcome::NotFound(message),
-            Err(ResolveError::Ec2(_)) => Outcome::Failed,
+            Err(ResolveError::Ec2(err)) => Outcome::Failed(err.to_string()),
         }
     }
 }
 
 /// The class's new status from `before`: the three resolutions, their conditions and `Ready`.
-/// Returns the status and whether an EC2 call failed. Time and generation are inputs, so the
-/// same world gives the same status.
+/// Returns the status and the EC2 errors met (empty when every call answered). Time and
+/// generation are inputs, so the same world gives the same status.
 pub async fn resolve_status(
     ec2: &dyn Ec2,
     class: &EC2NodeClass,
@@ -283,10 +285,10 @@ pub async fn resolve_status(
     reservations: &ReservationAvailability,
     kubernetes_version: &str,
     now: jiff::Timestamp,
-) -> (EC2NodeClassStatus, bool) {
+) -> (EC2NodeClassStatus, Vec<String>) {
     let generation = class.metadata.generation;
     let mut status = before.clone();
-    let mut failed = false;
+    let mut failed = Vec::new();
     let mut apply =
         |conditions: &mut Vec<_>, type_: &str, reason: &str, outcome: &Outcome<()>| match outcome {
             Outcome::Resolved(()) => {
@@ -311,7 +313,7 @@ pub async fn resolve_status(
                     now,
                 );
             }
-            Outcome::Failed => failed = true,
+            Outcome::Failed(message) => failed.push(format!("{type_}: {message}")),
         };
     let subnets = Outcome::from(subnets(ec2, class).await);
     let subnets = take(subnets, &mut status.subnets);
@@ -372,7 +374,7 @@ fn take<T: Default>(outcome: Outcome<T>, slot: &mut T) -> Outcome<()> {
             *slot = T::default();
             Outcome::NotFound(message)
         }
-        Outcome::Failed => Outcome::Failed,
+        Outcome::Failed(message) => Outcome::Failed(message),
     }
 }
 

@@ -75,6 +75,11 @@ pub struct KubeletConfig {
     /// effect) in `spec.startupTaints`: Karpenter assumes a daemon exists for each of those.
     /// `karpenter.sh/unregistered` never is one: the controller removes it.
     pub startup_taint_keys: BTreeSet<String>,
+    /// Play only the kubelets of nodes with an `aws:///` provider id (the fake cloud's
+    /// instances): pods bound to any other node are left to that node's own kubelet. On in
+    /// `karpenter-sim cloud` against a real cluster (kind's nodes run a real kubelet); off in the
+    /// simulation, where a scenario's static nodes have no kubelet but this one.
+    pub cloud_nodes_only: bool,
 }
 
 impl Default for KubeletConfig {
@@ -86,6 +91,7 @@ impl Default for KubeletConfig {
             ready_delay_ms: 5_000,
             device_plugin_delay_ms: 20_000,
             startup_taint_keys: BTreeSet::new(),
+            cloud_nodes_only: false,
         }
     }
 }

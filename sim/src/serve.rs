@@ -11,6 +11,7 @@
 
 pub mod deployments;
 pub mod gc;
+pub mod registrar;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +43,9 @@ pub struct ServeOptions {
     pub seed: u64,
     /// Run the in-process controller (off with `--no-controller`: the real binary is it).
     pub controller: bool,
+    /// Run the kubelet stand-in (off with `--no-kubelet`: a `karpenter-sim cloud` registrar
+    /// plays the nodes over HTTP, with its own fake cloud, as it would against kind).
+    pub kubelet: bool,
     pub kubeconfig: Option<PathBuf>,
     /// Wall time between two ticks of the stand-ins.
     pub tick_ms: u64,
@@ -67,7 +71,7 @@ pub struct Running {
     kube_server: fakekube_serve::Server,
     aws_server: fakecloud_serve::Server,
     controller: Option<OperatorHandle>,
-    kubelet: Kubelet,
+    kubelet: Option<Kubelet>,
     scheduler: Scheduler,
     deployments: Deployments,
     clock: Arc<dyn Clock>,
@@ -92,7 +96,9 @@ impl Running {
         let cloud = &self.aws.account.cloud;
         cloud.advance_to_now();
         self.api.advance_to_now();
-        if let Err(e) = self.kubelet.tick().await {
+        if let Some(kubelet) = &self.kubelet
+            && let Err(e) = kubelet.tick().await
+        {
             eprintln!("kubelet: {e}");
         }
         if let Err(e) = self.scheduler.step().await {
@@ -205,12 +211,14 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
         .spawn()
     });
     Ok(Running {
-        kubelet: Kubelet::new(
-            kube.clone(),
-            clock.clone(),
-            cloud.clone(),
-            KubeletConfig::default(),
-        ),
+        kubelet: options.kubelet.then(|| {
+            Kubelet::new(
+                kube.clone(),
+                clock.clone(),
+                cloud.clone(),
+                KubeletConfig::default(),
+            )
+        }),
         scheduler: Scheduler::new(kube.clone(), clock.clone(), SchedulerConfig::default()),
         deployments: Deployments::default(),
         api,

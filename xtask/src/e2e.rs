@@ -13,6 +13,15 @@
 //! 4. after the suite: SIGTERM the leader: it drains, releases the Lease and exits 0, and the
 //!    standby takes over.
 //!
+//! With `--registrar` (the kind topology, [`Topology::Registrar`]) `serve` runs with
+//! `--no-kubelet` and a separate `karpenter-sim cloud` process is the fake cloud and every node's
+//! kubelet, reaching serve's API server over HTTP through the production Kubernetes adapter; the
+//! controllers and the suite use that process's AWS endpoint. `cargo xtask test` runs the
+//! provisioning and termination tests that way after the full suite.
+//!
+//! Before either, the registrar's own tests (`cargo test -p karpenter-sim --features serve
+//! --test serve`) run: they need the `serve` feature, which the workspace's test run leaves off.
+//!
 //! Bounded in time; stops what it started; prints every log on failure.
 
 // The harness waits on real processes, so its deadlines are wall-clock ones (nothing here feeds
@@ -47,6 +56,20 @@ const LEADING_LOG: &str = "leading: starting the controllers";
 /// Tests the suite runs at once: all of them (they wait on the cluster, not the CPU).
 const SUITE_THREADS: &str = "32";
 
+/// Which processes play the cluster around the API server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// `serve` is the cloud and every node's kubelet too (in process, no HTTP between them).
+    InProcess,
+    /// `serve --no-kubelet` is the API server; `karpenter-sim cloud` (the node registrar) is the
+    /// cloud and the kubelets, over HTTP: what `e2e/kind/up.sh` runs against kind.
+    Registrar,
+}
+
+/// The tests `cargo xtask test` runs in the registrar topology (name filters): provisioning
+/// (every node registered over HTTP) and termination (nodes deleted, instances ended).
+pub const REGISTRAR_FILTERS: [&str; 2] = ["seed_000", "deleting_a_node_claim"];
+
 /// One `karpenter controller` process.
 pub(crate) struct Replica {
     pub(crate) name: String,
@@ -62,6 +85,9 @@ pub(crate) struct Harness {
     pub(crate) dir: PathBuf,
     kubectl: String,
     serve: Option<Child>,
+    /// `karpenter-sim cloud`, in the registrar topology.
+    registrar: Option<Child>,
+    topology: Topology,
     pub(crate) replicas: Vec<Replica>,
     aws: String,
     /// The fake cloud's interruption queue name (`INTERRUPTION_QUEUE` for the controllers).
@@ -108,11 +134,24 @@ pub(crate) const SERVE_BUILD: [&str; 8] = [
     "karpenter-sim",
 ];
 
+/// How the registrar's tests are built (`sim/tests/serve.rs` needs the `serve` feature).
+const SERVE_TEST_BUILD: [&str; 9] = [
+    "test",
+    "--quiet",
+    "-p",
+    "karpenter-sim",
+    "--features",
+    "serve",
+    "--test",
+    "serve",
+    "--no-run",
+];
+
 /// Builds what the run needs: the `karpenter` binary (as the CLI's integration tests build it:
 /// under `cargo xtask test` it is already there, and the workspace's feature set keeps the AWS
 /// SDK from being built a second time), `karpenter-sim` with `serve`, and the suite.
 fn build(root: &Path) -> Result<(), String> {
-    let steps: [&[&str]; 3] = [
+    let steps: [&[&str]; 4] = [
         &[
             "test",
             "--quiet",
@@ -122,6 +161,7 @@ fn build(root: &Path) -> Result<(), String> {
             "--no-run",
         ],
         &SERVE_BUILD,
+        &SERVE_TEST_BUILD,
         &[
             "test",
             "--quiet",
@@ -147,22 +187,94 @@ fn build(root: &Path) -> Result<(), String> {
 /// Runs the harness and the suite; the suite's counts, or `Err(step)` naming what failed (the
 /// harness's own checks, or the suite as a whole).
 pub fn run(root: &Path, suite_args: &[String]) -> Result<SuiteCounts, String> {
+    let (topology, suite_args) = match suite_args.split_first() {
+        Some((first, rest)) if first == "--registrar" => (Topology::Registrar, rest),
+        _ => (Topology::InProcess, suite_args),
+    };
     let started = Instant::now();
     build(root)?;
+    let registrar_tests = run_serve_tests(root)?;
+    let mut counts = run_topology(root, topology, suite_args, started)?;
+    counts.passed += registrar_tests.passed;
+    counts.failed += registrar_tests.failed;
+    Ok(counts)
+}
+
+/// What `cargo xtask test` runs: the registrar's tests, the whole suite in process, then the
+/// provisioning and termination tests in the registrar topology; the summed counts.
+pub fn run_for_ci(root: &Path) -> Result<SuiteCounts, String> {
+    let started = Instant::now();
+    build(root)?;
+    let mut counts = run_serve_tests(root)?;
+    let full = run_topology(root, Topology::InProcess, &[], started)?;
+    let filters: Vec<String> = REGISTRAR_FILTERS.iter().map(|f| f.to_string()).collect();
+    let over_http = run_topology(root, Topology::Registrar, &filters, Instant::now())?;
+    counts.passed += full.passed + over_http.passed;
+    counts.failed += full.failed + over_http.failed;
+    eprintln!(
+        "xtask: e2e (both topologies) in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(counts)
+}
+
+/// `cargo test -p karpenter-sim --features serve --test serve`: the node registrar against
+/// `serve --no-kubelet` over HTTP.
+fn run_serve_tests(root: &Path) -> Result<SuiteCounts, String> {
+    let started = Instant::now();
+    let output = Command::new("cargo")
+        .args(&SERVE_TEST_BUILD[..SERVE_TEST_BUILD.len() - 1])
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("registrar tests (could not start cargo: {e})"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    print!("{text}");
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    let mut counts = SuiteCounts::default();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            counts.passed += crate::count_before(rest, " passed");
+            counts.failed += crate::count_before(rest, " failed");
+        }
+    }
+    eprintln!(
+        "xtask: registrar tests: {} passed, {} failed, in {:.0} s",
+        counts.passed,
+        counts.failed,
+        started.elapsed().as_secs_f64()
+    );
+    if !output.status.success() && counts.failed == 0 {
+        return Err("registrar tests (cargo test -p karpenter-sim --test serve)".into());
+    }
+    Ok(counts)
+}
+
+/// The harness and the suite in one topology (everything already built).
+fn run_topology(
+    root: &Path,
+    topology: Topology,
+    suite_args: &[String],
+    started: Instant,
+) -> Result<SuiteCounts, String> {
     let Some(kubectl) = find_kubectl() else {
         eprintln!(
             "xtask: e2e skipped: no kubectl found (set KUBECTL, or run scripts/install-helm.sh)"
         );
         return Ok(SuiteCounts::default());
     };
-    let mut harness = Harness::new(root, "e2e", RUN_SECONDS_MAX)?;
+    let dir = match topology {
+        Topology::InProcess => "e2e",
+        Topology::Registrar => "e2e-registrar",
+    };
+    let mut harness = Harness::new(root, dir, RUN_SECONDS_MAX)?;
+    harness.topology = topology;
     harness.kubectl = kubectl;
     harness.suite_args = suite_args.to_vec();
     let result = harness.check();
     harness.stop();
     match &result {
         Ok(counts) => eprintln!(
-            "xtask: e2e: {} passed, {} failed, harness checks passed, in {:.0} s",
+            "xtask: e2e ({topology:?}): {} passed, {} failed, harness checks passed, in {:.0} s",
             counts.passed,
             counts.failed,
             started.elapsed().as_secs_f64()
@@ -212,6 +324,8 @@ impl Harness {
             dir,
             kubectl: String::new(),
             serve: None,
+            registrar: None,
+            topology: Topology::InProcess,
             replicas: Vec::new(),
             aws: String::new(),
             queue: String::new(),
@@ -496,8 +610,13 @@ impl Harness {
         let port = free_port()?;
         let out = std::fs::File::create(self.dir.join("serve.out")).map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join("serve.err")).map_err(|e| e.to_string())?;
+        let no_kubelet: &[&str] = match self.topology {
+            Topology::InProcess => &[],
+            Topology::Registrar => &["--no-kubelet"],
+        };
         let child = Command::new(self.target.join("debug/karpenter-sim"))
             .args(["serve", "--no-controller", "--cluster", &self.cluster])
+            .args(no_kubelet)
             .args(&self.serve_args)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .arg("--kubeconfig")
@@ -521,6 +640,9 @@ impl Harness {
             .find_map(|l| l.strip_prefix("AWS_ENDPOINT_URL=http://"))
             .ok_or("e2e: serve printed no AWS_ENDPOINT_URL")?
             .to_string();
+        if self.topology == Topology::Registrar {
+            self.aws = self.start_registrar()?;
+        }
         let info = http(&self.aws, "GET", "/fakecloud/", "")
             .ok_or("e2e: the fake cloud's control API did not answer")?;
         let info: serde_json::Value =
@@ -535,6 +657,46 @@ impl Harness {
             self.aws, self.queue
         ));
         Ok(())
+    }
+
+    /// Starts `karpenter-sim cloud` against serve's kubeconfig; its AWS endpoint (`host:port`)
+    /// once it printed it (it prints it only after reaching the API server).
+    fn start_registrar(&mut self) -> Result<String, String> {
+        let out =
+            std::fs::File::create(self.dir.join("registrar.out")).map_err(|e| e.to_string())?;
+        let err =
+            std::fs::File::create(self.dir.join("registrar.err")).map_err(|e| e.to_string())?;
+        let child = Command::new(self.target.join("debug/karpenter-sim"))
+            .args(["cloud", "--cluster", &self.cluster])
+            .arg("--kubeconfig")
+            .arg(self.dir.join("kubeconfig"))
+            .current_dir(&self.root)
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .map_err(|e| format!("e2e (could not start karpenter-sim cloud: {e})"))?;
+        self.registrar = Some(child);
+        let ready_by = Instant::now() + Duration::from_secs(READY_SECONDS_MAX);
+        loop {
+            let stdout =
+                std::fs::read_to_string(self.dir.join("registrar.out")).unwrap_or_default();
+            if let Some(aws) = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("AWS_ENDPOINT_URL=http://"))
+            {
+                self.note(format!(
+                    "registrar (karpenter-sim cloud) ready: AWS endpoint {aws}"
+                ));
+                return Ok(aws.to_string());
+            }
+            if let Some(Ok(Some(status))) = self.registrar.as_mut().map(|c| c.try_wait()) {
+                return Err(format!("e2e: karpenter-sim cloud exited ({status})"));
+            }
+            if Instant::now() > ready_by {
+                return Err("e2e: karpenter-sim cloud did not get ready".into());
+            }
+            sleep(Duration::from_millis(200));
+        }
     }
 
     /// Runs kubectl without noting its output (for polls).
@@ -599,7 +761,10 @@ impl Harness {
             let _ = replica.child.kill();
             let _ = replica.child.wait();
         }
-        if let Some(mut child) = self.serve.take() {
+        for mut child in [self.registrar.take(), self.serve.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -608,6 +773,9 @@ impl Harness {
     pub(crate) fn print_logs(&self, step: &str) {
         eprintln!("xtask: {step}; logs of what e2e started:");
         let mut names = vec!["serve.out".to_string(), "serve.err".to_string()];
+        if self.topology == Topology::Registrar {
+            names.extend(["registrar.out".to_string(), "registrar.err".to_string()]);
+        }
         for replica in &self.replicas {
             names.push(format!("controller-{}.out", replica.name));
             names.push(format!("controller-{}.err", replica.name));

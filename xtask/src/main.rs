@@ -57,10 +57,12 @@ enum Task {
     AwsClients,
     /// The end-to-end suite (`e2e/tests`) against `karpenter-sim serve --no-controller` and two
     /// real `karpenter controller` replicas, with leader election, SIGKILL handover and SIGTERM
-    /// release checked while and after it runs.
+    /// release checked while and after it runs. `--registrar` first: the kind topology (serve
+    /// `--no-kubelet`, the nodes played over HTTP by `karpenter-sim cloud`).
     #[command(alias = "e2e-local")]
     E2e {
-        /// Arguments for the suite's test binary (e.g. a test name filter).
+        /// `--registrar` (optional, first), then arguments for the suite's test binary (e.g. a
+        /// test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -210,7 +212,7 @@ fn test(root: &Path) -> Result<(), String> {
     // After the tests: it runs the `karpenter` binary their build made, so the run does not
     // build the binary's AWS SDK graph a second time under another feature set. The suite's
     // tests count one each; the harness's leader-election checks count as one more.
-    match e2e::run(root, &[]) {
+    match e2e::run_for_ci(root) {
         Ok(counts) => {
             passed += counts.passed + 1;
             failed += counts.failed;

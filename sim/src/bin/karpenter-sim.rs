@@ -7,7 +7,11 @@
 //!   [--stop-on-fail]`
 //! `karpenter-sim scenarios`
 //! `karpenter-sim serve --listen ADDR [--cluster NAME] [--scenario NAME] [--seed N]
-//!   [--no-controller] [--kubeconfig FILE]` (with the `serve` feature; see `docs/serve.md`)
+//!   [--no-controller] [--no-kubelet] [--kubeconfig FILE]` (with the `serve` feature; see
+//!   `docs/serve.md`)
+//! `karpenter-sim cloud --kubeconfig FILE [--aws-listen ADDR] [--cluster NAME] [--seed N]`: the
+//!   node registrar (the fake cloud plus the kubelet of its instances' nodes, against a real API
+//!   server; with the `serve` feature; see `e2e/README.md`)
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -111,10 +115,34 @@ enum Command {
         /// Leave the in-process controller off (run `karpenter controller` against it).
         #[arg(long)]
         no_controller: bool,
+        /// Leave the kubelet stand-in off (run `karpenter-sim cloud` against it: the nodes then
+        /// join over HTTP from the registrar's own fake cloud, as on kind).
+        #[arg(long)]
+        no_kubelet: bool,
         /// Where to write a kubeconfig for the served API.
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
         /// Wall time between two ticks of the kubelet, scheduler and Deployment stand-ins.
+        #[arg(long, default_value_t = 500)]
+        tick_ms: u64,
+    },
+    /// The node registrar, kwok-style: the fake cloud's AWS endpoint plus the kubelet of every
+    /// node its instances become, against the real API server of `--kubeconfig` (kind, k3s,
+    /// `serve --no-kubelet`). Point the controller's `AWS_ENDPOINT_URL` at the printed endpoint.
+    #[cfg(feature = "serve")]
+    Cloud {
+        /// The cluster the nodes join.
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: PathBuf,
+        /// The AWS endpoint's address (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        aws_listen: std::net::SocketAddr,
+        /// The cluster's name (discovery tags, node role `KarpenterNodeRole-NAME`, queue).
+        #[arg(long, default_value = "demo")]
+        cluster: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Wall time between two ticks of the kubelet stand-in.
         #[arg(long, default_value_t = 500)]
         tick_ms: u64,
     },
@@ -145,6 +173,7 @@ fn main() -> ExitCode {
             scenario,
             seed,
             no_controller,
+            no_kubelet,
             kubeconfig,
             tick_ms,
         } => serve(karpenter_sim::serve::ServeOptions {
@@ -154,8 +183,22 @@ fn main() -> ExitCode {
             scenario,
             seed,
             controller: !no_controller,
+            kubelet: !no_kubelet,
             kubeconfig,
             tick_ms,
+        }),
+        #[cfg(feature = "serve")]
+        Command::Cloud {
+            kubeconfig,
+            aws_listen,
+            cluster,
+            seed,
+            tick_ms,
+        } => cloud(karpenter_sim::serve::registrar::RegistrarOptions {
+            tick_ms,
+            ..karpenter_sim::serve::registrar::RegistrarOptions::new(
+                kubeconfig, aws_listen, &cluster, seed,
+            )
         }),
         Command::Swarm {
             seeds,
@@ -475,6 +518,41 @@ fn print_report(report: &Report) {
     );
 }
 
+/// `karpenter-sim cloud`: the registrar until SIGINT or SIGTERM.
+#[cfg(feature = "serve")]
+fn cloud(options: karpenter_sim::serve::registrar::RegistrarOptions) -> ExitCode {
+    let runtime = match real_tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async {
+        let cluster = options.cloud.cluster_name.clone();
+        let kubeconfig = options.kubeconfig.clone();
+        let registrar = match karpenter_sim::serve::registrar::start(options).await {
+            Ok(registrar) => registrar,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        println!(
+            "karpenter-sim cloud: cluster {cluster}, nodes join {}",
+            kubeconfig.display()
+        );
+        println!("AWS_ENDPOINT_URL={}", registrar.aws_url());
+        println!("ready");
+        registrar.run_until(stop_signal()).await;
+        println!("karpenter-sim cloud: stopped");
+        ExitCode::SUCCESS
+    })
+}
+
 /// `karpenter-sim serve`: serves until Ctrl-C or SIGTERM.
 #[cfg(feature = "serve")]
 fn serve(options: karpenter_sim::serve::ServeOptions) -> ExitCode {
@@ -513,6 +591,9 @@ fn serve(options: karpenter_sim::serve::ServeOptions) -> ExitCode {
                 "off (--no-controller)"
             }
         );
+        if !options.kubelet {
+            println!("kubelet: off (--no-kubelet): nodes join through `karpenter-sim cloud`");
+        }
         println!("ready");
         running.run_until(stop_signal()).await;
         println!("karpenter-sim serve: stopped");

@@ -416,7 +416,7 @@ fn node_name(node: &Value) -> String {
 }
 
 /// The EC2 instance id in an `aws:///ZONE/INSTANCE_ID` provider id.
-fn instance_id(node: &Value) -> Option<String> {
+pub(super) fn instance_id(node: &Value) -> Option<String> {
     let provider_id = node["spec"]["providerID"].as_str()?;
     let rest = provider_id.strip_prefix("aws:///")?;
     let id = rest.rsplit('/').next()?;

@@ -28,6 +28,15 @@ enum Step {
     Orphan,
 }
 
+/// Whose kubelet a node has, as the pods pass sees it.
+#[derive(Clone, Copy)]
+enum Played {
+    /// This stand-in plays its kubelet; `ready` is its `Ready` condition.
+    Ours { ready: bool },
+    /// Another kubelet runs its pods ([`super::KubeletConfig::cloud_nodes_only`]).
+    Foreign,
+}
+
 impl Kubelet {
     pub(super) async fn pods(
         &self,
@@ -36,7 +45,8 @@ impl Kubelet {
     ) -> Result<(), KubeError> {
         // Pods first, then nodes: a pod bound after the pod list cannot be mistaken for an orphan.
         let pods = self.list_pods().await?;
-        let nodes: BTreeMap<String, bool> = self
+        let cloud_nodes_only = self.config.cloud_nodes_only;
+        let nodes: BTreeMap<String, Played> = self
             .list_nodes()
             .await?
             .iter()
@@ -45,7 +55,14 @@ impl Kubelet {
                     .as_str()
                     .unwrap_or_default()
                     .to_string();
-                (name, condition_true(n, "Ready"))
+                let played = if cloud_nodes_only && super::nodes::instance_id(n).is_none() {
+                    Played::Foreign
+                } else {
+                    Played::Ours {
+                        ready: condition_true(n, "Ready"),
+                    }
+                };
+                (name, played)
             })
             .collect();
         for pod in pods {
@@ -71,7 +88,7 @@ impl Kubelet {
         Ok(())
     }
 
-    fn step_of(&self, pod: &Value, nodes: &BTreeMap<String, bool>, now: Timestamp) -> Step {
+    fn step_of(&self, pod: &Value, nodes: &BTreeMap<String, Played>, now: Timestamp) -> Step {
         let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
             return Step::Nothing;
         };
@@ -86,8 +103,8 @@ impl Kubelet {
         match nodes.get(node) {
             None if finalizing => Step::Nothing,
             None => Step::Orphan,
-            Some(false) => Step::Nothing,
-            Some(true) if deleting => {
+            Some(Played::Foreign | Played::Ours { ready: false }) => Step::Nothing,
+            Some(Played::Ours { ready: true }) if deleting => {
                 // The API server sets deletionTimestamp to the request time plus the grace
                 // period: the containers have had all of it once it passes.
                 let deadline = parse_time(Some(&metadata["deletionTimestamp"]));
@@ -97,7 +114,7 @@ impl Kubelet {
                     Step::Terminate
                 }
             }
-            Some(true) => {
+            Some(Played::Ours { ready: true }) => {
                 let status = &pod["status"];
                 match status["phase"].as_str() {
                     Some("Running" | "Succeeded" | "Failed") => Step::Nothing,

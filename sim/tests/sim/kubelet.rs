@@ -83,6 +83,7 @@ fn config() -> KubeletConfig {
         startup_taint_keys: BTreeSet::from(["node.cilium.io/agent-not-ready".to_string()]),
         ready_delay_ms: 0,
         device_plugin_delay_ms: 0,
+        cloud_nodes_only: false,
     }
 }
 
@@ -415,6 +416,29 @@ fn pods_on_a_node_that_is_not_ready_do_not_start() {
         w.kube.node("static-down").is_some(),
         "nodes without a provider id are left alone"
     );
+}
+
+#[test]
+fn with_cloud_nodes_only_pods_of_nodes_that_run_their_own_kubelet_are_left_alone() {
+    let w = world(KubeletConfig {
+        pod_start_ms: 0,
+        cloud_nodes_only: true,
+        ..config()
+    });
+    // A kind node: no `aws:///` provider id, a real kubelet runs its pods.
+    w.kube.insert(
+        ResourceKind::NODE,
+        node("kind-control-plane", "us-west-2a", 4, 16, 110),
+    );
+    w.kube.insert(
+        ResourceKind::POD,
+        bound_pod("coredns", "kind-control-plane"),
+    );
+    let (_, name) = w.registered_node();
+    w.kube.insert(ResourceKind::POD, bound_pod("web", &name));
+    let report = w.tick();
+    assert_eq!(report.pods_started, [pod_key("web")]);
+    assert_eq!(w.kube.pod("coredns")["status"], json!({"phase": "Pending"}));
 }
 
 #[test]

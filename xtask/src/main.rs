@@ -19,6 +19,7 @@
 //!   feature: it runs on the system clock, never under madsim).
 
 mod bench_memory;
+mod chart_env;
 mod e2e;
 mod mutants;
 

@@ -320,7 +320,7 @@ fn bench(root: &Path, json: Option<&Path>, sizes: &[usize]) -> Result<(), String
             "karpenter-cli",
         ],
     )?;
-    let binary = root.join("target/release/karpenter");
+    let binary = e2e::target_dir(root).join("release/karpenter");
     let sizes = if sizes.is_empty() {
         BENCH_SIZES.to_vec()
     } else {

@@ -52,6 +52,18 @@ Feature: Disruption
     And within 3 minutes all pods of "web" are Running
     And within 2 minutes no node is tainted "karpenter.sh/disrupted:NoSchedule"
 
+  Scenario: a replacement that never initializes abandons the command and the node is untainted
+    Given an on-demand NodePool "default" that consolidates WhenEmptyOrUnderutilized after "1m"
+    And the Deployment "burst" with 1 replica requesting 6 CPU is running
+    And the Deployment "web" with 1 replica requesting 500m CPU is running
+    When new instances stop booting
+    And the Deployment "burst" is deleted
+    Then within 10 minutes a node is disrupted as "Underutilized"
+    And within 12 minutes a NodeClaim had a "DisruptionAbandoned" event saying "did not initialize within 600s"
+    And within 1 minute no node is tainted "karpenter.sh/disrupted:NoSchedule"
+    And for 4 minutes at least 1 pod of "web" is Running
+    And within 1 minute the cluster has at most 1 node
+
   Scenario: pods under a PodDisruptionBudget stay available while their nodes are consolidated
     Given an on-demand NodePool "default" that consolidates WhenEmptyOrUnderutilized after "1m"
     And the Deployment "burst" with 2 replicas requesting 6 CPU is running

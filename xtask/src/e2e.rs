@@ -81,7 +81,6 @@ pub(crate) struct Replica {
 /// What the run started and where it writes (also `cargo xtask bench-memory`'s processes).
 pub(crate) struct Harness {
     root: PathBuf,
-    target: PathBuf,
     pub(crate) dir: PathBuf,
     kubectl: String,
     serve: Option<Child>,
@@ -104,8 +103,14 @@ pub(crate) struct Harness {
     serve_args: Vec<String>,
     /// The `karpenter` binary the replicas run.
     controller: PathBuf,
+    /// The `karpenter-sim` binary that serves the cluster (the debug build unless a benchmark
+    /// needs a release one to keep up).
+    serve_binary: PathBuf,
     /// Extra environment for the replicas.
     controller_env: Vec<(String, String)>,
+    /// The controller container as the chart renders it for this cluster (arguments and
+    /// environment), once [`Harness::render_chart`] ran.
+    chart: Option<crate::chart_env::ChartController>,
     /// What the notes are prefixed with (the run's directory name).
     label: String,
 }
@@ -342,7 +347,7 @@ impl Harness {
         Ok(Harness {
             root: root.to_path_buf(),
             controller: target.join("debug/karpenter"),
-            target,
+            serve_binary: target.join("debug/karpenter-sim"),
             dir,
             kubectl: String::new(),
             serve: None,
@@ -358,8 +363,14 @@ impl Harness {
             cluster: CLUSTER.to_string(),
             serve_args: Vec::new(),
             controller_env: Vec::new(),
+            chart: None,
             label,
         })
+    }
+
+    /// Serves the cluster with `binary` instead of the debug `karpenter-sim`.
+    pub(crate) fn use_serve_binary(&mut self, binary: PathBuf) {
+        self.serve_binary = binary;
     }
 
     /// Serves `scenario` as cluster `cluster` to replicas running `controller` with `env` added.
@@ -384,6 +395,7 @@ impl Harness {
             Some(kubeconfig) => self.start_external(&kubeconfig)?,
             None => self.start_serve()?,
         }
+        self.render_chart()?;
         self.start_replica("a")?;
         self.start_replica("b")?;
         let first = self.until_one_leads()?;
@@ -472,15 +484,27 @@ impl Harness {
             .map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join(format!("controller-{name}.err")))
             .map_err(|e| e.to_string())?;
+        // Without a rendering (not used by a caller today) the cluster's settings are set here.
+        let (args, chart_env) = match &self.chart {
+            Some(chart) => (chart.args.clone(), chart.env.clone()),
+            None => (
+                vec!["controller".to_string()],
+                vec![
+                    ("CLUSTER_NAME".to_string(), self.cluster.clone()),
+                    ("INTERRUPTION_QUEUE".to_string(), self.queue.clone()),
+                ],
+            ),
+        };
+        // The chart's environment first; what the lines below set replaces it (the endpoints
+        // and ports a pod would get from its cluster; see `chart_env`).
         let child = Command::new(&self.controller)
-            .arg("controller")
+            .args(&args)
+            .envs(chart_env)
             .env("KUBECONFIG", self.dir.join("kubeconfig"))
             .env("AWS_ENDPOINT_URL", format!("http://{}", self.aws))
             .env("AWS_REGION", "us-west-2")
             .env("AWS_ACCESS_KEY_ID", "fake")
             .env("AWS_SECRET_ACCESS_KEY", "fake")
-            .env("CLUSTER_NAME", &self.cluster)
-            .env("INTERRUPTION_QUEUE", &self.queue)
             .env("METRICS_PORT", metrics.to_string())
             .env("HEALTH_PROBE_PORT", health.to_string())
             .envs(self.controller_env.iter().map(|(k, v)| (k, v)))
@@ -632,6 +656,22 @@ impl Harness {
         Ok(())
     }
 
+    /// Renders the chart for the served cluster and its queue: the replicas started after this
+    /// run with the chart's arguments and environment (see [`crate::chart_env`]).
+    pub(crate) fn render_chart(&mut self) -> Result<(), String> {
+        let chart = crate::chart_env::render(&self.root, &self.cluster, &self.queue)?;
+        let names: Vec<&str> = chart.env.iter().map(|(k, _)| k.as_str()).collect();
+        self.note(format!(
+            "the replicas run `karpenter {}` with the chart's environment ({}); replaced for a \
+             local run: KUBECONFIG, AWS_ENDPOINT_URL, AWS_REGION, AWS credentials, METRICS_PORT, \
+             HEALTH_PROBE_PORT",
+            chart.args.join(" "),
+            names.join(", ")
+        ));
+        self.chart = Some(chart);
+        Ok(())
+    }
+
     pub(crate) fn start_serve(&mut self) -> Result<(), String> {
         let port = free_port()?;
         let out = std::fs::File::create(self.dir.join("serve.out")).map_err(|e| e.to_string())?;
@@ -640,7 +680,7 @@ impl Harness {
             Topology::InProcess => &[],
             Topology::Registrar => &["--no-kubelet"],
         };
-        let child = Command::new(self.target.join("debug/karpenter-sim"))
+        let child = Command::new(&self.serve_binary)
             .args(["serve", "--no-controller", "--cluster", &self.cluster])
             .args(no_kubelet)
             .args(&self.serve_args)
@@ -717,7 +757,7 @@ impl Harness {
             std::fs::File::create(self.dir.join("registrar.out")).map_err(|e| e.to_string())?;
         let err =
             std::fs::File::create(self.dir.join("registrar.err")).map_err(|e| e.to_string())?;
-        let child = Command::new(self.target.join("debug/karpenter-sim"))
+        let child = Command::new(&self.serve_binary)
             .args(["cloud", "--cluster", &self.cluster])
             .arg("--kubeconfig")
             .arg(self.dir.join("kubeconfig"))

@@ -19,6 +19,7 @@
 //!   feature: it runs on the system clock, never under madsim).
 
 mod bench_memory;
+mod chart_env;
 mod e2e;
 mod k3s;
 mod mutants;
@@ -330,7 +331,7 @@ fn bench(root: &Path, json: Option<&Path>, sizes: &[usize]) -> Result<(), String
             "karpenter-cli",
         ],
     )?;
-    let binary = root.join("target/release/karpenter");
+    let binary = e2e::target_dir(root).join("release/karpenter");
     let sizes = if sizes.is_empty() {
         BENCH_SIZES.to_vec()
     } else {

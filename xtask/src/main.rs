@@ -212,6 +212,22 @@ fn test(root: &Path) -> Result<(), String> {
             "warnings",
         ],
     )?;
+    // The suite's tests are `test = false` (they need a cluster), so `--all-targets` skips them.
+    run(
+        root,
+        "clippy (e2e suite)",
+        "cargo",
+        &[
+            "clippy",
+            "--package",
+            "karpenter-e2e",
+            "--test",
+            "e2e",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
     // The CRD staleness check is a test (`crds_check_passes_on_the_committed_files_...` in
     // controller/cli), run by `run_tests` below with the binary that build already makes.
     sim_determinism(root)?;

@@ -59,12 +59,12 @@ async fn a_spot_interruption_warning_replaces_the_node_before_evicting_its_pod()
             }
         })
         .await?;
-        until_claim_gone(&case, &name(&claim)).await?;
+        until_claim_gone(case, &name(&claim)).await?;
         let after = case.until_running_on("app=interrupted", 1, c).await?;
         if after[0]["spec"]["nodeName"] == claim["status"]["nodeName"] {
             return fail("the pod runs on the interrupted node");
         }
-        until_instance_ends(&case, &instance).await
+        until_instance_ends(case, &instance).await
     })
     .await;
 }

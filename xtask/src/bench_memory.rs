@@ -11,9 +11,10 @@
 //! meets on a real cluster (20,000 pending pods in one batch is where upstream's memory goes),
 //! it exercises every path (scheduling, CreateFleet, registration, initialization, the
 //! caches growing to full size). A pre-populated world would only measure the steady state.
-//! Measured so far (docs/controller.md, "Memory benchmark"): on a loaded 2-core machine the debug
-//! `serve` did not keep up with 2,000 joining nodes (its AWS endpoint timed out, ~650 nodes in
-//! 10 minutes, no pod bound), so whether this choice holds needs a run where it does.
+//! Measured so far (docs/controller.md, "Memory benchmark"): the debug `serve` did not keep up
+//! with 2,000 joining nodes, so `serve` is built in release too; with it the fleet joins, but its
+//! scheduler stand-in binds the 20,000 pods too slowly to hold the cluster within the bound, and
+//! the controller passed 1 GiB on the way.
 //!
 //! Bounded: [`SYNC_SECONDS_MAX`] to hold the whole cluster, then [`HOLD_SECONDS`]; stops what
 //! it started; prints both processes' logs on failure.

@@ -68,7 +68,7 @@ pub enum Topology {
 
 /// The tests `cargo xtask test` runs in the registrar topology (name filters): provisioning
 /// (every node registered over HTTP) and termination (nodes deleted, instances ended).
-pub const REGISTRAR_FILTERS: [&str; 2] = ["seed_000", "deleting_a_node_claim"];
+pub const REGISTRAR_FILTERS: [&str; 3] = ["seed_000", "deleting_a_node_claim", "a_drain_evicts"];
 
 /// One `karpenter controller` process.
 pub(crate) struct Replica {

@@ -68,7 +68,7 @@ pub enum Topology {
 
 /// The tests `cargo xtask test` runs in the registrar topology (name filters): provisioning
 /// (every node registered over HTTP), termination (nodes deleted, instances ended) and the drain
-/// order (evictions through a real API server's pods).
+/// order (evictions and the registrar's pod removals over HTTP).
 pub const REGISTRAR_FILTERS: [&str; 3] = ["seed_000", "deleting_a_node_claim", "a_drain_evicts"];
 
 /// One `karpenter controller` process.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use fakecloud::{FakeCloud, FaultRates, MALFORMED_BODIES, Operation, Pool, QueueFaults};
 use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::ec2::InstanceState;
-use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{KubeApi, KubeError};
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -27,6 +27,38 @@ pub const NEVER_ALLOWS_PDB_PREFIX: &str = "sim-never-allows-";
 /// Largest number of seam calls into its step at which an `anywhere` crash strikes (a busy step
 /// makes a few hundred; a crash drawn past the step's last call strikes after the step).
 pub const CRASH_CALLS_MAX: u64 = 300;
+
+/// `claim-force-deleted`: a user removes the finalizer of one NodeClaim that recorded an
+/// instance and is not being deleted (drawn by `pick` among them, in name order), then deletes
+/// it. The API server removes it at once; its instance runs on, owned by nothing. Returns the
+/// claim's name and instance id, or `None` when there was no candidate.
+pub(crate) async fn force_delete_claim(
+    api: &ApiServer,
+    pick: u64,
+) -> Result<Option<(String, String)>, KubeError> {
+    let mut candidates: Vec<(String, String)> = api
+        .objects(&ResourceKind::NODE_CLAIM)
+        .iter()
+        .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|c| {
+            let name = c["metadata"]["name"].as_str()?;
+            let provider = c["status"]["providerID"].as_str()?;
+            let instance = provider.rsplit('/').next().unwrap_or_default();
+            Some((name.to_string(), instance.to_string()))
+        })
+        .collect();
+    candidates.sort();
+    if candidates.is_empty() {
+        return Ok(None);
+    }
+    let (name, instance) = candidates.swap_remove((pick % candidates.len() as u64) as usize);
+    let key = ObjectKey::cluster(name.clone());
+    let patch = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    api.patch(&ResourceKind::NODE_CLAIM, &key, &patch).await?;
+    api.delete(&ResourceKind::NODE_CLAIM, &key, &DeleteOptions::default())
+        .await?;
+    Ok(Some((name, instance)))
+}
 
 /// A spot storm as it happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +108,8 @@ pub(crate) enum Fired {
     },
     /// Kill the leading controller process.
     Failover { downtime: Duration },
+    /// Force-delete one NodeClaim (`pick` draws it among the candidates).
+    ForceDeleteClaim { pick: u64 },
 }
 
 impl Injector {
@@ -137,6 +171,11 @@ impl Injector {
                 faults::AMI_RELEASE,
                 mix.ami_release.as_ref().map(|f| f.schedule()),
                 old.ami_release != mix.ami_release,
+            ),
+            (
+                faults::CLAIM_FORCE_DELETED,
+                mix.claim_force_deleted.as_ref().map(|f| f.schedule()),
+                old.claim_force_deleted != mix.claim_force_deleted,
             ),
         ];
         for (name, schedule, changed) in schedules {
@@ -224,7 +263,13 @@ impl Injector {
                     operation,
                     Operation::ReceiveMessage | Operation::DeleteMessage
                 );
-                let rates = if sqs { base_ec2 } else { ec2 };
+                let mut rates = if sqs { base_ec2 } else { ec2 };
+                // A lost answer is a launch's fault: the instance runs, the caller sees an error.
+                if operation == Operation::CreateFleet
+                    && let Some(r) = &mix.ec2_lost_response
+                {
+                    rates.lost_response_rate = r.rate;
+                }
                 if rates != FaultRates::default() {
                     c.faults.insert(operation, rates);
                 }
@@ -360,6 +405,10 @@ impl Injector {
                             downtime: spec.downtime,
                         });
                     }
+                }
+                faults::CLAIM_FORCE_DELETED => {
+                    let pick = self.target(name).r#gen::<u64>();
+                    fired.push(Fired::ForceDeleteClaim { pick });
                 }
                 faults::AMI_RELEASE => {
                     if let Some(spec) = &mix.ami_release {

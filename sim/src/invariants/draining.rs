@@ -104,15 +104,13 @@ impl DrainingClosed {
                     ),
                 ));
             }
-            if !self.draining.contains_key(&node_name) {
-                let bound: BTreeSet<String> = step
-                    .pods()
+            self.draining.entry(node_name).or_insert_with_key(|name| {
+                step.pods()
                     .iter()
-                    .filter(|p| p["spec"]["nodeName"].as_str() == Some(node_name.as_str()))
+                    .filter(|p| p["spec"]["nodeName"].as_str() == Some(name.as_str()))
                     .map(uid_of)
-                    .collect();
-                self.draining.insert(node_name, bound);
-            }
+                    .collect()
+            });
         }
         out
     }

@@ -141,6 +141,51 @@ impl Injector {
     ) -> Result<(), KubeError> {
         let old = std::mem::replace(&mut self.mix, mix);
         let mix = self.mix.clone();
+        self.restart_timers(&old, elapsed);
+        if mix.capacity_wave.is_none() {
+            self.end_waves(Duration::MAX, cloud);
+        }
+        // Budgets: one per Deployment named (or every Deployment).
+        let wanted: BTreeSet<String> = match &mix.pdb_never_allows {
+            None => BTreeSet::new(),
+            Some(spec) => match &spec.deployment {
+                Some(name) => BTreeSet::from([name.clone()]),
+                None => deployments.iter().cloned().collect(),
+            },
+        }
+        .into_iter()
+        .map(|d| format!("{NEVER_ALLOWS_PDB_PREFIX}{d}"))
+        .collect();
+        for name in self.budgets.difference(&wanted) {
+            api.delete(
+                &ResourceKind::POD_DISRUPTION_BUDGET,
+                &ObjectKey::namespaced("default", name.clone()),
+                &DeleteOptions::default(),
+            )
+            .await?;
+        }
+        for name in wanted.difference(&self.budgets) {
+            let app = name.trim_start_matches(NEVER_ALLOWS_PDB_PREFIX);
+            let pdb = json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}},
+            });
+            match api.create(&ResourceKind::POD_DISRUPTION_BUDGET, pdb).await {
+                Ok(_) | Err(KubeError::AlreadyExists(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        self.budgets = wanted;
+        // Last: the API server's rates apply to calls after this one.
+        self.apply_knobs(&self.mix, base, cloud, api);
+        Ok(())
+    }
+
+    /// The discrete faults' timers for the mix just set: a fault turned off loses its timer, one
+    /// turned on or changed (from `old`) gets a new one from `elapsed`, one unchanged keeps its.
+    fn restart_timers(&mut self, old: &FaultMix, elapsed: Duration) {
+        let mix = self.mix.clone();
         let schedules = [
             (
                 faults::SPOT_STORM,
@@ -194,44 +239,6 @@ impl Injector {
                 Some(_) => {}
             }
         }
-        if mix.capacity_wave.is_none() {
-            self.end_waves(Duration::MAX, cloud);
-        }
-        // Budgets: one per Deployment named (or every Deployment).
-        let wanted: BTreeSet<String> = match &mix.pdb_never_allows {
-            None => BTreeSet::new(),
-            Some(spec) => match &spec.deployment {
-                Some(name) => BTreeSet::from([name.clone()]),
-                None => deployments.iter().cloned().collect(),
-            },
-        }
-        .into_iter()
-        .map(|d| format!("{NEVER_ALLOWS_PDB_PREFIX}{d}"))
-        .collect();
-        for name in self.budgets.difference(&wanted) {
-            api.delete(
-                &ResourceKind::POD_DISRUPTION_BUDGET,
-                &ObjectKey::namespaced("default", name.clone()),
-                &DeleteOptions::default(),
-            )
-            .await?;
-        }
-        for name in wanted.difference(&self.budgets) {
-            let app = name.trim_start_matches(NEVER_ALLOWS_PDB_PREFIX);
-            let pdb = json!({
-                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                "metadata": {"name": name, "namespace": "default"},
-                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}},
-            });
-            match api.create(&ResourceKind::POD_DISRUPTION_BUDGET, pdb).await {
-                Ok(_) | Err(KubeError::AlreadyExists(_)) => {}
-                Err(err) => return Err(err),
-            }
-        }
-        self.budgets = wanted;
-        // Last: the API server's rates apply to calls after this one.
-        self.apply_knobs(&self.mix, base, cloud, api);
-        Ok(())
     }
 
     /// The rate-like faults: each knob is the mix's value if the fault is on, else the

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use fakekube::ApiServer;
 use jiff::Timestamp;
-use karpenter_core::seams::kube::{DeleteOutcome, ResourceKind};
+use karpenter_core::seams::kube::{DeleteOutcome, ObjectKey, ResourceKind};
 use karpenter_core::seams::layered::{KubeCall, KubeLayer, KubeReply};
 use karpenter_core::seams::{Clock, KubeApi};
 use serde_json::Value;
@@ -21,6 +21,9 @@ pub struct PodRemoval {
     pub pod: Value,
     /// Through the Eviction API (which enforces PodDisruptionBudgets), or a plain delete.
     pub evicted: bool,
+    /// The pod's node just before the call (`None`: unbound, or the node is gone): whether it
+    /// carried `karpenter.sh/disrupted:NoSchedule` when the drain took the pod off it.
+    pub node: Option<Value>,
 }
 
 /// A NodeClaim the controller deleted (the delete that marked it).
@@ -113,8 +116,21 @@ impl KubeLayer for Audited {
 impl Audited {
     fn removed(&self, pod: Value, evicted: bool) {
         let at = self.clock.now();
-        self.audit
-            .with(|log| log.pod_removals.push(PodRemoval { at, pod, evicted }));
+        let node = pod["spec"]["nodeName"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .and_then(|n| {
+                self.api
+                    .object(&ResourceKind::NODE, &ObjectKey::cluster(n.to_string()))
+            });
+        self.audit.with(|log| {
+            log.pod_removals.push(PodRemoval {
+                at,
+                pod,
+                evicted,
+                node,
+            })
+        });
     }
 
     /// A delete that marked or removed `object`.

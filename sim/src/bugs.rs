@@ -21,7 +21,7 @@ use fakekube::ApiServer;
 use futures::StreamExt;
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{
-    DeleteOutcome, ObjectKey, ObjectList, ResourceKind, WatchEvent, WatchStream,
+    DeleteOutcome, ObjectKey, ObjectList, Patch, ResourceKind, WatchEvent, WatchStream,
 };
 use karpenter_core::seams::layered::{
     Ec2Call, Ec2Layer, Ec2Reply, KubeCall, KubeLayer, KubeReply, SqsCall, SqsLayer, SqsReply,
@@ -99,6 +99,18 @@ pub enum Bug {
     /// (the tag node groups carry too) and every instance it finds looks like Karpenter's, so a
     /// node group's instances are terminated as leaks. Caught by `foreign-instances-untouched`.
     GcOverClusterTag,
+    /// The controller's node patches reach the API server without the
+    /// `karpenter.sh/disrupted:NoSchedule` taint: nodes are drained while still open to pods.
+    /// Caught by `draining-nodes-closed`.
+    StripDisruptedTaint,
+    /// Garbage collection's DescribeInstances (the one scoped by Karpenter's tags) finds
+    /// nothing, so an instance whose claim is gone is never collected. Caught by
+    /// `no-leaked-instances` (with `claim-force-deleted` or lost launch answers orphaning one).
+    GcBlind,
+    /// The kube-scheduler stand-in sees nodes without the `karpenter.sh/disrupted` taint (the
+    /// controller's view is not distorted), so pods land on nodes being drained. Caught by
+    /// `draining-nodes-closed`.
+    SchedulerIgnoresDisruptedTaint,
     /// Every second world built with this bug in a process fails its first NodeClaim create once:
     /// the same seed gives another event log. Caught by `determinism`.
     Nondeterministic,
@@ -119,6 +131,7 @@ impl Bug {
                 | Bug::HideNodePoolLimits
                 | Bug::HidePendingPods
                 | Bug::SchedulerOvercommit
+                | Bug::SchedulerIgnoresDisruptedTaint
                 | Bug::HideLeaseHolder
                 | Bug::HideDisruptionBudgets
                 | Bug::HideConsolidationSettling
@@ -186,6 +199,12 @@ fn view(bug: Bug, kind: &ResourceKind, mut object: Value) -> Option<Value> {
             if object["status"].is_object() {
                 object["status"]["allocatable"] =
                     json!({"cpu": "1000", "memory": "4000Gi", "pods": "1000"});
+            }
+            Some(object)
+        }
+        Bug::SchedulerIgnoresDisruptedTaint if *kind == ResourceKind::NODE => {
+            if let Some(taints) = object["spec"]["taints"].as_array_mut() {
+                taints.retain(|t| t["key"] != karpenter_core::api::labels::DISRUPTED_TAINT_KEY);
             }
             Some(object)
         }
@@ -355,6 +374,24 @@ impl Broken {
 impl KubeLayer for Broken {
     async fn call(&self, call: KubeCall<'_>, next: &dyn KubeApi) -> KubeReply {
         match call {
+            KubeCall::Patch {
+                kind,
+                key,
+                patch: Patch::Merge(body),
+            } if self.bug == Bug::StripDisruptedTaint && *kind == ResourceKind::NODE => {
+                let mut body = body.clone();
+                if let Some(taints) = body["spec"]["taints"].as_array_mut() {
+                    taints.retain(|t| t["key"] != karpenter_core::api::labels::DISRUPTED_TAINT_KEY);
+                }
+                let patch = Patch::Merge(body);
+                KubeCall::Patch {
+                    kind,
+                    key,
+                    patch: &patch,
+                }
+                .send(next)
+                .await
+            }
             KubeCall::Create { kind, .. }
                 if *kind == ResourceKind::NODE_CLAIM
                     && self.fail_first_claim.swap(false, Ordering::Relaxed) =>
@@ -411,15 +448,13 @@ impl Ec2Layer for Broken {
             Ec2Call::DescribeInstances {
                 instance_ids,
                 filters,
-            } if self.bug == Bug::GcOverClusterTag
-                && filters.iter().any(|f| {
-                    f.name == "tag-key"
-                        && f.values
-                            .iter()
-                            .any(|v| v == karpenter_core::api::labels::NODEPOOL_LABEL)
-                }) =>
-            {
+            } if self.bug == Bug::GcOverClusterTag && is_gc_scope(filters) => {
                 gc_over_cluster_tag(instance_ids, next).await
+            }
+            Ec2Call::DescribeInstances { filters, .. }
+                if self.bug == Bug::GcBlind && is_gc_scope(filters) =>
+            {
+                Ec2Reply::DescribeInstances(Ok(Vec::new()))
             }
             Ec2Call::DescribeInstances { .. } if self.bug == Bug::DropTerminations => {
                 let mut reply = call.send(next).await;
@@ -436,6 +471,17 @@ impl Ec2Layer for Broken {
             call => call.send(next).await,
         }
     }
+}
+
+/// Whether a DescribeInstances is garbage collection's: scoped by the `karpenter.sh/nodepool`
+/// tag key (`karpenter_core::nodeclaim::garbagecollection::ours_filters`).
+fn is_gc_scope(filters: &[karpenter_core::seams::ec2::Filter]) -> bool {
+    filters.iter().any(|f| {
+        f.name == "tag-key"
+            && f.values
+                .iter()
+                .any(|v| v == karpenter_core::api::labels::NODEPOOL_LABEL)
+    })
 }
 
 /// [`Bug::GcOverClusterTag`]: the cluster's instances by `kubernetes.io/cluster/sim=owned`,

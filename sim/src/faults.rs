@@ -14,13 +14,16 @@
 //! | `leader-failover` | two replicas elect a leader over a Lease; the leader is killed and the other takes over once the lease expires |
 //! | `pdb-never-allows` | a PodDisruptionBudget with `maxUnavailable: 0` covers a Deployment |
 //! | `ami-release` | a new release of an AMI family is published: `@latest` aliases move to it (its SSM parameters), drifting the nodes on the previous image |
+//! | `ec2-lost-response` | a share of `CreateFleet` calls launch their instance, then answer `InternalError` (the answer lost on the way) |
+//! | `claim-force-deleted` | at given times or a seeded rate, a user force-deletes one NodeClaim (its finalizer removed, then deleted, as `kubectl patch` + `kubectl delete` do): its instance runs on, owned by nothing, until garbage collection finds it |
 //!
 //! What a tally in the report's `faultsInjected` counts: for `ec2-*` rates, `api-*` rates and
 //! `sqs-duplicate`/`sqs-reorder`, the calls, watches or messages hit (`sqs-reorder`: receives of
 //! two or more messages shuffled); for `slow-boot`/`never-boot`, instances whose boot was drawn
 //! slow or never; for `ec2-consistency-lag`, instances launched while it was on; for
 //! `pdb-never-allows`, evictions its budgets refused; for `controller-crash`, processes that died;
-//! for `ami-release`, releases published;
+//! for `ami-release`, releases published; for `ec2-lost-response`, `CreateFleet` answers lost;
+//! for `claim-force-deleted`, NodeClaims force-deleted;
 //! for the other discrete faults, their firings (a storm that found no spot instance, or a
 //! failover with no leader, does not count).
 //!
@@ -37,7 +40,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// Every fault's stable name, in catalogue order.
-pub const FAULT_NAMES: [&str; 18] = [
+pub const FAULT_NAMES: [&str; 20] = [
     SPOT_STORM,
     CAPACITY_WAVE,
     SLOW_BOOT,
@@ -56,6 +59,8 @@ pub const FAULT_NAMES: [&str; 18] = [
     LEADER_FAILOVER,
     PDB_NEVER_ALLOWS,
     AMI_RELEASE,
+    EC2_LOST_RESPONSE,
+    CLAIM_FORCE_DELETED,
 ];
 
 pub const SPOT_STORM: &str = "spot-storm";
@@ -76,6 +81,8 @@ pub const CONTROLLER_CRASH: &str = "controller-crash";
 pub const LEADER_FAILOVER: &str = "leader-failover";
 pub const PDB_NEVER_ALLOWS: &str = "pdb-never-allows";
 pub const AMI_RELEASE: &str = "ami-release";
+pub const EC2_LOST_RESPONSE: &str = "ec2-lost-response";
+pub const CLAIM_FORCE_DELETED: &str = "claim-force-deleted";
 
 /// What a stream of a fault is used for: when it fires, or what it hits when it does. Kept apart
 /// so that what a fault hits (which depends on the cluster) never shifts when it fires.
@@ -164,7 +171,8 @@ scheduled!(
     Malformed,
     ControllerCrash,
     LeaderFailover,
-    AmiRelease
+    AmiRelease,
+    ClaimForceDeleted
 );
 
 /// `spot-storm`: a share of the live spot instances of one zone get an interruption warning at
@@ -356,6 +364,21 @@ fn default_ami_family() -> String {
     "al2023".to_string()
 }
 
+/// `claim-force-deleted`: a user force-deletes one NodeClaim, drawn by the seed among those that
+/// recorded an instance and are not being deleted: its finalizer is removed, then it is deleted,
+/// so the controller never terminates its instance. What must end that instance is garbage
+/// collection (the `no-leaked-instances` invariant's window), as upstream's instance GC does.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClaimForceDeleted {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+}
+
 /// Which faults are on, and how hard. `Default` is every fault off.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -380,6 +403,8 @@ pub struct FaultMix {
     pub leader_failover: Option<LeaderFailover>,
     pub pdb_never_allows: Option<PdbNeverAllows>,
     pub ami_release: Option<AmiRelease>,
+    pub ec2_lost_response: Option<Rate>,
+    pub claim_force_deleted: Option<ClaimForceDeleted>,
 }
 
 /// The swarm draw's source: the seed's stream, and whether each fault in catalogue order is on.
@@ -465,6 +490,11 @@ impl FaultMix {
                 every: Some(Duration::from_secs(60 * 60)),
                 family: default_ami_family(),
             }),
+            ec2_lost_response: Some(Rate { rate: 0.1 }),
+            claim_force_deleted: Some(ClaimForceDeleted {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(20 * 60)),
+            }),
         }
     }
 
@@ -497,7 +527,24 @@ impl FaultMix {
         mix.draw_queue_and_api(&mut coins);
         mix.draw_processes(&mut coins);
         mix.draw_releases(&mut coins);
+        mix.draw_orphans(&mut coins);
         mix
+    }
+
+    /// Faults that orphan instances: lost launch answers, force-deleted claims (drawn after the
+    /// releases, so every fault before keeps the draws it had before these existed).
+    fn draw_orphans(&mut self, c: &mut Coins<'_>) {
+        let (flag, rate) = (c.on(), c.rng.gen_range(0.05..=0.3));
+        if flag {
+            self.ec2_lost_response = Some(Rate { rate });
+        }
+        let (flag, every) = (c.on(), c.minutes(5, 20));
+        if flag {
+            self.claim_force_deleted = Some(ClaimForceDeleted {
+                at: Vec::new(),
+                every: Some(every),
+            });
+        }
     }
 
     /// AMI releases (drawn last: the faults before keep the draws they had before it existed).
@@ -654,6 +701,8 @@ impl FaultMix {
             leader_failover: self.leader_failover.or(base.leader_failover),
             pdb_never_allows: self.pdb_never_allows.or(base.pdb_never_allows),
             ami_release: self.ami_release.or(base.ami_release),
+            ec2_lost_response: self.ec2_lost_response.or(base.ec2_lost_response),
+            claim_force_deleted: self.claim_force_deleted.or(base.claim_force_deleted),
         }
     }
 
@@ -683,6 +732,8 @@ impl FaultMix {
             self.leader_failover.is_some(),
             self.pdb_never_allows.is_some(),
             self.ami_release.is_some(),
+            self.ec2_lost_response.is_some(),
+            self.claim_force_deleted.is_some(),
         ];
         FAULT_NAMES
             .iter()
@@ -732,6 +783,7 @@ impl FaultMix {
             (SQS_REORDER, &self.sqs_reorder),
             (API_CONFLICT, &self.api_conflict),
             (API_5XX, &self.api_5xx),
+            (EC2_LOST_RESPONSE, &self.ec2_lost_response),
         ] {
             if let Some(r) = r {
                 unit(name, "rate", r.rate)?;
@@ -756,6 +808,9 @@ impl FaultMix {
         }
         if let Some(f) = &self.leader_failover {
             schedule(LEADER_FAILOVER, &f.schedule())?;
+        }
+        if let Some(f) = &self.claim_force_deleted {
+            schedule(CLAIM_FORCE_DELETED, &f.schedule())?;
         }
         if let Some(f) = &self.ami_release {
             schedule(AMI_RELEASE, &f.schedule())?;

@@ -9,6 +9,7 @@
 //! | `foreign-instances-untouched` | [`foreign`] |
 //! | `pods-fit-nodes` | [`fit`] |
 //! | `drained-before-terminate` | [`drain`] |
+//! | `draining-nodes-closed` | [`draining`] |
 //! | `pdb-respected` | [`pdb`] |
 //! | `do-not-disrupt-respected` | [`do_not_disrupt`] |
 //! | `budgets-respected` | [`budgets`] |
@@ -39,6 +40,7 @@ pub mod claims_progress;
 pub mod cloud_history;
 pub mod do_not_disrupt;
 pub mod drain;
+pub mod draining;
 pub mod fit;
 pub mod foreign;
 pub mod leaks;
@@ -94,6 +96,7 @@ pub enum Invariant {
     ForeignInstancesUntouched,
     PodsFitNodes,
     DrainedBeforeTerminate,
+    DrainingNodesClosed,
     PdbRespected,
     DoNotDisruptRespected,
     BudgetsRespected,
@@ -236,6 +239,7 @@ struct Checkers {
     foreign: foreign::ForeignUntouched,
     fit: fit::Fit,
     drain: drain::Drain,
+    draining: draining::DrainingClosed,
     pdb: pdb::Pdb,
     do_not_disrupt: do_not_disrupt::DoNotDisrupt,
     budgets: budgets::BudgetsRespected,
@@ -251,13 +255,14 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 17] {
+    fn all(&mut self) -> [&mut dyn Check; 18] {
         [
             &mut self.limits,
             &mut self.leaks,
             &mut self.foreign,
             &mut self.fit,
             &mut self.drain,
+            &mut self.draining,
             &mut self.pdb,
             &mut self.do_not_disrupt,
             &mut self.budgets,

@@ -32,5 +32,6 @@ pub mod seams;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod swarm;
+pub mod workload_mix;
 pub mod workloads;
 pub mod world;

@@ -5,7 +5,7 @@
 //! controller kube: Fuse (per process) → Broken → Authorized → Audited → View → ApiServer
 //! controller EC2:  Fuse (per process) → Broken → FakeCloud
 //! controller SQS:  Fuse (per process) → Broken → FakeCloud
-//! scheduler kube:  View (Bug::SchedulerOvercommit only) → ApiServer
+//! scheduler kube:  View (the scheduler's bugs only) → ApiServer
 //! ```
 //!
 //! The controller's Kubernetes seam is always authorized ([`Authorized`]: the chart's RBAC, as
@@ -54,7 +54,13 @@ impl Seams {
             fail_first_claim,
         ));
         let server: Arc<dyn KubeApi> = api.clone();
-        let viewed: Arc<dyn KubeApi> = Arc::new(Layered::new(View(bug), server.clone()));
+        // The scheduler's own bugs leave the controller's view alone.
+        let controller_view = match bug {
+            Bug::SchedulerIgnoresDisruptedTaint => Bug::None,
+            bug => bug,
+        };
+        let viewed: Arc<dyn KubeApi> =
+            Arc::new(Layered::new(View(controller_view), server.clone()));
         let audited: Arc<dyn KubeApi> = Arc::new(Layered::new(
             Audited {
                 audit: audit.clone(),
@@ -67,7 +73,9 @@ impl Seams {
         let ec2: Arc<dyn Ec2> = cloud.clone();
         let sqs: Arc<dyn Sqs> = cloud;
         let scheduler_kube: Arc<dyn KubeApi> = match bug {
-            Bug::SchedulerOvercommit => Arc::new(Layered::new(View(bug), server)),
+            Bug::SchedulerOvercommit | Bug::SchedulerIgnoresDisruptedTaint => {
+                Arc::new(Layered::new(View(bug), server))
+            }
             _ => server,
         };
         Self {

@@ -26,6 +26,7 @@ use crate::bugs::Bug;
 use crate::faults::{FAULT_NAMES, FaultMix};
 use crate::invariants::{Invariant, liveness, unsettled};
 use crate::scenario::Scenario;
+use crate::workload_mix::{WorkloadMix, WorkloadSelection};
 use crate::world::World;
 
 /// Safety phase length when none is given.
@@ -39,7 +40,7 @@ pub const DETERMINISM_EVERY_DEFAULT: u64 = 10;
 const THREAD_STACK_BYTES: usize = 16 << 20;
 
 /// The fault names `--faults` accepts: the catalogue's ([`crate::faults::FAULT_NAMES`]).
-pub const FAULTS: [&str; 18] = FAULT_NAMES;
+pub const FAULTS: [&str; 20] = FAULT_NAMES;
 
 /// The two phases of a seed's run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,6 +183,9 @@ pub struct SwarmConfig {
     /// already running finish; the outcomes are then a prefix-ish subset of the seeds (which
     /// seeds ran depends on the threads' timing, each seed's outcome does not).
     pub stop_on_fail: bool,
+    /// The scenario's workload with each seed's draw added (the default, as on the command
+    /// line), or as written ([`crate::workload_mix`]).
+    pub workload: WorkloadSelection,
 }
 
 impl SwarmConfig {
@@ -197,6 +201,15 @@ impl SwarmConfig {
             determinism_every: DETERMINISM_EVERY_DEFAULT,
             plan: CatalogueFaults::plan,
             stop_on_fail: false,
+            workload: WorkloadSelection::Drawn,
+        }
+    }
+
+    /// The workload `seed` adds to the scenario (nothing unless [`WorkloadSelection::Drawn`]).
+    pub fn workload_mix(&self, seed: u64) -> WorkloadMix {
+        match self.workload {
+            WorkloadSelection::Drawn => WorkloadMix::draw(seed, self.safety),
+            WorkloadSelection::Scenario => WorkloadMix::default(),
         }
     }
 
@@ -221,6 +234,9 @@ impl SwarmConfig {
         if self.determinism_every != DETERMINISM_EVERY_DEFAULT {
             command += &format!(" --determinism-every {}", self.determinism_every);
         }
+        if self.workload != WorkloadSelection::Drawn {
+            command += &format!(" --workload {}", self.workload);
+        }
         command
     }
 }
@@ -241,6 +257,8 @@ pub struct SeedOutcome {
     /// In report order; empty when the seed passed.
     pub violations: Vec<Violation>,
     pub faults_on: Vec<&'static str>,
+    /// The parts of the drawn workload that were on ([`WorkloadMix::names`]).
+    pub workload_on: Vec<&'static str>,
     pub fired: BTreeMap<String, u64>,
     pub event_log_sha256: String,
     /// Simulated time the liveness phase took to settle (`None`: it did not).
@@ -287,7 +305,9 @@ pub fn block_on<T>(_seed: u64, future: impl std::future::Future<Output = T>) -> 
 fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
     let run = async {
         let mut plan = (config.plan)(seed, &config.faults, config.safety);
-        let mut world = World::with_bug(seed, config.scenario.clone(), config.bug)
+        let mix = config.workload_mix(seed);
+        let scenario = mix.apply(config.scenario.clone());
+        let mut world = World::with_bug(seed, scenario, config.bug)
             .await
             .map_err(|e| format!("world: {e}"))?;
         let mut log = Vec::new();
@@ -331,6 +351,7 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
             seed,
             violations,
             faults_on: plan.on(),
+            workload_on: mix.names(),
             fired: plan.fired(&world),
             event_log_sha256: report.event_log_sha256,
             settled_after,
@@ -349,6 +370,7 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
             first: message,
         }],
         faults_on: Vec::new(),
+        workload_on: Vec::new(),
         fired: BTreeMap::new(),
         event_log_sha256: String::new(),
         settled_after: None,
@@ -463,6 +485,8 @@ pub struct FailedSeed {
     /// Every invariant the seed violated.
     pub invariants: Vec<Violation>,
     pub faults_on: Vec<String>,
+    /// The drawn workload's parts that were on.
+    pub workload_on: Vec<String>,
     pub replay: String,
     /// The event log file, when written.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -485,6 +509,8 @@ pub struct Summary {
     pub faults_on: BTreeMap<String, u64>,
     /// Times each fault fired, over all seeds.
     pub faults_fired: BTreeMap<String, u64>,
+    /// Seeds with each part of the drawn workload on.
+    pub workload_on: BTreeMap<String, u64>,
     pub determinism_checked: usize,
     /// `interruption-rehomed` checks made over all seeds, and those excused (no capacity).
     pub rehome_checked: u64,
@@ -512,6 +538,10 @@ impl Summary {
                 *faults_fired.entry(fault.clone()).or_default() += count;
             }
         }
+        let mut workload_on: BTreeMap<String, u64> = BTreeMap::new();
+        for part in outcomes.iter().flat_map(|o| &o.workload_on) {
+            *workload_on.entry(part.to_string()).or_default() += 1;
+        }
         let failed = outcomes
             .iter()
             .filter_map(|o| {
@@ -522,6 +552,7 @@ impl Summary {
                     first: first.first.clone(),
                     invariants: o.violations.clone(),
                     faults_on: o.faults_on.iter().map(|f| f.to_string()).collect(),
+                    workload_on: o.workload_on.iter().map(|f| f.to_string()).collect(),
                     replay: config.replay(o.seed),
                     log: None,
                 })
@@ -538,6 +569,7 @@ impl Summary {
             failed,
             faults_on,
             faults_fired,
+            workload_on,
             determinism_checked: outcomes.iter().filter(|o| o.determinism_checked).count(),
             rehome_checked: outcomes.iter().map(|o| o.rehome_checked).sum(),
             rehome_excused: outcomes.iter().map(|o| o.rehome_excused).sum(),
@@ -605,6 +637,12 @@ pub fn from_replay(
     }
     .map_err(|e| e.to_string())?;
     let mut config = SwarmConfig::new(scenario, name);
+    config.workload = match flags.get("workload") {
+        Some(text) => text
+            .parse()
+            .map_err(|e: crate::workload_mix::UnknownWorkload| e.to_string())?,
+        None => WorkloadSelection::Drawn,
+    };
     let duration = |key: &str, default: Duration| match flags.get(key) {
         Some(text) => humantime::parse_duration(text).map_err(|e| format!("--{key}: {e}")),
         None => Ok(default),

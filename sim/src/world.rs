@@ -369,7 +369,9 @@ impl World {
         let fired = self
             .injector
             .fire(elapsed, &self.cloud, &mut self.faults, &mut fault_lines);
-        self.carry_out(fired, &mut fault_lines);
+        let force_deletes = self.carry_out(fired, &mut fault_lines);
+        self.force_delete_claims(force_deletes, &mut fault_lines)
+            .await?;
         let kubelet = self.kubelet.tick().await;
         let scheduler = self.scheduler.step().await;
         let latency_before = self.cloud.delayed_total();
@@ -533,10 +535,39 @@ impl World {
         self.log.recent()
     }
 
-    /// Crashes and failovers the injector fired this step.
-    fn carry_out(&mut self, fired: Vec<Fired>, lines: &mut Vec<String>) {
+    /// `claim-force-deleted` firings of this step (their draws), carried out as a user would:
+    /// with the API server's injected faults off (they are for the controller).
+    async fn force_delete_claims(
+        &mut self,
+        picks: Vec<u64>,
+        lines: &mut Vec<String>,
+    ) -> Result<(), WorldError> {
+        let t = self.elapsed().as_secs();
+        for pick in picks {
+            let saved = self.api.suspend_faults();
+            let deleted = inject::force_delete_claim(&self.api, pick).await;
+            self.api.resume_faults(saved);
+            if let Some((claim, instance)) = deleted? {
+                // Nothing drains the node of a claim deleted behind the controller's back:
+                // garbage collection terminates the instance as it finds it (as upstream's), and
+                // `drained-before-terminate` does not hold the controller to a drain.
+                self.note_external_termination(&instance);
+                lines.push(format!(
+                    "t={t} fault={} claim={claim} instance={instance}",
+                    faults::CLAIM_FORCE_DELETED
+                ));
+                count(&mut self.faults, faults::CLAIM_FORCE_DELETED, 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// Crashes and failovers the injector fired this step; returns the `claim-force-deleted`
+    /// firings (their draws) for [`World::force_delete_claims`].
+    fn carry_out(&mut self, fired: Vec<Fired>, lines: &mut Vec<String>) -> Vec<u64> {
         let t = self.elapsed().as_secs();
         let now = self.now();
+        let mut force_deletes = Vec::new();
         for fault in fired {
             match fault {
                 Fired::Crash {
@@ -580,8 +611,10 @@ impl World {
                         count(&mut self.faults, faults::LEADER_FAILOVER, 1);
                     }
                 }
+                Fired::ForceDeleteClaim { pick } => force_deletes.push(pick),
             }
         }
+        force_deletes
     }
 
     /// Injected faults seen so far, by name (the names of [`faults::FAULT_NAMES`], plus
@@ -602,7 +635,14 @@ impl World {
             ) {
                 count(&mut self.ec2_calls, &call.operation.to_string(), 1);
             }
-            let kind = if call.outcome.contains("RequestLimitExceeded") {
+            // `ec2-lost-response` answers `InternalError` (which no other fault of the mix
+            // does: `ec2-5xx` is `Unavailable`).
+            let lost = call.operation == fakecloud::Operation::CreateFleet
+                && call.outcome.contains("InternalError:")
+                && self.injector.mix.ec2_lost_response.is_some();
+            let kind = if lost {
+                Some(faults::EC2_LOST_RESPONSE)
+            } else if call.outcome.contains("RequestLimitExceeded") {
                 Some("ec2-throttle")
             } else if call.outcome.contains("InternalError:")
                 || call.outcome.contains("Unavailable: The server")

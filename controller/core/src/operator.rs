@@ -650,7 +650,7 @@ impl Operator {
         match self.garbage_collector.collect_if_due().await {
             Some(Ok(counts)) => report.collected = Some(counts),
             Some(Err(err)) => {
-                tracing::warn!(%err, "garbage collection failed; retrying next interval");
+                tracing::warn!(%err, "garbage collection failed; retrying with backoff");
                 report.errors.push(StepError::GarbageCollection(err));
             }
             None => {}

@@ -4,7 +4,7 @@
 //! `karpenter-sim run --seed N --scenario NAME [--duration 2h] [--json FILE]`
 //! `karpenter-sim swarm --seeds 1..1000 [--jobs N] [--scenario NAME] [--safety 30m]
 //!   [--liveness 20m] [--faults drawn|none|a,b] [--bug NAME] [--json FILE] [--logs DIR]
-//!   [--stop-on-fail]`
+//!   [--stop-on-fail] [--workload drawn|scenario]`
 //! `karpenter-sim scenarios`
 //! `karpenter-sim serve --listen ADDR [--cluster NAME] [--scenario NAME] [--seed N]
 //!   [--no-controller] [--no-kubelet] [--kubeconfig FILE]` (with the `serve` feature; see
@@ -25,6 +25,7 @@ use karpenter_sim::scenario::{BUILTIN, Scenario};
 use karpenter_sim::swarm::{
     self, DETERMINISM_EVERY_DEFAULT, FAULTS, SeedOutcome, Selection, Summary, SwarmConfig,
 };
+use karpenter_sim::workload_mix::WorkloadSelection;
 use karpenter_sim::world::World;
 
 #[derive(Parser)]
@@ -91,6 +92,10 @@ enum Command {
         /// then covers the seeds that ran.
         #[arg(long)]
         stop_on_fail: bool,
+        /// `drawn` (the scenario's workload plus each seed's draw: do-not-disrupt pods, a
+        /// PodDisruptionBudget, a scale-down) or `scenario` (as written).
+        #[arg(long, default_value = "drawn")]
+        workload: WorkloadSelection,
     },
     /// List the built-in scenarios.
     Scenarios,
@@ -212,6 +217,7 @@ fn main() -> ExitCode {
             json,
             logs,
             stop_on_fail,
+            workload,
         } => {
             let seeds = match swarm::parse_seeds(&seeds) {
                 Ok(seeds) => seeds,
@@ -234,6 +240,7 @@ fn main() -> ExitCode {
             config.bug = bug;
             config.determinism_every = determinism_every;
             config.stop_on_fail = stop_on_fail;
+            config.workload = workload;
             run_swarm(&config, &seeds, jobs, json, &logs)
         }
     }
@@ -325,11 +332,12 @@ fn write_seed_log(
     std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("seed-{}.log", outcome.seed));
     let mut text = format!(
-        "# seed={} scenario={} bug={} faults on: [{}]\n# replay: {}\n",
+        "# seed={} scenario={} bug={} faults on: [{}] workload: [{}]\n# replay: {}\n",
         outcome.seed,
         config.scenario_arg,
         config.bug,
         outcome.faults_on.join(","),
+        outcome.workload_on.join(","),
         config.replay(outcome.seed)
     );
     for v in &outcome.violations {
@@ -352,6 +360,9 @@ fn print_summary(summary: &Summary, outcomes: &[SeedOutcome]) {
             summary.faults_fired.get(fault).copied().unwrap_or(0)
         );
     }
+    for (part, seeds) in &summary.workload_on {
+        println!("{:<20} {seeds:>8}", format!("workload {part}"));
+    }
     for failed in &summary.failed {
         println!(
             "FAILED seed {}: {}: {}",
@@ -363,7 +374,11 @@ fn print_summary(summary: &Summary, outcomes: &[SeedOutcome]) {
                 other.invariant, other.count, other.first
             );
         }
-        println!("  faults on: [{}]", failed.faults_on.join(","));
+        println!(
+            "  faults on: [{}] workload: [{}]",
+            failed.faults_on.join(","),
+            failed.workload_on.join(",")
+        );
         if let Some(log) = &failed.log {
             println!("  log: {log}");
         }

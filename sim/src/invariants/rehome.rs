@@ -1,5 +1,6 @@
 //! `interruption-rehomed`: the pods a spot-interrupted node held at the warning (not finished,
-//! not DaemonSet or mirror pods, not tolerating `karpenter.sh/disrupted`, not already being
+//! not DaemonSet or mirror pods, not tolerating `karpenter.sh/disrupted`, not
+//! `karpenter.sh/do-not-disrupt` (never drained, they leave at the reclaim), not already being
 //! deleted before it) have somewhere else to run by the time they leave it — at the first step
 //! at which none of them is left on the node undeleted, or at the reclaim ([`SPOT_NOTICE`] after
 //! the warning) if that comes first: each is matched one-to-one with a pod of the same owner
@@ -9,7 +10,9 @@
 //! controller re-creating evicted pods, the second half carries the check: replacement capacity
 //! must be up before the drain.)
 //!
-//! Checked only when capacity existed from the warning to then: no insufficient-capacity answer,
+//! Pods removed from the node by someone other than the controller before the reclaim (their
+//! Deployment scaled down) need no home and are not counted. Not checked for an instance no NodeClaim owns at the warning (its claim force-deleted by a
+//! user: the controller has nothing to act on). Checked only when capacity existed from the warning to then: no insufficient-capacity answer,
 //! no instance launched in it that bootstrapped too slowly (or never) to join
 //! [`REHOME_JOIN_SLACK`] before the reclaim, no replacement launched promptly (within
 //! [`REHOME_LAUNCH_PROMPT`] of the warning) whose node was still not Ready when the controller's
@@ -29,8 +32,8 @@ use karpenter_core::resources::Resources;
 use serde_json::Value;
 
 use super::pod_facts::{
-    condition_true, is_daemon, is_deleting, is_healthy, is_mirror, is_terminal, minus, name_of,
-    node_of_instance, plus, requests, resource_list, time_of, tolerates_disrupted,
+    condition_true, is_daemon, is_deleting, is_do_not_disrupt, is_healthy, is_mirror, is_terminal,
+    minus, name_of, node_of_instance, plus, requests, resource_list, time_of, tolerates_disrupted,
 };
 use super::{Check, Invariant, StepView, Violation};
 
@@ -58,6 +61,25 @@ struct RehomeCheck {
     due: Timestamp,
     /// (name, owner key, requests).
     pods: Vec<(String, Option<String>, Resources)>,
+    /// Pods the controller removed from the node since the warning (evicted or deleted).
+    removed: BTreeSet<String>,
+}
+
+impl RehomeCheck {
+    /// The pods the interruption moves: those the controller removed, and those still on the
+    /// node undeleted (the reclaim takes them). A pod removed by someone else before the reclaim
+    /// (its Deployment scaled down) needs no home.
+    fn owed(mut self, pods: &[Value]) -> Self {
+        let staying: BTreeSet<&str> = pods
+            .iter()
+            .filter(|p| p["spec"]["nodeName"] == self.node.as_str() && !is_deleting(p))
+            .map(name_of)
+            .collect();
+        let removed = &self.removed;
+        self.pods
+            .retain(|(name, _, _)| removed.contains(name) || staying.contains(name.as_str()));
+        self
+    }
 }
 
 /// The `interruption-rehomed` checker: the checks not yet due, and how many were made.
@@ -75,9 +97,14 @@ impl Rehome {
         (self.checked, self.excused)
     }
 
-    /// Snapshots the pods of each node whose instance got its warning this step.
+    /// Snapshots the pods of each node whose instance got its warning this step. An instance
+    /// no NodeClaim owns (its claim force-deleted by a user) is not the controller's to rehome:
+    /// upstream's interruption handling acts on claims only.
     fn watch_warnings(&mut self, step: &StepView<'_>) {
         for (id, warned) in step.history.fresh_warnings() {
+            if !step.observation.known_instances.contains(id) {
+                continue;
+            }
             let warned = *warned;
             let Some(node) = node_of_instance(step.nodes(), id).map(name_of) else {
                 continue;
@@ -88,6 +115,10 @@ impl Rehome {
                 .filter(|p| p["spec"]["nodeName"] == node)
                 .filter(|p| !is_terminal(p) && !is_mirror(p) && !is_daemon(p))
                 .filter(|p| !tolerates_disrupted(p))
+                // A do-not-disrupt pod is not drained: it leaves at the reclaim, and the room
+                // launched for it is the scheduler's to give away before then (to pending pods
+                // of a scale-up); the controller cannot hold it.
+                .filter(|p| !is_do_not_disrupt(p))
                 .filter(|p| {
                     // Already going before the warning: not the interruption's to move.
                     let asked = time_of(&p["metadata"]["deletionTimestamp"]).map(|t| {
@@ -106,6 +137,7 @@ impl Rehome {
                 warned,
                 due: plus(warned, SPOT_NOTICE).max(step.now),
                 pods,
+                removed: BTreeSet::new(),
             });
         }
     }
@@ -139,8 +171,15 @@ impl Check for Rehome {
         if self.pending.is_empty() {
             return Vec::new();
         }
+        for removal in &step.audit.pod_removals {
+            let node = removal.pod["spec"]["nodeName"].as_str().unwrap_or_default();
+            for check in self.pending.iter_mut().filter(|c| c.node == node) {
+                check.removed.insert(name_of(&removal.pod).to_string());
+            }
+        }
         let mut out = Vec::new();
         for check in self.take_due(step) {
+            let check = check.owed(step.pods());
             if check.pods.is_empty() {
                 continue;
             }

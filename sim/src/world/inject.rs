@@ -9,7 +9,7 @@ use std::time::Duration;
 use fakecloud::{FakeCloud, FaultRates, MALFORMED_BODIES, Operation, Pool, QueueFaults};
 use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::ec2::InstanceState;
-use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{KubeApi, KubeError};
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -27,6 +27,38 @@ pub const NEVER_ALLOWS_PDB_PREFIX: &str = "sim-never-allows-";
 /// Largest number of seam calls into its step at which an `anywhere` crash strikes (a busy step
 /// makes a few hundred; a crash drawn past the step's last call strikes after the step).
 pub const CRASH_CALLS_MAX: u64 = 300;
+
+/// `claim-force-deleted`: a user removes the finalizer of one NodeClaim that recorded an
+/// instance and is not being deleted (drawn by `pick` among them, in name order), then deletes
+/// it. The API server removes it at once; its instance runs on, owned by nothing. Returns the
+/// claim's name and instance id, or `None` when there was no candidate.
+pub(crate) async fn force_delete_claim(
+    api: &ApiServer,
+    pick: u64,
+) -> Result<Option<(String, String)>, KubeError> {
+    let mut candidates: Vec<(String, String)> = api
+        .objects(&ResourceKind::NODE_CLAIM)
+        .iter()
+        .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|c| {
+            let name = c["metadata"]["name"].as_str()?;
+            let provider = c["status"]["providerID"].as_str()?;
+            let instance = provider.rsplit('/').next().unwrap_or_default();
+            Some((name.to_string(), instance.to_string()))
+        })
+        .collect();
+    candidates.sort();
+    if candidates.is_empty() {
+        return Ok(None);
+    }
+    let (name, instance) = candidates.swap_remove((pick % candidates.len() as u64) as usize);
+    let key = ObjectKey::cluster(name.clone());
+    let patch = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    api.patch(&ResourceKind::NODE_CLAIM, &key, &patch).await?;
+    api.delete(&ResourceKind::NODE_CLAIM, &key, &DeleteOptions::default())
+        .await?;
+    Ok(Some((name, instance)))
+}
 
 /// A spot storm as it happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +108,8 @@ pub(crate) enum Fired {
     },
     /// Kill the leading controller process.
     Failover { downtime: Duration },
+    /// Force-delete one NodeClaim (`pick` draws it among the candidates).
+    ForceDeleteClaim { pick: u64 },
 }
 
 impl Injector {
@@ -107,54 +141,7 @@ impl Injector {
     ) -> Result<(), KubeError> {
         let old = std::mem::replace(&mut self.mix, mix);
         let mix = self.mix.clone();
-        let schedules = [
-            (
-                faults::SPOT_STORM,
-                mix.spot_storm.as_ref().map(|f| f.schedule()),
-                old.spot_storm != mix.spot_storm,
-            ),
-            (
-                faults::CAPACITY_WAVE,
-                mix.capacity_wave.as_ref().map(|f| f.schedule()),
-                old.capacity_wave != mix.capacity_wave,
-            ),
-            (
-                faults::SQS_MALFORMED,
-                mix.sqs_malformed.as_ref().map(|f| f.schedule()),
-                old.sqs_malformed != mix.sqs_malformed,
-            ),
-            (
-                faults::CONTROLLER_CRASH,
-                mix.controller_crash.as_ref().map(|f| f.schedule()),
-                old.controller_crash != mix.controller_crash,
-            ),
-            (
-                faults::LEADER_FAILOVER,
-                mix.leader_failover.as_ref().map(|f| f.schedule()),
-                old.leader_failover != mix.leader_failover,
-            ),
-            (
-                faults::AMI_RELEASE,
-                mix.ami_release.as_ref().map(|f| f.schedule()),
-                old.ami_release != mix.ami_release,
-            ),
-        ];
-        for (name, schedule, changed) in schedules {
-            match schedule {
-                None => {
-                    self.timers.remove(name);
-                }
-                Some(schedule) if changed || !self.timers.contains_key(name) => {
-                    let rng = faults::stream(self.seed, name, Purpose::Schedule);
-                    self.timers
-                        .insert(name, Timer::new(&schedule, rng, elapsed));
-                    self.targets
-                        .entry(name)
-                        .or_insert_with(|| faults::stream(self.seed, name, Purpose::Target));
-                }
-                Some(_) => {}
-            }
-        }
+        self.restart_timers(&old, elapsed);
         if mix.capacity_wave.is_none() {
             self.end_waves(Duration::MAX, cloud);
         }
@@ -195,6 +182,65 @@ impl Injector {
         Ok(())
     }
 
+    /// The discrete faults' timers for the mix just set: a fault turned off loses its timer, one
+    /// turned on or changed (from `old`) gets a new one from `elapsed`, one unchanged keeps its.
+    fn restart_timers(&mut self, old: &FaultMix, elapsed: Duration) {
+        let mix = self.mix.clone();
+        let schedules = [
+            (
+                faults::SPOT_STORM,
+                mix.spot_storm.as_ref().map(|f| f.schedule()),
+                old.spot_storm != mix.spot_storm,
+            ),
+            (
+                faults::CAPACITY_WAVE,
+                mix.capacity_wave.as_ref().map(|f| f.schedule()),
+                old.capacity_wave != mix.capacity_wave,
+            ),
+            (
+                faults::SQS_MALFORMED,
+                mix.sqs_malformed.as_ref().map(|f| f.schedule()),
+                old.sqs_malformed != mix.sqs_malformed,
+            ),
+            (
+                faults::CONTROLLER_CRASH,
+                mix.controller_crash.as_ref().map(|f| f.schedule()),
+                old.controller_crash != mix.controller_crash,
+            ),
+            (
+                faults::LEADER_FAILOVER,
+                mix.leader_failover.as_ref().map(|f| f.schedule()),
+                old.leader_failover != mix.leader_failover,
+            ),
+            (
+                faults::AMI_RELEASE,
+                mix.ami_release.as_ref().map(|f| f.schedule()),
+                old.ami_release != mix.ami_release,
+            ),
+            (
+                faults::CLAIM_FORCE_DELETED,
+                mix.claim_force_deleted.as_ref().map(|f| f.schedule()),
+                old.claim_force_deleted != mix.claim_force_deleted,
+            ),
+        ];
+        for (name, schedule, changed) in schedules {
+            match schedule {
+                None => {
+                    self.timers.remove(name);
+                }
+                Some(schedule) if changed || !self.timers.contains_key(name) => {
+                    let rng = faults::stream(self.seed, name, Purpose::Schedule);
+                    self.timers
+                        .insert(name, Timer::new(&schedule, rng, elapsed));
+                    self.targets
+                        .entry(name)
+                        .or_insert_with(|| faults::stream(self.seed, name, Purpose::Target));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
     /// The rate-like faults: each knob is the mix's value if the fault is on, else the
     /// scenario's own knob, else the component's default. Nothing is touched when neither the
     /// mix nor the scenario sets anything, so a world without faults is exactly as built.
@@ -224,7 +270,13 @@ impl Injector {
                     operation,
                     Operation::ReceiveMessage | Operation::DeleteMessage
                 );
-                let rates = if sqs { base_ec2 } else { ec2 };
+                let mut rates = if sqs { base_ec2 } else { ec2 };
+                // A lost answer is a launch's fault: the instance runs, the caller sees an error.
+                if operation == Operation::CreateFleet
+                    && let Some(r) = &mix.ec2_lost_response
+                {
+                    rates.lost_response_rate = r.rate;
+                }
                 if rates != FaultRates::default() {
                     c.faults.insert(operation, rates);
                 }
@@ -360,6 +412,10 @@ impl Injector {
                             downtime: spec.downtime,
                         });
                     }
+                }
+                faults::CLAIM_FORCE_DELETED => {
+                    let pick = self.target(name).r#gen::<u64>();
+                    fired.push(Fired::ForceDeleteClaim { pick });
                 }
                 faults::AMI_RELEASE => {
                     if let Some(spec) = &mix.ami_release {

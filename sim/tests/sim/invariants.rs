@@ -12,6 +12,7 @@ use karpenter_sim::bugs::Bug;
 use karpenter_sim::invariants::Invariant;
 use karpenter_sim::scenario::Scenario;
 use karpenter_sim::swarm::{self, SeedOutcome, Selection, SwarmConfig};
+use karpenter_sim::workload_mix::WorkloadSelection;
 use karpenter_sim::world::World;
 use strum::{IntoEnumIterator, VariantArray};
 
@@ -31,6 +32,8 @@ fn config(file: &str, faults: &str, safety_minutes: u64, liveness_minutes: u64) 
     config.safety = Duration::from_secs(safety_minutes * 60);
     config.liveness = Duration::from_secs(liveness_minutes * 60);
     config.determinism_every = 0;
+    // Each bug scenario is the one situation it was written for: no drawn additions.
+    config.workload = WorkloadSelection::Scenario;
     config
 }
 
@@ -103,6 +106,33 @@ fn drained_before_terminate_catches_instances_terminated_before_the_drain() {
         "drained-before-terminate",
         1,
     );
+}
+
+/// Spot nodes interrupted at 8 minutes: their drains must start on tainted nodes.
+#[test]
+fn draining_nodes_closed_catches_nodes_drained_without_the_disrupted_taint() {
+    let config = config("spot-drain.yaml", "none", 15, 10);
+    catches(config, Bug::StripDisruptedTaint, "draining-nodes-closed", 1);
+}
+
+/// The same drains with a scheduler blind to the taint: evicted pods land back on their node.
+#[test]
+fn draining_nodes_closed_catches_pods_bound_to_a_node_being_drained() {
+    let config = config("spot-drain.yaml", "none", 15, 10);
+    catches(
+        config,
+        Bug::SchedulerIgnoresDisruptedTaint,
+        "draining-nodes-closed",
+        1,
+    );
+}
+
+/// A claim force-deleted at 6 minutes leaves its instance running: garbage collection must
+/// terminate it within the window.
+#[test]
+fn no_leaked_instances_catches_garbage_collection_blind_to_orphaned_instances() {
+    let config = config("force-deleted-claim.yaml", "none", 15, 10);
+    catches(config, Bug::GcBlind, "no-leaked-instances", 1);
 }
 
 #[test]
@@ -250,6 +280,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "foreign-instances-untouched",
             "pods-fit-nodes",
             "drained-before-terminate",
+            "draining-nodes-closed",
             "pdb-respected",
             "do-not-disrupt-respected",
             "budgets-respected",

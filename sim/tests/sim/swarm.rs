@@ -6,6 +6,7 @@ use std::time::Duration;
 use karpenter_sim::faults::FaultMix;
 use karpenter_sim::scenario::Scenario;
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
+use karpenter_sim::workload_mix::{GUARDED, WorkloadMix, WorkloadSelection};
 
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
     let mut config = SwarmConfig::new(Scenario::load("default").expect("built-in"), "default");
@@ -81,7 +82,18 @@ fn a_second_storm_taking_back_the_room_interrupted_pods_counted_on_excuses_their
     // pods a never-allowing PDB pins; the controller rightly launches nothing (another node has
     // room), and a second storm at 21m54s takes that node back before the reclaim. Nothing can
     // boot in what is left of the notice: capacity did not exist, so the check is excused.
-    let outcome = swarm::run_seed(&short(23, 3), 364);
+    // The world as that swarm drew it: the scenario's workload, and the faults drawn before
+    // `ec2-lost-response` and `claim-force-deleted` existed (drawn after them, they move nothing).
+    let mut config = short(23, 3);
+    config.workload = WorkloadSelection::Scenario;
+    let before: BTreeSet<String> = FaultMix::draw(364)
+        .names()
+        .into_iter()
+        .filter(|f| !["ec2-lost-response", "claim-force-deleted"].contains(f))
+        .map(str::to_string)
+        .collect();
+    config.faults = Selection::Only(before);
+    let outcome = swarm::run_seed(&config, 364);
     assert!(outcome.passed(), "{:?}", outcome.violations);
     assert!(
         outcome.rehome_excused >= 1,
@@ -93,7 +105,9 @@ fn a_second_storm_taking_back_the_room_interrupted_pods_counted_on_excuses_their
 
 #[test]
 fn a_short_swarm_passes_and_its_output_does_not_depend_on_jobs() {
-    let mut config = short(10, 10);
+    // Liveness as long as the default: a claim force-deleted late in the safety phase may be
+    // replaced by an instance that never boots, which its 15 min registration timeout replaces.
+    let mut config = short(10, 20);
     config.determinism_every = 3;
     let seeds = [1, 2, 3, 4];
     let one = swarm::run_swarm(&config, &seeds, 1, &|_, _| {}).expect("swarm runs");
@@ -118,6 +132,85 @@ fn a_short_swarm_passes_and_its_output_does_not_depend_on_jobs() {
     for key in ["seeds", "passed", "failed", "faultsFired", "faultsOn"] {
         assert!(json.get(key).is_some(), "{key} in {json}");
     }
+}
+
+#[test]
+fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_off_somewhere() {
+    let safety = Duration::from_secs(30 * 60);
+    let draws: Vec<WorkloadMix> = (1..=40).map(|s| WorkloadMix::draw(s, safety)).collect();
+    assert_eq!(draws[0], WorkloadMix::draw(1, safety));
+    for part in ["guarded", "budget", "scale-down"] {
+        let on = draws.iter().filter(|m| m.names().contains(&part)).count();
+        assert!(
+            on > 0 && on < 40,
+            "{part} is on for some seeds only ({on}/40)"
+        );
+    }
+    for mix in &draws {
+        // A scale-down falls in the safety phase, at least a minute before its end.
+        assert!(
+            mix.scale_down
+                .is_none_or(|at| at + Duration::from_secs(60) <= safety)
+        );
+    }
+}
+
+#[test]
+fn a_drawn_workload_adds_do_not_disrupt_pods_a_budget_and_a_scale_down_to_the_scenario() {
+    let scenario = Scenario::load("default").expect("built-in");
+    let mix = WorkloadMix {
+        guarded: Some((4, 500)),
+        budget: Some(("minAvailable".into(), "50%".into())),
+        scale_down: Some(Duration::from_secs(25 * 60)),
+    };
+    let drawn = mix.apply(scenario.clone());
+    let guarded = drawn
+        .workloads
+        .iter()
+        .filter_map(|e| e.deployment.as_ref())
+        .find(|d| d.name == GUARDED)
+        .expect("the guarded Deployment");
+    assert_eq!(guarded.replicas, 4);
+    assert_eq!(
+        guarded
+            .annotations
+            .get("karpenter.sh/do-not-disrupt")
+            .map(String::as_str),
+        Some("true")
+    );
+    // The manifests still parse as the world reads them, the budget among them.
+    let documents =
+        karpenter_core::manifest::parse_documents(&drawn.manifests).expect("manifests parse");
+    let budget = documents
+        .iter()
+        .map(|(_, d)| d)
+        .find(|d| d["kind"] == "PodDisruptionBudget")
+        .expect("the budget");
+    assert_eq!(budget["spec"]["minAvailable"], "50%");
+    assert_eq!(budget["spec"]["selector"]["matchLabels"]["app"], "web");
+    // web is at 60 replicas from 20m: cut to 20 at 25m, events still in time order.
+    let cut = drawn
+        .workloads
+        .iter()
+        .find(|e| e.at == Duration::from_secs(25 * 60))
+        .and_then(|e| e.deployment.as_ref())
+        .expect("the scale-down");
+    assert_eq!((cut.name.as_str(), cut.replicas), ("web", 20));
+    assert!(drawn.workloads.windows(2).all(|w| w[0].at <= w[1].at));
+    assert_eq!(
+        WorkloadMix::default()
+            .apply(scenario.clone())
+            .workloads
+            .len(),
+        scenario.workloads.len()
+    );
+    let mut config = short(30, 20);
+    config.workload = WorkloadSelection::Scenario;
+    assert_eq!(config.workload_mix(3), WorkloadMix::default());
+    assert!(config.replay(3).ends_with("--workload scenario"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (back, _) = swarm::from_replay(&config.replay(3), root).expect("parses");
+    assert_eq!(back.workload, WorkloadSelection::Scenario);
 }
 
 #[test]

@@ -911,6 +911,11 @@ fn loud_mix(from: Duration) -> FaultMix {
         f.every = None;
         f.at = vec![at(5)];
     }
+    if let Some(f) = &mut mix.claim_force_deleted {
+        f.every = None;
+        f.at = vec![at(3)];
+    }
+    mix.ec2_lost_response = Some(Rate { rate: 0.3 });
     mix
 }
 

@@ -22,11 +22,19 @@ use crate::seams::ec2::{Filter, Instance, InstanceState};
 /// settled).
 pub const GC_INTERVAL: Duration = Duration::from_secs(120);
 
+/// The wait before the pass after a failed one, doubling with each failure in a row up to the
+/// interval. Upstream's collector is a controller-runtime singleton: a reconcile that returns an
+/// error is requeued with exponential backoff, not after the next 2 minutes, so an orphaned
+/// instance outlives a throttled DescribeInstances by seconds, not by an interval.
+pub const GC_RETRY_BASE: Duration = Duration::from_secs(1);
+
 /// The garbage-collection controller.
 pub struct GarbageCollector {
     ctx: Arc<Context>,
     /// When the last pass ran (successful or not).
     last_run: Option<Timestamp>,
+    /// Failed passes in a row since the last successful one.
+    failures: u32,
 }
 
 fn instance_id(claim: &NodeClaim) -> Option<String> {
@@ -67,14 +75,27 @@ impl GarbageCollector {
         Self {
             ctx,
             last_run: None,
+            failures: 0,
         }
     }
 
-    /// Runs a pass if none ran yet or the interval has passed since the last one; `None` when
-    /// it is not due.
+    /// How long after the last pass the next is due: the interval, or after a failed pass
+    /// [`GC_RETRY_BASE`] doubled per failure in a row, at most the interval.
+    pub fn next_pass_after(&self) -> Duration {
+        let configured = self.ctx.options.gc_interval.unwrap_or(GC_INTERVAL);
+        match self.failures {
+            0 => configured,
+            n => GC_RETRY_BASE
+                .saturating_mul(1u32 << (n - 1).min(16))
+                .min(configured),
+        }
+    }
+
+    /// Runs a pass if none ran yet or [`GarbageCollector::next_pass_after`] has passed since
+    /// the last one; `None` when it is not due.
     pub async fn collect_if_due(&mut self) -> Option<Result<(usize, usize), LifecycleError>> {
         let now = self.ctx.now();
-        let interval = self.ctx.options.gc_interval.unwrap_or(GC_INTERVAL);
+        let interval = self.next_pass_after();
         let due = self
             .last_run
             .is_none_or(|t| now.duration_since(t).unsigned_abs() >= interval);
@@ -83,6 +104,10 @@ impl GarbageCollector {
         }
         let collected = self.collect().await;
         self.last_run = Some(now);
+        self.failures = match collected {
+            Ok(_) => 0,
+            Err(_) => self.failures.saturating_add(1),
+        };
         Some(collected)
     }
 

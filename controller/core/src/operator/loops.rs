@@ -224,7 +224,8 @@ impl Singleton for GarbageCollectionLoop {
             Some(Err(err)) => self.reports.failed(StepError::GarbageCollection(err)),
             None => {}
         }
-        self.interval
+        // Sooner after a failed pass (backoff), never later than the loop's interval.
+        self.collector.next_pass_after().min(self.interval)
     }
 }
 

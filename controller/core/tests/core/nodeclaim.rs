@@ -332,6 +332,47 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
     });
 }
 
+/// A pass whose DescribeInstances fails is retried seconds later (upstream requeues a failed
+/// reconcile with backoff), not a whole interval later: the orphan is collected at once.
+#[test]
+fn a_failed_garbage_collection_pass_is_retried_within_seconds_not_after_the_interval() {
+    let mut w = world();
+    w.launch_on_demand("default-f");
+    futures::executor::block_on(async {
+        let mut orphan = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
+        orphan["metadata"]["finalizers"] = json!([]);
+        w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
+        w.kube
+            .delete(
+                &ResourceKind::NODE_CLAIM,
+                &ObjectKey::cluster("default-f"),
+                &DeleteOptions::default(),
+            )
+            .await
+            .expect("delete");
+        w.clock.advance(Duration::from_secs(40));
+        w.cloud.script_faults(
+            fakecloud::Operation::DescribeInstances,
+            [fakecloud::Fault::Throttle],
+        );
+        assert!(
+            matches!(w.garbage_collector.collect_if_due().await, Some(Err(_))),
+            "the throttled pass fails"
+        );
+        w.clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            w.garbage_collector.collect_if_due().await.map(|r| r.ok()),
+            Some(Some((1, 0))),
+            "retried a second later, it terminates the orphan"
+        );
+        w.clock.advance(Duration::from_secs(1));
+        assert!(
+            w.garbage_collector.collect_if_due().await.is_none(),
+            "after a successful pass, the next waits for the interval"
+        );
+    });
+}
+
 /// A second instance tagged with a claim that records another one (a launch retried after its
 /// answer was lost, under another token) is a leaked duplicate: its name tag must not keep it
 /// running for as long as the claim lives.

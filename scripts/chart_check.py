@@ -400,7 +400,7 @@ def negative_unsupported_value(check):
                               [] if code == 0 else schema_errors(output))
     code, output = check.run([check.helm, "template", "x", check.root / "charts/karpenter",
                               "--set", "settings.clusterName=ci",
-                              "--set", "settings.featureGates.spotToSpotConsolidation=true"])
+                              "--set", "settings.featureGates.nodeRepair=true"])
     problems += expect_failure(check, "a missing feature's gate set true (helm template)",
                                [] if code == 0 else schema_errors(output))
     return problems

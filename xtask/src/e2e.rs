@@ -312,6 +312,19 @@ fn run_topology(
     result
 }
 
+/// The name of the fake cloud's interruption queue at `aws` (`host:port`), from its control API.
+fn interruption_queue(aws: &str) -> Result<String, String> {
+    let info = http(aws, "GET", "/fakecloud/", "")
+        .ok_or("e2e: the fake cloud's control API did not answer")?;
+    let info: serde_json::Value =
+        serde_json::from_str(&info).map_err(|e| format!("e2e: /fakecloud/: {e}"))?;
+    info["queueUrl"]
+        .as_str()
+        .and_then(|url| url.rsplit('/').next())
+        .map(String::from)
+        .ok_or_else(|| "e2e: the fake cloud names no interruption queue".to_string())
+}
+
 /// `KUBECTL`, else the newest `kubectl.1.NN` next to the gcloud `kubectl`, else the install
 /// script's, else `kubectl` on the PATH.
 pub(crate) fn find_kubectl() -> Option<String> {
@@ -710,15 +723,7 @@ impl Harness {
         if self.topology == Topology::Registrar {
             self.aws = self.start_registrar()?;
         }
-        let info = http(&self.aws, "GET", "/fakecloud/", "")
-            .ok_or("e2e: the fake cloud's control API did not answer")?;
-        let info: serde_json::Value =
-            serde_json::from_str(&info).map_err(|e| format!("e2e: /fakecloud/: {e}"))?;
-        self.queue = info["queueUrl"]
-            .as_str()
-            .and_then(|url| url.rsplit('/').next())
-            .ok_or("e2e: the fake cloud names no interruption queue")?
-            .to_string();
+        self.queue = interruption_queue(&self.aws)?;
         self.note(format!(
             "serve ready on 127.0.0.1:{port}, AWS endpoint {}, interruption queue {}",
             self.aws, self.queue
@@ -738,15 +743,7 @@ impl Harness {
             .to_string();
         self.kubectl_quiet(&["apply", "--server-side", "-f", &crds])?;
         self.aws = self.start_registrar()?;
-        let info = http(&self.aws, "GET", "/fakecloud/", "")
-            .ok_or("e2e: the fake cloud's control API did not answer")?;
-        let info: serde_json::Value =
-            serde_json::from_str(&info).map_err(|e| format!("e2e: /fakecloud/: {e}"))?;
-        self.queue = info["queueUrl"]
-            .as_str()
-            .and_then(|url| url.rsplit('/').next())
-            .ok_or("e2e: the fake cloud names no interruption queue")?
-            .to_string();
+        self.queue = interruption_queue(&self.aws)?;
         self.note(format!("cluster {}: CRDs applied", kubeconfig.display()));
         Ok(())
     }

@@ -19,7 +19,13 @@ type OfferKey<'s> = (usize, &'s [u32], &'s Requirements, &'s BTreeSet<String>);
 
 /// A claim's priced types (price, type index), cheapest first, its offerings' capacity types
 /// and its types' names; shared between alike claims.
-type Offers = (Rc<[(f64, u32)]>, Rc<[&'static str]>, TypeNames);
+type Offers = (Priced, CapacityTypes, TypeNames);
+
+/// (price, type index), cheapest first.
+type Priced = Rc<[(f64, u32)]>;
+
+/// Capacity-type labels of a claim's offerings, sorted.
+type CapacityTypes = Rc<[&'static str]>;
 
 impl Solver<'_> {
     pub(super) fn results(&self, failures: BTreeMap<usize, Failure>) -> Results {
@@ -108,7 +114,7 @@ impl Solver<'_> {
 
     /// The claim's instance types priced by their cheapest offering it may launch into,
     /// cheapest first (at most the run's maximum), and the capacity types of those offerings.
-    fn offers(&self, claim: &Claim) -> (Rc<[(f64, u32)]>, Rc<[&'static str]>) {
+    fn offers(&self, claim: &Claim) -> (Priced, CapacityTypes) {
         let pool = &self.pools[claim.pool];
         let mut capacity_types = BTreeSet::new();
         let mut priced: Vec<(f64, u32)> = Vec::with_capacity(claim.types.len());

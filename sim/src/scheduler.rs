@@ -410,14 +410,6 @@ impl Scheduler {
             verdicts,
             retries,
         } = pass;
-        // kube-scheduler's backoff: every outcome but a bind (or a lost race) pushes the next
-        // attempt back.
-        if let Some(backoff) = self.config.backoff {
-            let attempts = retries.get(&entry.key).map_or(0, |r| r.attempts) + 1;
-            let wait_ms = u64::try_from(backoff.after(attempts).as_millis()).unwrap_or(u64::MAX);
-            let until = after_ms(now, wait_ms);
-            retries.insert(entry.key.clone(), Retry { attempts, until });
-        }
         let gated = entry
             .pod
             .spec
@@ -425,20 +417,12 @@ impl Scheduler {
             .and_then(|s| s.scheduling_gates.as_ref())
             .is_some_and(|g| !g.is_empty());
         if gated {
-            let update = NewCondition {
-                type_: POD_SCHEDULED,
-                status: "False",
-                reason: Some("SchedulingGated"),
-                message: Some("Scheduling is blocked due to non-empty scheduling gates"),
-            };
             // Gated pods are not attempted, so not in backoff (kube-scheduler queues them when
             // the gates go).
             retries.remove(&entry.key);
-            self.write_condition(&entry.key, &entry.object, &update, now, report)
-                .await?;
-            report.gated.push(entry.key);
-            return Ok(());
+            return self.gated(entry, now, report).await;
         }
+        self.back_off(retries, &entry.key, now);
         let what = format!(
             "pod {}/{}",
             entry.key.namespace.as_deref().unwrap_or(""),
@@ -482,18 +466,8 @@ impl Scheduler {
         for provision in &provisions {
             self.provision(provision, zone.as_deref()).await?;
         }
-        let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
-        let bound = match self
-            .kube
-            .patch(&ResourceKind::POD, &entry.key, &Patch::Merge(bind))
-            .await
-        {
-            Ok(bound) => bound,
-            Err(KubeError::Conflict(_) | KubeError::NotFound(_)) => {
-                report.conflicts += 1;
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+        let Some(bound) = self.bind(&entry, &node_name, report).await? else {
+            return Ok(());
         };
         nodes[chosen].add(&candidate.requests, &candidate.host_ports);
         placed.push(PlacedPod::new(&entry.pod, chosen));
@@ -512,6 +486,58 @@ impl Scheduler {
             pod: entry.key,
             node: node_name,
         });
+        Ok(())
+    }
+
+    /// Binds the pod to `node_name`; `None` when it lost a race (changed or gone since the list).
+    async fn bind(
+        &self,
+        entry: &Pending,
+        node_name: &str,
+        report: &mut StepReport,
+    ) -> Result<Option<Value>, KubeError> {
+        let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
+        match self
+            .kube
+            .patch(&ResourceKind::POD, &entry.key, &Patch::Merge(bind))
+            .await
+        {
+            Ok(bound) => Ok(Some(bound)),
+            Err(KubeError::Conflict(_) | KubeError::NotFound(_)) => {
+                report.conflicts += 1;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// kube-scheduler's backoff: every attempt but a bind (or a lost race) pushes the pod's
+    /// next attempt back.
+    fn back_off(&self, retries: &mut BTreeMap<ObjectKey, Retry>, key: &ObjectKey, now: Timestamp) {
+        if let Some(backoff) = self.config.backoff {
+            let attempts = retries.get(key).map_or(0, |r| r.attempts) + 1;
+            let wait_ms = u64::try_from(backoff.after(attempts).as_millis()).unwrap_or(u64::MAX);
+            let until = after_ms(now, wait_ms);
+            retries.insert(key.clone(), Retry { attempts, until });
+        }
+    }
+
+    /// Records `PodScheduled=False` / `SchedulingGated`.
+    async fn gated(
+        &self,
+        entry: Pending,
+        now: Timestamp,
+        report: &mut StepReport,
+    ) -> Result<(), KubeError> {
+        let update = NewCondition {
+            type_: POD_SCHEDULED,
+            status: "False",
+            reason: Some("SchedulingGated"),
+            message: Some("Scheduling is blocked due to non-empty scheduling gates"),
+        };
+        self.write_condition(&entry.key, &entry.object, &update, now, report)
+            .await?;
+        report.gated.push(entry.key);
         Ok(())
     }
 

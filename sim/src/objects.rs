@@ -23,6 +23,11 @@ pub(crate) fn decode<T: DeserializeOwned>(value: Value, what: &str) -> Result<T,
     serde_json::from_value(value).map_err(|e| KubeError::Decode(format!("{what}: {e}")))
 }
 
+/// [`decode`] from a borrowed object (a shared cache entry), without copying it first.
+pub(crate) fn decode_ref<T: DeserializeOwned>(value: &Value, what: &str) -> Result<T, KubeError> {
+    T::deserialize(value).map_err(|e| KubeError::Decode(format!("{what}: {e}")))
+}
+
 /// RFC 3339 at whole seconds, the way `metav1.Time` is written. Delays measured from timestamps
 /// the stand-ins write are therefore exact to one second, as they are in a real cluster.
 pub(crate) fn format_time(time: Timestamp) -> String {

@@ -48,8 +48,8 @@ use matching::Labels;
 use requests::pod_requests;
 
 use crate::objects::{
-    NewCondition, condition, condition_matches, condition_true, conditions_with, decode, guarded,
-    object_key, resources_of,
+    NewCondition, after_ms, condition, condition_matches, condition_true, conditions_with, decode,
+    decode_ref, guarded, object_key, resources_of,
 };
 
 /// The `schedulerName` of pods nobody asked a particular scheduler for.
@@ -63,14 +63,46 @@ const POD_SCHEDULED: &str = "PodScheduled";
 pub struct SchedulerConfig {
     /// Pods naming another `spec.schedulerName` are left alone, as a second scheduler's would be.
     pub scheduler_name: String,
+    /// kube-scheduler's per-pod backoff after a failed attempt: the pod is not tried again
+    /// before it ends, however the cluster changes. `None`: every pass tries every pending pod.
+    pub backoff: Option<Backoff>,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
         Self {
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_string(),
+            backoff: None,
         }
     }
+}
+
+/// How long a pod waits after its n-th failed attempt: `initial × 2^(n-1)`, at most `max`
+/// (kube-scheduler's `podInitialBackoffSeconds` and `podMaxBackoffSeconds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// kube-scheduler's defaults: 1 s, doubling to 10 s.
+    pub const KUBE_SCHEDULER: Backoff = Backoff {
+        initial: Duration::from_secs(1),
+        max: Duration::from_secs(10),
+    };
+
+    fn after(&self, attempts: u32) -> Duration {
+        let doublings = attempts.saturating_sub(1).min(31);
+        self.initial.saturating_mul(1u32 << doublings).min(self.max)
+    }
+}
+
+/// A pod that failed: how often, and when it may be tried again.
+#[derive(Clone, Copy, Debug)]
+struct Retry {
+    attempts: u32,
+    until: Timestamp,
 }
 
 /// A pod bound during a step.
@@ -131,15 +163,70 @@ struct Cache {
     nodes: Reflector<Value>,
     pods: Reflector<Value>,
     last_pass: Option<Timestamp>,
+    /// Pods in backoff (with [`SchedulerConfig::backoff`]), by key.
+    retries: BTreeMap<ObjectKey, Retry>,
 }
 
 /// A pod waiting for a node.
 struct Pending {
     key: ObjectKey,
-    object: Value,
+    object: Arc<Value>,
     pod: Pod,
     priority: i32,
     created: Option<Timestamp>,
+}
+
+/// What one pod's scheduling attempt reads and changes of its pass.
+struct Pass<'a> {
+    now: Timestamp,
+    nodes: &'a mut [NodeView],
+    placed: &'a mut Vec<PlacedPod>,
+    namespaces: &'a BTreeMap<String, Labels>,
+    verdicts: &'a mut Verdicts,
+    retries: &'a mut BTreeMap<ObjectKey, Retry>,
+}
+
+/// "Fits no node" verdicts of this pass, by equivalence class, valid until the next bind.
+///
+/// kube-scheduler's filters read a pod's namespace, labels and spec and the cluster; between two
+/// binds of one pass the cluster does not change (the pass works on its snapshot), so a pod
+/// equivalent to one that fit nowhere fits nowhere either, for the same reasons: it gets the same
+/// message without scanning every node again. That is what lets a pass over thousands of pending
+/// replicas on thousands of full nodes (the `fleet-2000` scenario behind `serve`) finish in
+/// seconds instead of scanning every node for every replica. Pods with volumes are never
+/// classed: their claims (and so their verdicts) are their own.
+#[derive(Default)]
+struct Verdicts {
+    unschedulable: BTreeMap<String, String>,
+}
+
+impl Verdicts {
+    /// The equivalence class of `pod`: its namespace, labels and spec; `None` for a pod whose
+    /// verdict is its own (volumes, or a spec that does not serialize).
+    fn class_of(pod: &Pod) -> Option<String> {
+        let spec = pod.spec.as_ref()?;
+        if spec
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+        {
+            return None;
+        }
+        serde_json::to_string(&(&pod.metadata.namespace, &pod.metadata.labels, spec)).ok()
+    }
+
+    fn unschedulable(&self, class: &str) -> Option<String> {
+        self.unschedulable.get(class).cloned()
+    }
+
+    fn remember(&mut self, class: String, message: String) {
+        self.unschedulable.insert(class, message);
+    }
+
+    fn forget(&mut self) {
+        self.unschedulable.clear();
+    }
 }
 
 /// Why a pod cannot be considered at all (before any node is looked at).
@@ -173,6 +260,7 @@ impl Scheduler {
                 nodes: Reflector::new(ResourceKind::NODE),
                 pods: Reflector::new(ResourceKind::POD),
                 last_pass: None,
+                retries: BTreeMap::new(),
             }),
         }
     }
@@ -191,19 +279,25 @@ impl Scheduler {
             let retry_due = cache
                 .last_pass
                 .is_none_or(|last| now.duration_since(last).unsigned_abs() >= UNSCHEDULABLE_RETRY);
-            if !changed && !retry_due {
+            // A pod whose backoff ended is tried again even if nothing changed.
+            let backoff_over = cache.retries.values().any(|r| r.until <= now);
+            if !changed && !retry_due && !backoff_over {
                 // Nothing moved since the last pass, which left every pod it could bind bound.
                 return Ok(report);
             }
             cache.last_pass = Some(now);
-            let nodes: Vec<Value> = cache.nodes.iter().map(|n| (**n).clone()).collect();
-            let pods: Vec<Value> = cache.pods.iter().map(|p| (**p).clone()).collect();
-            (nodes, pods)
+            // Shared, not copied: a pass reads every pod, and a copy of 20,000 was most of it.
+            (cache.nodes.to_vec(), cache.pods.to_vec())
         };
-        let result = self.pass(now, node_objects, pod_objects, report).await;
+        let mut retries = std::mem::take(&mut self.cache.lock().await.retries);
+        let result = self
+            .pass(now, node_objects, pod_objects, &mut retries, report)
+            .await;
+        let mut cache = self.cache.lock().await;
+        cache.retries = retries;
         if result.is_err() {
             // A pass cut short by an error is retried on the next step, change or no change.
-            self.cache.lock().await.last_pass = None;
+            cache.last_pass = None;
         }
         result
     }
@@ -212,13 +306,14 @@ impl Scheduler {
     async fn pass(
         &self,
         now: Timestamp,
-        node_objects: Vec<Value>,
-        pod_objects: Vec<Value>,
+        node_objects: Vec<Arc<Value>>,
+        pod_objects: Vec<Arc<Value>>,
+        retries: &mut BTreeMap<ObjectKey, Retry>,
         mut report: StepReport,
     ) -> Result<StepReport, KubeError> {
         let mut nodes: Vec<NodeView> = node_objects
-            .into_iter()
-            .map(node_view)
+            .iter()
+            .map(|n| node_view(n))
             .collect::<Result<_, _>>()?;
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let index: BTreeMap<String, usize> = nodes
@@ -236,7 +331,7 @@ impl Scheduler {
                 key.namespace.as_deref().unwrap_or(""),
                 key.name
             );
-            let pod: Pod = decode(object.clone(), &what)?;
+            let pod: Pod = decode_ref(&object, &what)?;
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
             if matches!(phase, Some("Succeeded" | "Failed")) {
                 continue;
@@ -279,18 +374,23 @@ impl Scheduler {
                 .then(a.created.cmp(&b.created))
                 .then_with(|| a.key.cmp(&b.key))
         });
+        // Pods no longer pending leave backoff; those still in it sit this pass out.
+        let still: BTreeSet<&ObjectKey> = pending.iter().map(|p| &p.key).collect();
+        retries.retain(|key, _| still.contains(key));
+        pending.retain(|p| retries.get(&p.key).is_none_or(|r| r.until <= now));
 
         let namespaces = self.namespace_labels(&pending, &placed).await?;
+        let mut verdicts = Verdicts::default();
         for entry in pending {
-            self.schedule(
-                entry,
+            let pass = Pass {
                 now,
-                &mut nodes,
-                &mut placed,
-                &namespaces,
-                &mut report,
-            )
-            .await?;
+                nodes: &mut nodes,
+                placed: &mut placed,
+                namespaces: &namespaces,
+                verdicts: &mut verdicts,
+                retries: &mut *retries,
+            };
+            self.schedule(entry, pass, &mut report).await?;
         }
         Ok(report)
     }
@@ -299,12 +399,17 @@ impl Scheduler {
     async fn schedule(
         &self,
         entry: Pending,
-        now: Timestamp,
-        nodes: &mut [NodeView],
-        placed: &mut Vec<PlacedPod>,
-        namespaces: &BTreeMap<String, Labels>,
+        pass: Pass<'_>,
         report: &mut StepReport,
     ) -> Result<(), KubeError> {
+        let Pass {
+            now,
+            nodes,
+            placed,
+            namespaces,
+            verdicts,
+            retries,
+        } = pass;
         let gated = entry
             .pod
             .spec
@@ -312,22 +417,21 @@ impl Scheduler {
             .and_then(|s| s.scheduling_gates.as_ref())
             .is_some_and(|g| !g.is_empty());
         if gated {
-            let update = NewCondition {
-                type_: POD_SCHEDULED,
-                status: "False",
-                reason: Some("SchedulingGated"),
-                message: Some("Scheduling is blocked due to non-empty scheduling gates"),
-            };
-            self.write_condition(&entry.key, &entry.object, &update, now, report)
-                .await?;
-            report.gated.push(entry.key);
-            return Ok(());
+            // Gated pods are not attempted, so not in backoff (kube-scheduler queues them when
+            // the gates go).
+            retries.remove(&entry.key);
+            return self.gated(entry, now, report).await;
         }
+        self.back_off(retries, &entry.key, now);
         let what = format!(
             "pod {}/{}",
             entry.key.namespace.as_deref().unwrap_or(""),
             entry.key.name
         );
+        let equivalence = Verdicts::class_of(&entry.pod);
+        if let Some(message) = equivalence.as_ref().and_then(|c| verdicts.unschedulable(c)) {
+            return self.unschedulable(entry, message, now, report).await;
+        }
         let requests = pod_requests(&entry.pod, &what)?;
         let (volume_affinity, provisions) = match self.pre_filter_volumes(&entry.pod).await? {
             PreFilter::Volumes(selectors, provisions) => (selectors, provisions),
@@ -350,6 +454,9 @@ impl Scheduler {
             Ok(chosen) => chosen,
             Err(reasons) => {
                 let message = fit_error(nodes.len(), &reasons);
+                if let Some(class) = equivalence {
+                    verdicts.remember(class, message.clone());
+                }
                 return self.unschedulable(entry, message, now, report).await;
             }
         };
@@ -359,21 +466,14 @@ impl Scheduler {
         for provision in &provisions {
             self.provision(provision, zone.as_deref()).await?;
         }
-        let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
-        let bound = match self
-            .kube
-            .patch(&ResourceKind::POD, &entry.key, &Patch::Merge(bind))
-            .await
-        {
-            Ok(bound) => bound,
-            Err(KubeError::Conflict(_) | KubeError::NotFound(_)) => {
-                report.conflicts += 1;
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+        let Some(bound) = self.bind(&entry, &node_name, report).await? else {
+            return Ok(());
         };
         nodes[chosen].add(&candidate.requests, &candidate.host_ports);
         placed.push(PlacedPod::new(&entry.pod, chosen));
+        // The cluster changed: a verdict reached before this bind may no longer hold.
+        verdicts.forget();
+        retries.remove(&entry.key);
         let scheduled = NewCondition {
             type_: POD_SCHEDULED,
             status: "True",
@@ -386,6 +486,58 @@ impl Scheduler {
             pod: entry.key,
             node: node_name,
         });
+        Ok(())
+    }
+
+    /// Binds the pod to `node_name`; `None` when it lost a race (changed or gone since the list).
+    async fn bind(
+        &self,
+        entry: &Pending,
+        node_name: &str,
+        report: &mut StepReport,
+    ) -> Result<Option<Value>, KubeError> {
+        let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
+        match self
+            .kube
+            .patch(&ResourceKind::POD, &entry.key, &Patch::Merge(bind))
+            .await
+        {
+            Ok(bound) => Ok(Some(bound)),
+            Err(KubeError::Conflict(_) | KubeError::NotFound(_)) => {
+                report.conflicts += 1;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// kube-scheduler's backoff: every attempt but a bind (or a lost race) pushes the pod's
+    /// next attempt back.
+    fn back_off(&self, retries: &mut BTreeMap<ObjectKey, Retry>, key: &ObjectKey, now: Timestamp) {
+        if let Some(backoff) = self.config.backoff {
+            let attempts = retries.get(key).map_or(0, |r| r.attempts) + 1;
+            let wait_ms = u64::try_from(backoff.after(attempts).as_millis()).unwrap_or(u64::MAX);
+            let until = after_ms(now, wait_ms);
+            retries.insert(key.clone(), Retry { attempts, until });
+        }
+    }
+
+    /// Records `PodScheduled=False` / `SchedulingGated`.
+    async fn gated(
+        &self,
+        entry: Pending,
+        now: Timestamp,
+        report: &mut StepReport,
+    ) -> Result<(), KubeError> {
+        let update = NewCondition {
+            type_: POD_SCHEDULED,
+            status: "False",
+            reason: Some("SchedulingGated"),
+            message: Some("Scheduling is blocked due to non-empty scheduling gates"),
+        };
+        self.write_condition(&entry.key, &entry.object, &update, now, report)
+            .await?;
+        report.gated.push(entry.key);
         Ok(())
     }
 
@@ -644,13 +796,13 @@ impl Scheduler {
 }
 
 /// A node as the filters see it, before pods are added.
-fn node_view(object: Value) -> Result<NodeView, KubeError> {
+fn node_view(object: &Value) -> Result<NodeView, KubeError> {
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let ready = condition_true(&object, "Ready");
-    let node: Node = decode(object, &format!("node {name}"))?;
+    let ready = condition_true(object, "Ready");
+    let node: Node = decode_ref(object, &format!("node {name}"))?;
     let spec = node.spec.unwrap_or_default();
     let allocatable = resources_of(
         node.status.as_ref().and_then(|s| s.allocatable.as_ref()),

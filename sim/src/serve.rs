@@ -27,7 +27,7 @@ use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
 
 use crate::kubelet::{Kubelet, KubeletConfig};
 use crate::scenario::Scenario;
-use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::scheduler::{Backoff, Scheduler, SchedulerConfig};
 use deployments::{DEPLOYMENT, Deployments};
 
 /// What `karpenter-sim serve` was asked for.
@@ -131,6 +131,19 @@ impl Running {
     }
 }
 
+/// The kube-scheduler stand-in's settings here: kube-scheduler's backoff, a pod that failed
+/// waiting 1 s, doubling to 10 s, before its next attempt. Without it each 500 ms tick rewrote
+/// the condition of every pending pod whose message changed ("0/N nodes are available"):
+/// 20,000 status writes a tick in `fleet-2000`, which overflowed every watch's history and made
+/// every client re-list. The simulated worlds keep trying every pod each step (their scenarios'
+/// timings were measured that way).
+fn scheduler_config() -> SchedulerConfig {
+    SchedulerConfig {
+        backoff: Some(Backoff::KUBE_SCHEDULER),
+        ..SchedulerConfig::default()
+    }
+}
+
 /// Builds the world and starts serving it (call inside a multi-threaded tokio runtime).
 pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
     let clock: Arc<dyn Clock> = Arc::new(fakecloud_serve::WallClock);
@@ -219,7 +232,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
                 KubeletConfig::default(),
             )
         }),
-        scheduler: Scheduler::new(kube.clone(), clock.clone(), SchedulerConfig::default()),
+        scheduler: Scheduler::new(kube.clone(), clock.clone(), scheduler_config()),
         deployments: Deployments::default(),
         api,
         aws,

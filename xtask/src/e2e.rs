@@ -422,10 +422,18 @@ impl Harness {
             "suite exited ({status}): {} passed, {} failed",
             counts.passed, counts.failed
         ));
+        let timings = std::fs::read_to_string(self.dir.join("timings.tsv")).unwrap_or_default();
+        for line in crate::e2e_report::margin_lines(&crate::e2e_report::timings(&timings)) {
+            self.note(format!("case time: {line}"));
+        }
         if !status.success() {
+            let suite_out = std::fs::read_to_string(self.dir.join("suite.out")).unwrap_or_default();
+            let digest = crate::e2e_report::failure_digest(&suite_out);
+            // Multi-line: this message ends the run's output, after every process's log.
             return Err(format!(
-                "e2e suite ({} failed; their reports are above)",
-                counts.failed
+                "e2e suite ({} failed; full reports above; digest:)\n{}",
+                counts.failed,
+                digest.join("\n")
             ));
         }
         let second = self.until_one_leads()?;
@@ -460,6 +468,9 @@ impl Harness {
             })
             .collect();
         let out = std::fs::File::create(self.dir.join("suite.out")).map_err(|e| e.to_string())?;
+        let timings = self.dir.join("timings.tsv");
+        // Each case appends to it: a file left by an earlier run would mix with this one's.
+        let _ = std::fs::remove_file(&timings);
         let child = Command::new("cargo")
             .args(["test", "--quiet", "--workspace", "--test", "e2e", "--"])
             .args(["--test-threads", SUITE_THREADS])
@@ -468,6 +479,7 @@ impl Harness {
             .env("E2E_AWS_ENDPOINT", format!("http://{}", self.aws))
             .env("E2E_CLUSTER_NAME", CLUSTER)
             .env("E2E_CONTROLLER_LOGS", logs.join(":"))
+            .env("E2E_TIMINGS", &timings)
             .current_dir(&self.root)
             .stdout(Stdio::from(out))
             .spawn()

@@ -21,6 +21,7 @@
 mod bench_memory;
 mod chart_env;
 mod e2e;
+mod e2e_report;
 mod k3s;
 mod mutants;
 

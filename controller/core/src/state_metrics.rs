@@ -225,7 +225,10 @@ fn node_labels(node: &Node, managed: bool) -> NodeLabels {
             .unwrap_or_default(),
     ));
     out.sort();
-    NodeLabels(out)
+    NodeLabels {
+        node: out.into(),
+        resource_type: None,
+    }
 }
 
 fn compute(nodes: &[&Node], pods: &[&Pod], pools: &[&NodePool], now: jiff::Timestamp) -> Series {
@@ -269,12 +272,11 @@ fn compute(nodes: &[&Node], pods: &[&Pod], pools: &[&NodePool], now: jiff::Times
                 if family != "allocatable" && family != "system_overhead" && amount == 0 {
                     continue;
                 }
-                let mut labels = base.0.clone();
-                labels.push(("resource_type".into(), resource_label(name)));
-                labels.sort();
-                series
-                    .nodes
-                    .insert((family, NodeLabels(labels)), value(name, amount));
+                let labels = NodeLabels {
+                    node: base.node.clone(),
+                    resource_type: Some(resource_label(name)),
+                };
+                series.nodes.insert((family, labels), value(name, amount));
             }
         }
         let created = node

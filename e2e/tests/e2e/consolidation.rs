@@ -1,4 +1,4 @@
-//! Consolidation: scaling in removes the emptied node; an underutilized node is replaced by a
+//! Consolidation: scaling in removes one of the two nodes; an underutilized node is replaced by a
 //! cheaper one — but not while a PodDisruptionBudget or `karpenter.sh/do-not-disrupt` forbids
 //! moving its pod.
 
@@ -25,7 +25,7 @@ fn consolidate_quickly() -> serde_json::Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scaling_in_removes_the_emptied_node_and_ends_its_instance() {
+async fn scaling_in_removes_one_node_and_ends_its_instance() {
     let Some(case) = Case::start("scale-in", true).await else {
         return;
     };
@@ -54,22 +54,27 @@ async fn scaling_in_removes_the_emptied_node_and_ends_its_instance() {
             json!({"spec": {"replicas": 1}}),
         )
         .await?;
-        let kept = case.until_running_on("app=scale-in", 1, c).await?[0]["spec"]["nodeName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let emptied = claims
+        // Which node goes is the controller's choice: the node the Deployment emptied (emptiness)
+        // or, if the other node's pod has gone longer without a change, that node, its pod moved
+        // to the emptied one (upstream's consolidateAfter runs from each node's last pod event, so
+        // both happen on a real cluster). Either way one node and its instance go.
+        let left = case
+            .until("one of the two NodeClaims gone", || async {
+                let left = case.node_claims(c).await?;
+                Ok((left.len() == 1).then_some(left))
+            })
+            .await?;
+        let removed = claims
             .iter()
-            .find(|claim| claim["status"]["nodeName"] != kept.as_str())
+            .find(|claim| name(claim) != name(&left[0]))
             .cloned()
-            .ok_or_else(|| karpenter_e2e::E2eError::Check("no emptied node".into()))?;
-        until_claim_gone(&case, &name(&emptied)).await?;
-        until_instance_ends(&case, &claim_instance(&emptied)?).await?;
-        let left = case.node_claims(c).await?;
-        if left.len() != 1 || left[0]["status"]["nodeName"] != kept.as_str() {
+            .ok_or_else(|| karpenter_e2e::E2eError::Check("no removed NodeClaim".into()))?;
+        until_instance_ends(&case, &claim_instance(&removed)?).await?;
+        let pods = case.until_running_on("app=scale-in", 1, c).await?;
+        if pods[0]["spec"]["nodeName"] != left[0]["status"]["nodeName"] {
             return fail(format!(
-                "expected only the pod's node {kept} left, found {:?}",
-                left.iter().map(name).collect::<Vec<_>>()
+                "the pod runs on {}, not on the node left ({})",
+                pods[0]["spec"]["nodeName"], left[0]["status"]["nodeName"]
             ));
         }
         Ok(())

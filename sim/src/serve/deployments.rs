@@ -5,10 +5,12 @@
 //! pods of a deleted Deployment are deleted (the garbage collector's part).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use karpenter_core::seams::kube::{DeleteOptions, ListOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{KubeApi, KubeError};
+use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
 
 use crate::workloads::Deployment;
@@ -22,10 +24,20 @@ pub const DEPLOYMENT: ResourceKind = ResourceKind {
     namespaced: true,
 };
 
-/// The stand-in's memory: each Deployment's ReplicaSet state, by (namespace, name).
-#[derive(Default)]
+/// The stand-in's memory: each Deployment's ReplicaSet state, by (namespace, name), and a
+/// watch-fed cache of the pods (a list per pass copied all 20,000 pods of `fleet-2000`).
 pub struct Deployments {
     known: BTreeMap<(String, String), Deployment>,
+    pods: Reflector<Value>,
+}
+
+impl Default for Deployments {
+    fn default() -> Self {
+        Self {
+            known: BTreeMap::new(),
+            pods: Reflector::new(ResourceKind::POD),
+        }
+    }
 }
 
 impl Deployments {
@@ -37,7 +49,8 @@ impl Deployments {
     ) -> Result<(usize, usize), KubeError> {
         let all = ListOptions::default();
         let deployments = api.list(&DEPLOYMENT, &all).await?.items;
-        let pods = api.list(&ResourceKind::POD, &all).await?.items;
+        self.pods.sync(api).await?;
+        let pods = self.pods.to_vec();
         let (mut created, mut deleted) = (0, 0);
         let mut seen = BTreeSet::new();
         for object in &deployments {
@@ -62,7 +75,8 @@ impl Deployments {
             .collect();
         for key in gone {
             if let Some(deployment) = self.known.remove(&key) {
-                for pod in pods.iter().filter(|p| deployment.owns(p)) {
+                let owner = deployment.owner();
+                for pod in pods.iter().filter(|p| owner.owns(p)) {
                     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
                     api.delete(
                         &ResourceKind::POD,
@@ -91,12 +105,13 @@ async fn write_status(
     api: &dyn KubeApi,
     object: &Value,
     deployment: &Deployment,
-    pods: &[Value],
+    pods: &[Arc<Value>],
     now: Timestamp,
 ) -> Result<(), KubeError> {
-    let owned: Vec<&Value> = pods
+    let owner = deployment.owner();
+    let owned: Vec<&Arc<Value>> = pods
         .iter()
-        .filter(|p| deployment.owns(p) && p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| owner.owns(p) && p["metadata"]["deletionTimestamp"].is_null())
         .collect();
     let ready = owned.iter().filter(|p| is_ready(p)).count();
     let available = ready >= deployment.replicas;

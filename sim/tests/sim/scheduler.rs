@@ -2,10 +2,11 @@
 //! `PodScheduled` condition, the choice among feasible nodes and the queue order.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use karpenter_core::seams::kube::{ObjectKey, ResourceKind};
 use karpenter_core::seams::{Clock, ManualClock};
-use karpenter_sim::scheduler::{Scheduler, SchedulerConfig, StepReport};
+use karpenter_sim::scheduler::{Backoff, Scheduler, SchedulerConfig, StepReport};
 use serde_json::{Value, json};
 
 use fakekube::ApiServer;
@@ -911,4 +912,109 @@ fn the_same_cluster_gives_the_same_bindings() {
     let second = build().step();
     assert_eq!(first.bound_count(), 24);
     assert_eq!(first, second);
+}
+
+#[test]
+fn a_replica_that_fit_nowhere_does_not_condemn_its_twin_once_a_bind_changed_the_cluster() {
+    // Queue order is by name here (no creation times): the first replica finds no db pod, the db
+    // pod binds, and the second replica, the same pod in all but name, must be judged afresh.
+    let near_db = |name: &str| {
+        with(labelled(small(name), json!({ "app": "client" })), |p| {
+            p["spec"]["affinity"] = pod_affinity(
+                json!({ "matchLabels": { "app": "db" } }),
+                "kubernetes.io/hostname",
+            );
+        })
+    };
+    let c = Cluster::with_nodes([node("n1", "a", 8, 32, 110)]);
+    c.add(near_db("a-client"));
+    c.add(labelled(small("b-db"), json!({ "app": "db" })));
+    c.add(near_db("c-client"));
+    c.add(near_db("d-client"));
+    let report = c.step();
+    assert_eq!(c.node_of("a-client"), None);
+    assert_eq!(
+        c.message("a-client"),
+        "0/1 nodes are available: 1 node(s) didn't match pod affinity rules."
+    );
+    assert_eq!(c.node_of("b-db").as_deref(), Some("n1"));
+    assert_eq!(c.node_of("c-client").as_deref(), Some("n1"));
+    assert_eq!(c.node_of("d-client").as_deref(), Some("n1"));
+    assert_eq!(report.bound_count(), 3);
+}
+
+#[test]
+fn replicas_that_fit_nowhere_all_carry_the_message_the_first_one_was_given() {
+    let c = Cluster::with_nodes([node("n1", "a", 2, 8, 110), node("n2", "b", 2, 8, 110)]);
+    c.add(bound("running", "n1", "1500m"));
+    for name in ["big-1", "big-2", "big-3"] {
+        c.add(labelled(pod(name, "3", "128Mi"), json!({ "app": "big" })));
+    }
+    c.add(labelled(
+        pod("other", "3", "128Mi"),
+        json!({ "app": "other" }),
+    ));
+    let report = c.step();
+    assert_eq!(report.unschedulable_count(), 4);
+    for name in ["big-1", "big-2", "big-3", "other"] {
+        assert_eq!(
+            c.message(name),
+            "0/2 nodes are available: 2 Insufficient cpu.",
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn with_kube_schedulers_backoff_a_pod_that_failed_is_not_tried_again_until_its_backoff_ends() {
+    let clock = Arc::new(ManualClock::new(start()));
+    let kube = api(clock.clone() as Arc<dyn Clock>);
+    let config = SchedulerConfig {
+        backoff: Some(Backoff::KUBE_SCHEDULER),
+        ..SchedulerConfig::default()
+    };
+    let scheduler = Scheduler::new(kube.clone(), clock.clone(), config);
+    let step = || block_on(scheduler.step()).expect("step");
+    kube.insert(ResourceKind::NODE, node("n1", "a", 1, 8, 110));
+    kube.insert(ResourceKind::POD, pod("big", "2", "128Mi"));
+    assert_eq!(step().unschedulable_count(), 1, "the first attempt");
+
+    // A node that fits arrives at once, but the pod sits out its first second of backoff.
+    kube.insert(ResourceKind::NODE, node("n2", "a", 4, 8, 110));
+    assert_eq!(step(), StepReport::default(), "in backoff: not attempted");
+    clock.advance(Duration::from_millis(999));
+    assert_eq!(step(), StepReport::default(), "still in backoff");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(
+        step().bound_count(),
+        1,
+        "tried again once the backoff ended"
+    );
+    assert_eq!(kube.pod("big")["spec"]["nodeName"].as_str(), Some("n2"));
+}
+
+#[test]
+fn kube_schedulers_backoff_doubles_from_one_second_to_at_most_ten() {
+    let clock = Arc::new(ManualClock::new(start()));
+    let kube = api(clock.clone() as Arc<dyn Clock>);
+    let config = SchedulerConfig {
+        backoff: Some(Backoff::KUBE_SCHEDULER),
+        ..SchedulerConfig::default()
+    };
+    let scheduler = Scheduler::new(kube.clone(), clock.clone(), config);
+    let attempts = |scheduler: &Scheduler| {
+        block_on(scheduler.step())
+            .expect("step")
+            .unschedulable_count()
+    };
+    kube.insert(ResourceKind::NODE, node("n1", "a", 1, 8, 110));
+    kube.insert(ResourceKind::POD, pod("big", "2", "128Mi"));
+    let mut tried_at = Vec::new();
+    for second in 0..40u64 {
+        if attempts(&scheduler) > 0 {
+            tried_at.push(second);
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    assert_eq!(tried_at, [0, 1, 3, 7, 15, 25, 35]);
 }

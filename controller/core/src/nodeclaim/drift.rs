@@ -46,6 +46,7 @@ use crate::api::labels::{
 };
 use crate::api::{ConditionStatus, EC2NodeClass, NodeClaim, NodePool, ProviderId};
 use crate::context::Context;
+use crate::runtime::{PassErrors, gone_is_done};
 use crate::scheduling::Requirements;
 use crate::seams::KubeError;
 use crate::seams::batch::BATCH_IDS_MAX;
@@ -400,7 +401,8 @@ impl DriftDetection {
 
     /// One pass over every launched claim not being deleted; returns how many claims changed.
     /// When describing the instances fails, the other rules still run and the error is
-    /// returned after them (the loop retries).
+    /// returned after them (the loop retries); a claim whose write fails does not stop the
+    /// others ([`crate::runtime::pass`]), and one deleted since the cache saw it is skipped.
     pub async fn pass(&self) -> Result<usize, DriftError> {
         let inputs = self.inputs().await?;
         let started = self.ctx.clock.now();
@@ -438,21 +440,24 @@ impl DriftDetection {
         }
         let placements = self.placements_now();
         let mut changed = 0;
+        // A claim that fails (a conflict: lifecycle, disruption and termination write claims
+        // too) is retried next pass; the claims after it are still looked at.
+        let mut errors = PassErrors::default();
         for claim in &inputs.claims {
             let placement =
                 instance_id(claim).and_then(|id| placements.get(&id).map(|(_, p)| p.clone()));
-            changed += usize::from(
-                self.reconcile(
+            let reconciled = self
+                .reconcile(
                     claim,
                     (inputs.pool(claim), inputs.class(claim)),
                     target(claim),
                     placement.as_ref(),
                 )
-                .await?,
-            );
+                .await;
+            changed += usize::from(errors.keep(gone_is_done(reconciled)).unwrap_or(false));
         }
         described?;
-        Ok(changed)
+        Ok(errors.finish(changed)?)
     }
 
     fn placements_now(&self) -> BTreeMap<String, (Timestamp, Placement)> {

@@ -31,6 +31,7 @@ use crate::api::labels::{EC2NODECLASS_HASH_ANNOTATION, EC2NODECLASS_HASH_VERSION
 use crate::api::{ConditionStatus, EC2NodeClass, EC2NodeClassStatus};
 use crate::catalog::ReservationAvailability;
 use crate::context::Context;
+use crate::runtime::{PassErrors, gone_is_done};
 use crate::seams::KubeError;
 use crate::seams::ec2::{Ec2, Filter};
 use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
@@ -74,6 +75,9 @@ impl NodeClassStatus {
         };
         let mut pass = StatusPass::default();
         let mut claims = None;
+        // One class's failed write (a conflict, or a class deleted since the cache saw it) must
+        // not keep the others unresolved, nor drift detection, which runs after this pass.
+        let mut errors = PassErrors::default();
         for class in classes {
             if class.metadata.deletion_timestamp.is_some() {
                 if claims.is_none() {
@@ -82,12 +86,15 @@ impl NodeClassStatus {
                     claims = Some(state.claims.to_vec());
                 }
                 let claims = claims.as_deref().unwrap_or_default();
-                self.finalize(&class, claims, &mut pass).await?;
+                errors.keep(gone_is_done(self.finalize(&class, claims, &mut pass).await));
                 continue;
             }
-            let (written, ec2_error) = self.reconcile(&class).await?;
-            pass.written += usize::from(written);
-            pass.ec2_errors += usize::from(ec2_error);
+            if let Some((written, ec2_error)) =
+                errors.keep(gone_is_done(self.reconcile(&class).await))
+            {
+                pass.written += usize::from(written);
+                pass.ec2_errors += usize::from(ec2_error);
+            }
         }
         match garbagecollection::collect_unused_templates(&self.ctx).await {
             Ok(deleted) => pass.templates_deleted += deleted,
@@ -96,7 +103,7 @@ impl NodeClassStatus {
                 pass.ec2_errors += 1;
             }
         }
-        Ok(pass)
+        errors.finish(pass)
     }
 
     /// One pass of a deleting class's finalizer; EC2 and IAM errors are logged and retried next

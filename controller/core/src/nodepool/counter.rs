@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::api::labels::NODEPOOL_LABEL;
 use crate::context::Context;
 use crate::resources::Resources;
+use crate::runtime::{PassErrors, gone_is_done};
 use crate::seams::KubeError;
 use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
 
@@ -32,6 +33,7 @@ impl Counter {
             state.claims.sync(self.ctx.kube.as_ref()).await?;
             (pools, state.claims.to_vec())
         };
+        let mut errors = PassErrors::default();
         for pool in pools {
             let name = pool.name_any();
             let mine: Vec<_> = claims
@@ -48,15 +50,20 @@ impl Counter {
                 continue; // unchanged: no write, no watch event
             }
             let status = json!({"status": {"nodes": mine.len(), "resources": resources}});
-            self.ctx
+            let written = self
+                .ctx
                 .kube
                 .patch_status(
                     &ResourceKind::NODE_POOL,
                     &ObjectKey::cluster(name),
                     &Patch::Merge(status),
                 )
-                .await?;
+                .await
+                .map(|_| ());
+            // A pool deleted since the cache saw it has nothing to count; one that fails does
+            // not keep the others' counts stale ([`crate::runtime::pass`]).
+            errors.keep(gone_is_done(written));
         }
-        Ok(())
+        errors.finish(())
     }
 }

@@ -58,6 +58,7 @@ impl Readiness {
             (state.pools.to_vec(), state.node_classes.to_vec())
         };
         let now = self.ctx.now();
+        let mut errors = crate::runtime::PassErrors::default();
         for pool in pools {
             if pool.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -82,10 +83,13 @@ impl Readiness {
                 .await
             {
                 Ok(_) | Err(KubeError::NotFound(_)) | Err(KubeError::Conflict(_)) => {}
-                Err(err) => return Err(err),
+                // The other pools are still written ([`crate::runtime::pass`]).
+                Err(err) => {
+                    errors.keep::<()>(Err(err));
+                }
             }
         }
-        Ok(())
+        errors.finish(())
     }
 }
 

@@ -401,16 +401,19 @@ impl Singleton for DriftLoop {
         "drift"
     }
 
+    /// Drift detection runs even when a class's status failed: it decides on the statuses
+    /// written so far, and a class that keeps failing must not stop drift everywhere.
     async fn pass(&mut self) -> Duration {
+        let mut next = NODECLASS_REFRESH;
         if let Err(err) = self.status.reconcile_all().await {
             self.reports.failed(StepError::NodeClassStatus(err));
-            return TERMINATION_REQUEUE;
+            next = TERMINATION_REQUEUE;
         }
         if let Err(err) = self.drift.pass().await {
             self.reports.failed(StepError::Drift(err));
-            return TERMINATION_REQUEUE;
+            next = TERMINATION_REQUEUE;
         }
-        NODECLASS_REFRESH
+        next
     }
 }
 

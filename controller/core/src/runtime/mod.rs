@@ -12,11 +12,13 @@
 
 pub mod controller;
 pub mod informer;
+pub mod pass;
 pub mod queue;
 pub mod stop;
 
 pub use controller::{Reconciler, Requeue, Singleton, run_keyed, run_singleton};
 pub use informer::{Informers, Trigger};
+pub use pass::{PassErrors, gone_is_done};
 pub use queue::WorkQueue;
 pub use stop::{Stop, StopSender};
 

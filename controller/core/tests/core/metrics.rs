@@ -845,3 +845,46 @@ fn provisioning_series_time_a_pod_from_the_provisioners_first_placement() {
         "{text}"
     );
 }
+
+#[test]
+fn a_node_series_shares_its_node_labels_and_lists_resource_type_in_name_order() {
+    use karpenter_core::metrics::NodeLabels;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::registry::Registry;
+    use std::sync::Arc;
+
+    let node: Arc<[(String, String)]> = [("arch", "amd64"), ("node_name", "n1"), ("zone", "a")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+    let family = Family::<NodeLabels, Gauge>::default();
+    for resource in ["cpu", "memory"] {
+        let labels = NodeLabels {
+            node: node.clone(),
+            resource_type: Some(resource.to_string()),
+        };
+        family.get_or_create(&labels).set(1);
+    }
+    family
+        .get_or_create(&NodeLabels {
+            node: node.clone(),
+            resource_type: None,
+        })
+        .set(2);
+    assert_eq!(
+        Arc::strong_count(&node),
+        4,
+        "the registry holds the node's labels once, shared by its series"
+    );
+    let mut registry = Registry::default();
+    registry.register("nodes", "help", family);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    for line in [
+        r#"nodes{arch="amd64",node_name="n1",resource_type="cpu",zone="a"} 1"#,
+        r#"nodes{arch="amd64",node_name="n1",resource_type="memory",zone="a"} 1"#,
+        r#"nodes{arch="amd64",node_name="n1",zone="a"} 2"#,
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+}

@@ -1576,6 +1576,32 @@ fn zonal_spread_with_max_skew_one_puts_two_of_six_pods_in_each_of_three_zones() 
     );
 }
 
+/// Each new claim's zone is chosen among every zone its types offer (the scan for them stops
+/// only once all the permitted ones are found): a loose spread still puts the next pod in the
+/// emptiest zone, not in the first zone the types list.
+#[test]
+fn a_loose_zonal_spread_still_puts_each_new_node_in_the_emptiest_zone() {
+    let out = scenario()
+        .pods((0..3).map(|i| {
+            pod(&format!("web-{i}"))
+                .app("web")
+                .cpu("1")
+                .zone_spread(3, "app=web")
+                .anti_affinity(HOSTNAME_LABEL, "app=web")
+        }))
+        .solve();
+    out.assert_all_placed();
+    let counts = out.zone_counts(&names("web", 3));
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            ("zone-a".to_string(), 1),
+            ("zone-b".to_string(), 1),
+            ("zone-c".to_string(), 1)
+        ])
+    );
+}
+
 #[test]
 fn zonal_spread_fails_when_the_only_launchable_zone_already_has_too_many() {
     // zone-a already has one web pod, zones b and c none (their nodes are full), and the pool
@@ -2227,6 +2253,37 @@ fn min_values_keeps_a_claim_from_narrowing_below_the_minimum() {
 // ================================================================================================
 // Capacity types and offerings
 // ================================================================================================
+
+/// The run prices alike claims once: claims of one pool with the same instance types but
+/// different capacity-type requirements must still each get their own offerings' price.
+#[test]
+fn claims_alike_but_for_their_capacity_type_are_each_priced_by_their_own_offerings() {
+    let out = scenario()
+        .pod(
+            pod("spot-app")
+                .cpu("1")
+                .node_selector(CAPACITY_TYPE_LABEL, "spot"),
+        )
+        .pod(
+            pod("od-app")
+                .cpu("1")
+                .node_selector(CAPACITY_TYPE_LABEL, "on-demand"),
+        )
+        .solve();
+    out.assert_all_placed();
+    let (spot, on_demand) = (out.claim_of("spot-app"), out.claim_of("od-app"));
+    assert_eq!(type_names(spot), type_names(on_demand));
+    assert_eq!(
+        claim_values(spot, CAPACITY_TYPE_LABEL),
+        Some(set(&["spot"]))
+    );
+    assert_eq!(
+        claim_values(on_demand, CAPACITY_TYPE_LABEL),
+        Some(set(&["on-demand"]))
+    );
+    assert!((spot.price - 0.04).abs() < 1e-9, "{}", spot.price);
+    assert!((on_demand.price - 0.10).abs() < 1e-9, "{}", on_demand.price);
+}
 
 #[test]
 fn a_spot_only_pool_launches_spot_at_the_spot_price() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karpenter_core::leader::{LeaderElector, LeaseConfig};
-use karpenter_core::operator::{LoopReport, Operator, OperatorHandle, SHUTDOWN_DRAIN_MAX};
+use karpenter_core::operator::{Operator, OperatorHandle, SHUTDOWN_DRAIN_MAX};
 use karpenter_core::seams::{Clock, KubeApi};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -106,18 +106,10 @@ fn start_operator(operator: &Operator, health: &Arc<Health>) -> OperatorHandle {
     handle
 }
 
-/// What the loops did, as log lines (failures at warn are logged by the loops themselves).
+/// What the loops did, as log lines ([`super::report_log`]).
 fn log_reports(handle: &mut OperatorHandle) {
     for report in handle.reports() {
-        match report {
-            LoopReport::Provisioned(outcome) if !outcome.created.is_empty() => {
-                tracing::info!(controller = "provisioner", created = ?outcome.created, "created nodeclaims");
-            }
-            LoopReport::Disrupted(outcome) => {
-                tracing::debug!(controller = "disruption", outcome = ?outcome, "disruption pass");
-            }
-            other => tracing::debug!(report = ?other, "loop report"),
-        }
+        super::report_log::log_report(report);
     }
 }
 

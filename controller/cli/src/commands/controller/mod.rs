@@ -20,6 +20,7 @@ mod discovery;
 mod http;
 mod leading;
 mod logging;
+mod report_log;
 pub mod settings;
 
 use std::process::ExitCode;

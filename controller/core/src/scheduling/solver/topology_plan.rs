@@ -297,8 +297,7 @@ impl<'a> Solver<'a> {
                 }
                 continue;
             }
-            let possible = self.possible(target, *k, reqs, &extra);
-            let candidates = possible.into_iter().filter(|d| kp.permits(*d));
+            let candidates = self.possible(target, *k, reqs, &extra, kp).into_iter();
             let choice = match &kp.order {
                 Some(Order::Most(g)) => {
                     let g = &self.topology.groups[*g];
@@ -323,13 +322,20 @@ impl<'a> Solver<'a> {
         Some(extra)
     }
 
-    /// Domain ids of key `k` the target can still be in, given `reqs` and `extra`, ascending.
+    /// Domain ids of key `k` the target can still be in, given `reqs` and `extra`, that the
+    /// key's plan `kp` permits, ascending.
+    ///
+    /// For a claim, the scan over its types stops as soon as every domain `kp` and the
+    /// requirements leave has been found, and does not start when they leave none: a pod whose
+    /// anti-affinity blocks the only zone its node affinity allows (upstream's preference
+    /// benchmark, before relaxation) fails here without touching its hundreds of types.
     pub(super) fn possible(
         &self,
         target: &TargetView,
         k: usize,
         reqs: &Requirements,
         extra: &Requirements,
+        kp: &KeyPlan,
     ) -> Vec<usize> {
         let key = &self.keys[k];
         let allowed = |v: &str| {
@@ -340,9 +346,19 @@ impl<'a> Solver<'a> {
                 .get(key)
                 .filter(|v| allowed(v))
                 .and_then(|v| self.domain_id(k, v))
+                .filter(|d| kp.permits(*d))
                 .into_iter()
                 .collect(),
             TargetView::Claim { pool, types, .. } => {
+                let universe = &self.universe[k];
+                // The domains worth finding: permitted by the plan and the requirements.
+                let wanted: Vec<bool> = (0..universe.len())
+                    .map(|d| kp.permits(d) && allowed(&universe[d]))
+                    .collect();
+                let mut left = wanted.iter().filter(|w| **w).count();
+                if left == 0 {
+                    return Vec::new();
+                }
                 let merged_owned;
                 let merged: &Requirements = if extra.is_empty() {
                     reqs
@@ -352,30 +368,27 @@ impl<'a> Solver<'a> {
                     merged_owned = m;
                     &merged_owned
                 };
-                let universe = &self.universe[k];
                 let type_key = super::types::is_offering_key(key) || is_type_attribute(key);
-                let mut found = vec![false; universe.len()];
-                if type_key {
-                    let mut left = universe.len();
-                    for t in *types {
-                        for v in pool.types[*t as usize].values(key, merged) {
-                            if let Some(d) = self.domain_id(k, &v)
-                                && !found[d]
-                            {
-                                found[d] = true;
-                                left -= 1;
-                            }
-                        }
-                        if left == 0 {
-                            break;
-                        }
-                    }
-                } else {
-                    found.iter_mut().for_each(|f| *f = true);
+                if !type_key {
+                    return (0..universe.len()).filter(|d| wanted[*d]).collect();
                 }
-                (0..universe.len())
-                    .filter(|d| found[*d] && allowed(&universe[*d]))
-                    .collect()
+                let mut found = vec![false; universe.len()];
+                for t in *types {
+                    pool.types[*t as usize].each_value(key, merged, &mut |v| {
+                        if let Some(d) = self.domain_id(k, v)
+                            && wanted[d]
+                            && !found[d]
+                        {
+                            found[d] = true;
+                            left -= 1;
+                        }
+                        left > 0
+                    });
+                    if left == 0 {
+                        break;
+                    }
+                }
+                (0..universe.len()).filter(|d| found[*d]).collect()
             }
         }
     }

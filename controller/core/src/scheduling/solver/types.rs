@@ -100,6 +100,57 @@ impl<'a> TypeView<'a> {
         self.offerings(reqs).map(|o| o.price).min_by(f64::total_cmp)
     }
 
+    /// Calls `visit` with each value [`Self::values`] lists, in the same order, without
+    /// allocating; stops when `visit` returns false.
+    pub(super) fn each_value(
+        &self,
+        key: &str,
+        reqs: &Requirements,
+        visit: &mut dyn FnMut(&str) -> bool,
+    ) {
+        match key {
+            ZONE_LABEL => {
+                for o in self.offerings(reqs) {
+                    if !visit(&o.zone) {
+                        return;
+                    }
+                }
+            }
+            ZONE_ID_LABEL => {
+                for id in self
+                    .offerings(reqs)
+                    .filter_map(|o| self.zone_ids.get(&o.zone))
+                {
+                    if !visit(id) {
+                        return;
+                    }
+                }
+            }
+            CAPACITY_TYPE_LABEL => {
+                for o in self.offerings(reqs) {
+                    if !visit(o.capacity_type.label()) {
+                        return;
+                    }
+                }
+            }
+            _ if RESERVATION_KEYS.contains(&key) => {
+                for v in self
+                    .offerings(reqs)
+                    .filter_map(|o| reservation_value(o, key))
+                {
+                    if !visit(&v) {
+                        return;
+                    }
+                }
+            }
+            _ => {
+                if let Some(v) = self.it.labels.get(key) {
+                    visit(v);
+                }
+            }
+        }
+    }
+
     /// Values this type can give `key` under `reqs` (offerings for zone/capacity type).
     pub(super) fn values(&self, key: &str, reqs: &Requirements) -> Vec<String> {
         let offerings = self.offerings(reqs);

@@ -220,7 +220,9 @@ impl Ec2 for FakeCloud {
             input,
             |state, _| {
                 let state = &mut *state;
-                state.templates.create(request, &mut state.rng.ids)
+                state
+                    .templates
+                    .create(request, &mut state.rng.ids, state.now)
             },
             |template| template.launch_template_id.clone(),
         )

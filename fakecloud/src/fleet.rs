@@ -53,6 +53,8 @@ impl State {
         if self.templates.get(&request.launch_template_name).is_none() {
             return Err(missing_template(&request.launch_template_name));
         }
+        self.templates
+            .mark_used(&request.launch_template_name, self.now);
         let token = &request.client_token;
         if !token.is_empty()
             && let Some((previous, response)) = self.fleets.get(token)

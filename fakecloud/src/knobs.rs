@@ -294,6 +294,14 @@ impl FakeCloud {
         self.current().templates.requests()
     }
 
+    /// Every launch template with when it was last used (created, or named by a `CreateFleet`),
+    /// sorted by name.
+    pub fn launch_template_uses(
+        &self,
+    ) -> Vec<(karpenter_core::seams::ec2::LaunchTemplate, jiff::Timestamp)> {
+        self.current().templates.uses()
+    }
+
     /// Why the instance's bootstrap will never join the cluster (`None`: it joins, or unknown).
     pub fn join_error(&self, instance_id: &str) -> Option<crate::bootstrap::JoinError> {
         let state = self.current();
@@ -358,6 +366,12 @@ impl FakeCloud {
             }
         }
         catalog
+    }
+
+    /// The name of image `image_id` (`amazon-eks-node-al2023-x86_64-standard-1.33-v20250601`), if
+    /// it exists.
+    pub fn image_name(&self, image_id: &str) -> Option<String> {
+        self.current().amis.name_of(image_id).map(str::to_string)
     }
 
     /// Public SSM parameters (AMI aliases) and their image ids.

@@ -42,6 +42,20 @@ impl FakeCloud {
         zones.into_iter().collect()
     }
 
+    /// Creates a launch template another owner keeps in the account (another cluster's
+    /// Karpenter, say), as that owner would, outside any fault or call log: the world checks
+    /// that this cluster's Karpenter never deletes it.
+    pub fn create_foreign_launch_template(
+        &self,
+        request: &LaunchTemplateRequest,
+    ) -> Result<karpenter_core::seams::ec2::LaunchTemplate, Ec2Error> {
+        let mut state = self.current();
+        let state = &mut *state;
+        state
+            .templates
+            .create(request, &mut state.rng.ids, state.now)
+    }
+
     /// Starts `instance` on-demand in the first subnet of its zone; it joins the cluster after
     /// the usual pending time. Fails if the zone has no subnet or the pool no capacity.
     pub fn run_foreign_instance(&self, instance: &ForeignInstance) -> Result<String, Ec2Error> {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use karpenter_core::seams::ec2::{Ec2Error, Filter, LaunchTemplate, LaunchTemplateRequest};
 use rand_chacha::ChaCha8Rng;
 
@@ -13,6 +14,9 @@ use crate::rng::resource_id;
 pub(crate) struct TemplateRecord {
     pub template: LaunchTemplate,
     pub request: LaunchTemplateRequest,
+    /// When it was created or last named by a `CreateFleet` (what the simulation's
+    /// `launch-templates-collected` invariant measures disuse from).
+    pub last_used: Timestamp,
 }
 
 /// Launch templates by name (names are unique in an account and region).
@@ -26,6 +30,7 @@ impl Templates {
         &mut self,
         request: &LaunchTemplateRequest,
         rng: &mut ChaCha8Rng,
+        now: Timestamp,
     ) -> Result<LaunchTemplate, Ec2Error> {
         let name_ok = (3..=128).contains(&request.name.len())
             && request
@@ -54,6 +59,7 @@ impl Templates {
             TemplateRecord {
                 template: template.clone(),
                 request: request.clone(),
+                last_used: now,
             },
         );
         Ok(template)
@@ -90,5 +96,20 @@ impl Templates {
 
     pub fn get(&self, name: &str) -> Option<&TemplateRecord> {
         self.by_name.get(name)
+    }
+
+    /// A `CreateFleet` named `name` at `now`.
+    pub fn mark_used(&mut self, name: &str, now: Timestamp) {
+        if let Some(record) = self.by_name.get_mut(name) {
+            record.last_used = now;
+        }
+    }
+
+    /// Every template with when it was last used (created or named by a `CreateFleet`), by name.
+    pub fn uses(&self) -> Vec<(LaunchTemplate, Timestamp)> {
+        self.by_name
+            .values()
+            .map(|r| (r.template.clone(), r.last_used))
+            .collect()
     }
 }

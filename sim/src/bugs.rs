@@ -111,6 +111,20 @@ pub enum Bug {
     /// controller's view is not distorted), so pods land on nodes being drained. Caught by
     /// `draining-nodes-closed`.
     SchedulerIgnoresDisruptedTaint,
+    /// NodeClaims reach the controller with `spec.expireAfter: Never`, so none expires. Caught by
+    /// `expiration-honoured`.
+    HideExpireAfter,
+    /// DeleteLaunchTemplate is answered with success and dropped: templates outlive their use.
+    /// Caught by `launch-templates-collected`.
+    KeepLaunchTemplates,
+    /// DescribeLaunchTemplates scoped by this cluster's `eks:eks-cluster-name` tag is sent scoped
+    /// by the tag's key alone, so the collector finds every cluster's templates. Caught by
+    /// `foreign-templates-untouched`.
+    TemplateGcOverAnyCluster,
+    /// SSM `GetParameter` of an EKS AMI release's own parameter is answered with the family's
+    /// `recommended` one, so a pinned alias follows the latest release. Caught by
+    /// `pinned-ami-honoured` (once a release is published).
+    PinnedAliasFollowsLatest,
     /// Every second world built with this bug in a process fails its first NodeClaim create once:
     /// the same seed gives another event log. Caught by `determinism`.
     Nondeterministic,
@@ -135,6 +149,7 @@ impl Bug {
                 | Bug::HideLeaseHolder
                 | Bug::HideDisruptionBudgets
                 | Bug::HideConsolidationSettling
+                | Bug::HideExpireAfter
         )
     }
 }
@@ -186,6 +201,12 @@ fn view(bug: Bug, kind: &ResourceKind, mut object: Value) -> Option<Value> {
         Bug::HideConsolidationSettling if *kind == ResourceKind::NODE_CLAIM => {
             if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
                 annotations.remove(karpenter_core::api::labels::REPLACES_ANNOTATION);
+            }
+            Some(object)
+        }
+        Bug::HideExpireAfter if *kind == ResourceKind::NODE_CLAIM => {
+            if object["spec"].is_object() {
+                object["spec"]["expireAfter"] = json!("Never");
             }
             Some(object)
         }
@@ -456,6 +477,26 @@ impl Ec2Layer for Broken {
             {
                 Ec2Reply::DescribeInstances(Ok(Vec::new()))
             }
+            Ec2Call::GetParameter(name) if self.bug == Bug::PinnedAliasFollowsLatest => {
+                Ec2Reply::GetParameter(next.get_parameter(&recommended_parameter(name)).await)
+            }
+            Ec2Call::DeleteLaunchTemplate(_) if self.bug == Bug::KeepLaunchTemplates => {
+                Ec2Reply::DeleteLaunchTemplate(Ok(()))
+            }
+            Ec2Call::DescribeLaunchTemplates(filters)
+                if self.bug == Bug::TemplateGcOverAnyCluster =>
+            {
+                let filters: Vec<karpenter_core::seams::ec2::Filter> = filters
+                    .iter()
+                    .map(|f| match f.name.strip_prefix("tag:") {
+                        Some(key @ "eks:eks-cluster-name") => {
+                            karpenter_core::seams::ec2::Filter::new("tag-key", &[key])
+                        }
+                        _ => f.clone(),
+                    })
+                    .collect();
+                Ec2Reply::DescribeLaunchTemplates(next.describe_launch_templates(&filters).await)
+            }
             Ec2Call::DescribeInstances { .. } if self.bug == Bug::DropTerminations => {
                 let mut reply = call.send(next).await;
                 if let Ec2Reply::DescribeInstances(Ok(instances)) = &mut reply {
@@ -471,6 +512,18 @@ impl Ec2Layer for Broken {
             call => call.send(next).await,
         }
     }
+}
+
+/// [`Bug::PinnedAliasFollowsLatest`]: an EKS optimized-AMI release parameter
+/// (`.../x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.33-v20250601/image_id`) with
+/// its release leaf replaced by `recommended`; any other name as is.
+fn recommended_parameter(name: &str) -> String {
+    let mut parts: Vec<&str> = name.split('/').collect();
+    if name.starts_with("/aws/service/eks/optimized-ami/") && parts.len() >= 2 {
+        let leaf = parts.len() - 2;
+        parts[leaf] = "recommended";
+    }
+    parts.join("/")
 }
 
 /// Whether a DescribeInstances is garbage collection's: scoped by the `karpenter.sh/nodepool`

@@ -7,6 +7,8 @@
 //! | `nodepool-limits` | [`limits`] |
 //! | `no-leaked-instances` | [`leaks`] |
 //! | `foreign-instances-untouched` | [`foreign`] |
+//! | `foreign-templates-untouched` | [`templates`] |
+//! | `pinned-ami-honoured` | [`pinned`] |
 //! | `pods-fit-nodes` | [`fit`] |
 //! | `drained-before-terminate` | [`drain`] |
 //! | `draining-nodes-closed` | [`draining`] |
@@ -19,6 +21,8 @@
 //! | `nodes-join` | [`nodes_join`] |
 //! | `claims-progress` | [`claims_progress`] |
 //! | `termination-progress` | [`termination_progress`] |
+//! | `expiration-honoured` | [`expiry`] |
+//! | `launch-templates-collected` | [`templates`] |
 //! | `pods-scheduled` | [`pods_scheduled`] |
 //! | `single-leader` | [`single_leader`] |
 //! | `liveness` | [`liveness`] (at the end of a run) |
@@ -41,6 +45,7 @@ pub mod cloud_history;
 pub mod do_not_disrupt;
 pub mod drain;
 pub mod draining;
+pub mod expiry;
 pub mod fit;
 pub mod foreign;
 pub mod leaks;
@@ -49,10 +54,12 @@ pub mod liveness;
 pub mod nodes_join;
 mod observation;
 pub mod pdb;
+pub mod pinned;
 pub mod pod_facts;
 pub mod pods_scheduled;
 pub mod rehome;
 pub mod single_leader;
+pub mod templates;
 pub mod termination_progress;
 
 use std::cell::OnceCell;
@@ -94,6 +101,8 @@ pub enum Invariant {
     NodepoolLimits,
     NoLeakedInstances,
     ForeignInstancesUntouched,
+    ForeignTemplatesUntouched,
+    PinnedAmiHonoured,
     PodsFitNodes,
     DrainedBeforeTerminate,
     DrainingNodesClosed,
@@ -106,6 +115,8 @@ pub enum Invariant {
     NodesJoin,
     ClaimsProgress,
     TerminationProgress,
+    ExpirationHonoured,
+    LaunchTemplatesCollected,
     PodsScheduled,
     SingleLeader,
     Liveness,
@@ -237,6 +248,8 @@ struct Checkers {
     limits: limits::Limits,
     leaks: leaks::Leaks,
     foreign: foreign::ForeignUntouched,
+    foreign_templates: templates::ForeignTemplatesUntouched,
+    pinned: pinned::PinnedAmi,
     fit: fit::Fit,
     drain: drain::Drain,
     draining: draining::DrainingClosed,
@@ -249,17 +262,21 @@ struct Checkers {
     nodes_join: nodes_join::NodesJoin,
     claims_progress: claims_progress::ClaimsProgress,
     termination_progress: termination_progress::TerminationProgress,
+    expiry: expiry::ExpirationHonoured,
+    templates: templates::TemplatesCollected,
     pods_scheduled: pods_scheduled::PodsScheduled,
     single_leader: single_leader::SingleLeader,
     liveness: liveness::Liveness,
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 18] {
+    fn all(&mut self) -> [&mut dyn Check; 22] {
         [
             &mut self.limits,
             &mut self.leaks,
             &mut self.foreign,
+            &mut self.foreign_templates,
+            &mut self.pinned,
             &mut self.fit,
             &mut self.drain,
             &mut self.draining,
@@ -272,6 +289,8 @@ impl Checkers {
             &mut self.nodes_join,
             &mut self.claims_progress,
             &mut self.termination_progress,
+            &mut self.expiry,
+            &mut self.templates,
             &mut self.pods_scheduled,
             &mut self.single_leader,
             &mut self.liveness,

@@ -18,7 +18,9 @@ mod nodegroup;
 pub use nodegroup::SYSTEM_PODS;
 mod workloads;
 
-pub use nodegroup::{NODE_GROUP, node_group_instance};
+pub use nodegroup::{
+    NEIGHBOUR_CLUSTER, NODE_GROUP, neighbour_launch_template, node_group_instance,
+};
 
 pub use event_log::{EventLog, RECENT_LINES_MAX};
 pub use inject::{CRASH_CALLS_MAX, NEVER_ALLOWS_PDB_PREFIX, Storm};

@@ -10,7 +10,7 @@
 //! - `cargo xtask image`: the controller image, where a Docker daemon runs.
 //! - `cargo xtask e2e` (alias `e2e-local`): the end-to-end suite (`e2e/`) against `karpenter-sim
 //!   serve` and two real controller replicas, with the leader-election checks ([`e2e`]).
-//! - `cargo xtask mutants [--seeds A..B] [--only NAME,...] [--json FILE]`: the mutation
+//! - `cargo xtask mutants [--seeds A..B] [--only NAME,...|--short] [--json FILE]`: the mutation
 //!   catalogue (`sim/mutations/`) against the swarm ([`mutants`]; long, not part of `test`).
 //! - `cargo xtask bench-memory [--json FILE]`: the real controller's RSS holding 2,000 nodes and
 //!   20,000 pods served by `karpenter-sim serve` ([`bench_memory`]; not part of `test`: it runs
@@ -104,8 +104,12 @@ enum Task {
         #[arg(long, default_value_t = 2)]
         jobs: usize,
         /// Only these mutations (`01-gc-does-nothing` or `gc-does-nothing`).
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', conflicts_with = "short")]
         only: Vec<String>,
+        /// The short form: only the five mutations the swarm catches fastest
+        /// (`mutants::SHORT`), about 10 minutes with their rebuilds.
+        #[arg(long)]
+        short: bool,
         /// Also write the results as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -139,13 +143,18 @@ fn main() -> ExitCode {
             seeds,
             jobs,
             only,
+            short,
             json,
         } => mutants::run(
             &root,
             &mutants::Options {
                 seeds,
                 jobs,
-                only,
+                only: if short {
+                    mutants::SHORT.iter().map(|s| s.to_string()).collect()
+                } else {
+                    only
+                },
                 json,
             },
         ),

@@ -30,6 +30,17 @@ pub const DEFAULT_SEEDS: &str = "1..100";
 /// The one path prefix a mutation may touch: controller logic, never the simulation.
 pub const MUTABLE_PREFIX: &str = "controller/core/";
 
+/// `cargo xtask mutants --short`: the five mutations the swarm caught fastest in the measured
+/// runs (`sim/mutations/README.md`, Results), for a quick check that the swarm still catches
+/// controller bugs. Not part of `cargo xtask test`: even these cost a release rebuild each.
+pub const SHORT: [&str; 5] = [
+    "04-instance-terminated-as-drain-starts",
+    "09-disrupted-taint-never-applied",
+    "01-gc-does-nothing",
+    "03-do-not-disrupt-pods-evicted",
+    "07-in-flight-nodeclaims-ignored",
+];
+
 /// The options of `cargo xtask mutants`.
 pub struct Options {
     pub seeds: String,
@@ -518,6 +529,21 @@ mod tests {
         );
         let clean = json!({"seeds": 100, "failed": []});
         assert_eq!(verdict_of(&clean), Verdict::Survived { seeds_run: 100 });
+    }
+
+    #[test]
+    fn the_short_form_is_five_distinct_mutations_of_the_catalogue() {
+        let root = root();
+        let names: BTreeSet<String> = catalogue(&root.join(MUTATIONS_DIR))
+            .expect("the catalogue reads")
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        let short: BTreeSet<&str> = SHORT.iter().copied().collect();
+        assert_eq!(short.len(), 5, "{SHORT:?}");
+        for name in SHORT {
+            assert!(names.contains(name), "{name} is not in sim/mutations/");
+        }
     }
 
     #[test]

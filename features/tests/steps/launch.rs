@@ -7,11 +7,13 @@ use std::collections::BTreeSet;
 
 use cucumber::{given, then, when};
 use karpenter_core::api::labels::EC2NODECLASS_TAG;
+use karpenter_core::nodeclass::launchtemplate::EKS_CLUSTER_NAME_TAG;
 use karpenter_core::nodeclass::termination::WAITING_ON_NODECLAIMS_REASON;
 use karpenter_core::seams::ec2::{InstanceState, LaunchTemplateRequest};
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_features::SimWorld;
 use karpenter_features::observe::Snapshot;
+use karpenter_sim::world::NEIGHBOUR_CLUSTER;
 use serde_json::Value;
 
 use crate::params::Period;
@@ -26,7 +28,14 @@ fn nodes_stay_not_ready(w: &mut SimWorld, period: Period) {
     w.knobs().kubelet_ready_delay_ms = Some(period.0.as_millis() as u64);
 }
 
-/// Karpenter's launch templates (named `karpenter.k8s.aws/...`); fails if there are none.
+/// Whether `template` is this cluster's: every world's account also holds a neighbour cluster's
+/// Karpenter template ([`NEIGHBOUR_CLUSTER`]), which no step here is about.
+fn ours(template: &LaunchTemplateRequest) -> bool {
+    template.tags.get(EKS_CLUSTER_NAME_TAG).map(String::as_str) != Some(NEIGHBOUR_CLUSTER)
+}
+
+/// This cluster's Karpenter launch templates (named `karpenter.k8s.aws/...`); fails if there
+/// are none.
 async fn templates(w: &mut SimWorld) -> Vec<LaunchTemplateRequest> {
     let templates: Vec<LaunchTemplateRequest> = w
         .world()
@@ -34,7 +43,7 @@ async fn templates(w: &mut SimWorld) -> Vec<LaunchTemplateRequest> {
         .cloud()
         .launch_templates()
         .into_iter()
-        .filter(|t| t.name.starts_with("karpenter.k8s.aws/"))
+        .filter(|t| t.name.starts_with("karpenter.k8s.aws/") && ours(t))
         .collect();
     if templates.is_empty() {
         w.fail("no launch template was created");
@@ -371,7 +380,7 @@ async fn class_remains(w: &mut SimWorld, class: &str) -> (Option<Value>, usize, 
         .cloud()
         .launch_templates()
         .iter()
-        .filter(|t| tagged(&t.tags))
+        .filter(|t| ours(t) && tagged(&t.tags))
         .count();
     let profiles = world
         .cloud()

@@ -3,10 +3,13 @@
 //! registering Nodes with EKS's node-group labels and a `CriticalAddonsOnly` taint, and running
 //! the cluster's system pods (a CoreDNS Deployment pinned to the group). Karpenter must leave all
 //! of it alone: `foreign-instances-untouched` checks it never terminates, tags or adopts them.
+//! The account also holds a launch template of a neighbour cluster's Karpenter
+//! ([`neighbour_launch_template`]), which `foreign-templates-untouched` checks is never deleted.
 
 use std::collections::BTreeMap;
 
 use fakecloud::{ForeignInstance, Taint};
+use karpenter_core::seams::ec2::LaunchTemplateRequest;
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{KubeApi, KubeError};
 use serde_json::json;
@@ -22,6 +25,35 @@ const NODE_GROUP_SIZE: usize = 2;
 /// The SSM parameter of the AMI EKS gives the group.
 const NODE_GROUP_AMI_PARAMETER: &str =
     "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id";
+
+/// The cluster whose Karpenter shares the account with this one: the world holds one of its
+/// launch templates, which `foreign-templates-untouched` checks is never deleted.
+pub const NEIGHBOUR_CLUSTER: &str = "sim-neighbour";
+
+/// A launch template the neighbour cluster's Karpenter made: tagged as Karpenter tags its
+/// templates (`eks:eks-cluster-name`, `karpenter.k8s.aws/ec2nodeclass`, `karpenter.sh/nodepool`),
+/// for its own cluster.
+pub fn neighbour_launch_template(image_id: &str) -> LaunchTemplateRequest {
+    LaunchTemplateRequest {
+        name: format!("karpenter.k8s.aws/{NEIGHBOUR_CLUSTER}-default-0001"),
+        image_id: image_id.to_string(),
+        user_data: String::new(),
+        security_group_ids: Vec::new(),
+        instance_profile: String::new(),
+        tags: BTreeMap::from([
+            (
+                "eks:eks-cluster-name".to_string(),
+                NEIGHBOUR_CLUSTER.to_string(),
+            ),
+            (
+                "karpenter.k8s.aws/ec2nodeclass".to_string(),
+                "default".to_string(),
+            ),
+            ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+        ]),
+        extra: BTreeMap::new(),
+    }
+}
 
 /// The instance EKS starts for the group in `zone`.
 pub fn node_group_instance(zone: &str, image_id: &str) -> ForeignInstance {
@@ -105,6 +137,10 @@ impl World {
                 self.foreign_instances.push(id);
             }
         }
+        // Best effort like the group: a template that cannot be created is left out.
+        let _ = self
+            .cloud
+            .create_foreign_launch_template(&neighbour_launch_template(&image_id));
         ensure_namespace(self.api.as_ref(), "kube-system").await?;
         self.workloads.add_deployment(coredns());
         Ok(())

@@ -278,6 +278,8 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "nodepool-limits",
             "no-leaked-instances",
             "foreign-instances-untouched",
+            "foreign-templates-untouched",
+            "pinned-ami-honoured",
             "pods-fit-nodes",
             "drained-before-terminate",
             "draining-nodes-closed",
@@ -290,6 +292,8 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "nodes-join",
             "claims-progress",
             "termination-progress",
+            "expiration-honoured",
+            "launch-templates-collected",
             "pods-scheduled",
             "single-leader",
             "liveness",
@@ -333,6 +337,52 @@ fn consolidation_churn_catches_replacements_consolidated_at_once() {
         config,
         Bug::HideConsolidationSettling,
         "consolidation-churn",
+        1,
+    );
+}
+
+/// Nodes of a pool with `expireAfter: 5m`: hidden from the controller, none is ever deleted.
+#[test]
+fn expiration_honoured_catches_an_expire_after_hidden_from_the_controller() {
+    let config = config("expiring.yaml", "none", 12, 5);
+    catches(config, Bug::HideExpireAfter, "expiration-honoured", 1);
+}
+
+/// Twelve pods launched at the start, then no launch: their templates fall out of use, and
+/// with deletes dropped they are still there ten minutes on.
+#[test]
+fn launch_templates_collected_catches_template_deletes_dropped() {
+    let config = config("web.yaml", "none", 15, 5);
+    catches(
+        config,
+        Bug::KeepLaunchTemplates,
+        "launch-templates-collected",
+        1,
+    );
+}
+
+/// The neighbour cluster's template, found by a collector scoped by the tag's key alone, is
+/// deleted as unused.
+#[test]
+fn foreign_templates_untouched_catches_template_collection_over_every_cluster() {
+    let config = config("web.yaml", "none", 5, 5);
+    catches(
+        config,
+        Bug::TemplateGcOverAnyCluster,
+        "foreign-templates-untouched",
+        1,
+    );
+}
+
+/// Nodes pinned to `al2023@v20250601`; a release at 5 minutes. Resolved as `@latest`, the
+/// class drifts onto the new release and its replacements boot it.
+#[test]
+fn pinned_ami_honoured_catches_a_pinned_alias_that_follows_the_latest_release() {
+    let config = config("pinned-ami.yaml", "none", 15, 5);
+    catches(
+        config,
+        Bug::PinnedAliasFollowsLatest,
+        "pinned-ami-honoured",
         1,
     );
 }

@@ -6,7 +6,10 @@ use std::time::Duration;
 use karpenter_sim::faults::FaultMix;
 use karpenter_sim::scenario::Scenario;
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
-use karpenter_sim::workload_mix::{GUARDED, WorkloadMix, WorkloadSelection};
+use karpenter_sim::workload_mix::{
+    EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL, PINNED_POOL, PinnedAmi, WorkloadMix,
+    WorkloadSelection,
+};
 
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
     let mut config = SwarmConfig::new(Scenario::load("default").expect("built-in"), "default");
@@ -162,6 +165,7 @@ fn a_drawn_workload_adds_do_not_disrupt_pods_a_budget_and_a_scale_down_to_the_sc
         guarded: Some((4, 500)),
         budget: Some(("minAvailable".into(), "50%".into())),
         scale_down: Some(Duration::from_secs(25 * 60)),
+        ..WorkloadMix::default()
     };
     let drawn = mix.apply(scenario.clone());
     let guarded = drawn
@@ -251,5 +255,96 @@ fn with_stop_on_fail_no_seed_starts_after_one_failed() {
         (1..=2).contains(&two.len()),
         "two threads: at most the two seeds already started, not {}",
         two.len()
+    );
+}
+
+#[test]
+fn a_drawn_workload_adds_a_limited_pool_an_expiring_pool_and_a_pinned_class_with_a_release() {
+    let scenario = Scenario::load("default").expect("built-in");
+    let mix = WorkloadMix {
+        limited_pool: Some(7),
+        expiring: Some(Expiring {
+            expire_after: Duration::from_secs(12 * 60),
+            replicas: 2,
+            cpu: 500,
+        }),
+        pinned_ami: Some(PinnedAmi {
+            release_at: Duration::from_secs(9 * 60),
+            replicas: 3,
+        }),
+        ..WorkloadMix::default()
+    };
+    let drawn = mix.apply(scenario.clone());
+    let documents =
+        karpenter_core::manifest::parse_documents(&drawn.manifests).expect("manifests parse");
+    let find = |kind: &str, name: &str| {
+        documents
+            .iter()
+            .map(|(_, d)| d)
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+            .clone()
+    };
+    // Limited: above the default pool's weight 10, 7 cpu, the default pool's requirements.
+    let limited = find("NodePool", LIMITED_POOL);
+    assert_eq!(limited["spec"]["weight"], 20);
+    assert_eq!(limited["spec"]["limits"]["cpu"], "7");
+    let default = find("NodePool", "default");
+    assert_eq!(
+        limited["spec"]["template"]["spec"]["requirements"],
+        default["spec"]["template"]["spec"]["requirements"]
+    );
+    // Expiring: no weight, no limits, expireAfter 12m and a grace period; its Deployment pinned.
+    let expiring = find("NodePool", EXPIRING_POOL);
+    assert!(expiring["spec"]["weight"].is_null() && expiring["spec"]["limits"].is_null());
+    assert_eq!(expiring["spec"]["template"]["spec"]["expireAfter"], "12m");
+    assert_eq!(
+        expiring["spec"]["template"]["spec"]["terminationGracePeriod"],
+        "5m"
+    );
+    let pinned_to = |name: &str| {
+        drawn
+            .workloads
+            .iter()
+            .filter_map(|e| e.deployment.as_ref())
+            .find(|d| d.name == name)
+            .unwrap_or_else(|| panic!("Deployment {name}"))
+            .clone()
+    };
+    let deployment = pinned_to(EXPIRING_POOL);
+    assert_eq!((deployment.replicas, deployment.cpu.as_str()), (2, "500m"));
+    assert_eq!(
+        deployment.node_selector.get("karpenter.sh/nodepool"),
+        Some(&EXPIRING_POOL.to_string())
+    );
+    // Pinned: its own class on the pinned alias, a pool on it, a Deployment, a release at 9m.
+    let class = find("EC2NodeClass", PINNED_POOL);
+    assert_eq!(
+        class["spec"]["amiSelectorTerms"][0]["alias"],
+        "al2023@v20250601"
+    );
+    assert_eq!(class["spec"]["role"], "KarpenterNodeRole-sim");
+    let pool = find("NodePool", PINNED_POOL);
+    assert_eq!(
+        pool["spec"]["template"]["spec"]["nodeClassRef"]["name"],
+        PINNED_POOL
+    );
+    assert_eq!(pinned_to(PINNED_POOL).replicas, 3);
+    let release = drawn.faults.ami_release.expect("an AMI release");
+    assert_eq!(release.at, vec![Duration::from_secs(9 * 60)]);
+    // The scenario's first Deployment is still the one the budget and scale-down take.
+    assert_eq!(
+        drawn
+            .workloads
+            .iter()
+            .filter_map(|e| e.deployment.as_ref())
+            .filter(|d| d.name == "web")
+            .count(),
+        scenario
+            .workloads
+            .iter()
+            .filter_map(|e| e.deployment.as_ref())
+            .filter(|d| d.name == "web")
+            .count()
     );
 }

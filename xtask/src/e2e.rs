@@ -35,7 +35,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-/// Longest the whole run may take (the suite's own tests are bounded at 330 s each).
+/// Longest the whole run may take (the suite's own tests are bounded at 420 s each at most).
 const RUN_SECONDS_MAX: u64 = 480;
 /// Longest `serve` may take to answer `/readyz`.
 const READY_SECONDS_MAX: u64 = 30;

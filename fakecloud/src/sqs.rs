@@ -249,6 +249,8 @@ impl Sqs for FakeCloud {
             decision.latency += state
                 .latencies
                 .draw(&state.config.latency, Operation::ReceiveMessage);
+            // The long poll's own wait is the queue's, not the call's: not counted.
+            state.kit.slept_total += decision.latency;
             (decision, after(now, wait))
         };
         if !decision.latency.is_zero() {

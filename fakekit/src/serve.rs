@@ -47,6 +47,9 @@ pub struct Kit<K: KitSpec> {
     pub delayed_calls: u64,
     /// The latency injected into those calls, summed.
     pub delayed_total: Duration,
+    /// Every latency callers slept, injected or normal (the fake's own answer time), summed: what
+    /// a simulation on a manual clock charges to time.
+    pub slept_total: Duration,
 }
 
 impl<K: KitSpec> Kit<K> {
@@ -57,6 +60,7 @@ impl<K: KitSpec> Kit<K> {
             calls: CallLog::new(call_log_len_max),
             delayed_calls: 0,
             delayed_total: Duration::ZERO,
+            slept_total: Duration::ZERO,
         }
     }
 
@@ -187,9 +191,15 @@ pub trait Fake: Sync {
     }
 
     /// The latency injected so far, summed over the delayed calls: how long callers waited beyond
-    /// a normal answer (a simulation on a manual clock charges it to time).
+    /// a normal answer.
     fn delayed_total(&self) -> Duration {
         Self::kit(&mut self.state()).kit.delayed_total
+    }
+
+    /// Every latency slept so far, injected or normal, summed (a simulation on a manual clock
+    /// charges it to time).
+    fn slept_total(&self) -> Duration {
+        Self::kit(&mut self.state()).kit.slept_total
     }
 }
 
@@ -215,6 +225,7 @@ where
         let view = F::kit(&mut state);
         let mut decision = view.kit.decide(operation, view.now, view.rates);
         decision.latency += F::normal_latency(&mut state, operation);
+        F::kit(&mut state).kit.slept_total += decision.latency;
         decision
     };
     if !decision.latency.is_zero() {

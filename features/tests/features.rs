@@ -89,7 +89,20 @@ fn main() -> ExitCode {
     // `-- --tags @wip` runs exactly those.
     let ignored = Rc::new(Cell::new(0usize));
     let counter = ignored.clone();
-    let writer = futures::executor::block_on(
+    // A current-thread runtime with paused time: a world whose cloud answers with latency
+    // (`cloud.latency`) sleeps it there, virtually, and charges it to its own clock.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("features: cannot build a runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let writer = runtime.block_on(
         SimWorld::cucumber()
             .max_concurrent_scenarios(1)
             .before(|feature, _rule, scenario, world| {

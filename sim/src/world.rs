@@ -376,10 +376,13 @@ impl World {
             .await?;
         let kubelet = self.kubelet.tick().await;
         let scheduler = self.scheduler.step().await;
-        let latency_before = self.cloud.delayed_total();
+        let latency_before = self.cloud.slept_total();
+        let started = tokio::time::Instant::now();
         let controllers = self.controllers.step().await;
-        // What the controller waited on injected EC2/SQS latency this step (`ec2-latency`).
-        let waited = self.cloud.delayed_total().saturating_sub(latency_before);
+        let waited = step_wait(
+            self.cloud.slept_total().saturating_sub(latency_before),
+            started.elapsed(),
+        );
         self.note_processes(&controllers, elapsed, &mut fault_lines);
         let observation = self.observe().await?;
         self.track(&observation);
@@ -405,7 +408,7 @@ impl World {
         self.injector.tally_cloud(&self.cloud, &mut self.faults);
         self.log_faults(&before, fault_lines);
         let advance = self.next_advance(&observation);
-        // A controller step that waited on injected latency took that long on the world's clock
+        // A controller step that waited on EC2/SQS latency took that long on the world's clock
         // (which the calls themselves do not move): its next look at the world comes no sooner,
         // so latency delays reactions, as a slow EC2 API does. (A fault falling due within that
         // wait fires at the next step.)
@@ -911,4 +914,17 @@ fn step_line(
 /// Dollars rounded to the micro-dollar, so a report prints without float noise.
 fn dollars(amount: f64) -> f64 {
     (amount * 1e6).round() / 1e6
+}
+
+/// How long a controller step took on the world's clock: the runtime's virtual time that passed
+/// while it ran (calls made side by side overlap, as they do against EC2), never more than the
+/// latency its calls slept in all. A step that slept nothing took no time: without latency the
+/// runtime may have no timer (the cucumber specs' executor), and its clock must not leak into the
+/// world's.
+fn step_wait(slept_total: Duration, runtime_elapsed: Duration) -> Duration {
+    if slept_total.is_zero() {
+        return Duration::ZERO;
+    }
+    // Whole milliseconds, as every latency is drawn.
+    Duration::from_millis(runtime_elapsed.min(slept_total).as_millis() as u64)
 }

@@ -28,3 +28,14 @@ pub fn start() -> Timestamp {
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures::executor::block_on(future)
 }
+
+/// Runs a world to completion on a current-thread runtime with paused time, as `karpenter-sim`
+/// does: its EC2 and SQS calls sleep their latency (virtual) there.
+pub fn sim_block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds")
+        .block_on(future)
+}

@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use karpenter_sim::bugs::Bug;
 use karpenter_sim::report::Report;
-use karpenter_sim::scenario::{BUILTIN, Scenario};
+use karpenter_sim::scenario::{BUILTIN, LatencyKnob, Scenario};
 use karpenter_sim::swarm::{
     self, DETERMINISM_EVERY_DEFAULT, FAULTS, SeedOutcome, Selection, Summary, SwarmConfig,
 };
@@ -53,6 +53,10 @@ enum Command {
         /// Also write the report as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// The cloud's normal latency instead of the scenario's (`drawn`: the seed's own
+        /// ranges; `realistic`: CreateFleet 1-3 s, Describe* 0.1-0.5 s, SQS 10-50 ms; `none`).
+        #[arg(long, value_enum)]
+        latency: Option<LatencyKnob>,
     },
     /// Swarm testing: every seed draws its faults, runs a safety phase (faults on, invariants
     /// checked every step) then a liveness phase (faults off, the cluster must settle by the
@@ -169,7 +173,8 @@ fn main() -> ExitCode {
             scenario,
             duration,
             json,
-        } => run(seed, &scenario, duration, json),
+            latency,
+        } => run(seed, &scenario, duration, json, latency),
         #[cfg(feature = "serve")]
         Command::Serve {
             listen,
@@ -400,20 +405,32 @@ fn print_summary(summary: &Summary, outcomes: &[SeedOutcome]) {
     );
 }
 
-fn run(seed: u64, name: &str, duration: Option<Duration>, json: Option<PathBuf>) -> ExitCode {
+fn run(
+    seed: u64,
+    name: &str,
+    duration: Option<Duration>,
+    json: Option<PathBuf>,
+    latency: Option<LatencyKnob>,
+) -> ExitCode {
     let commit = option_env!("KARPENTER_SIM_COMMIT").unwrap_or("unknown");
     println!("seed={seed} scenario={name} commit={commit}");
-    let scenario = match Scenario::load(name) {
+    let mut scenario = match Scenario::load(name) {
         Ok(s) => s,
         Err(err) => {
             eprintln!("error: {err}");
             return ExitCode::from(2);
         }
     };
+    if let Some(latency) = latency {
+        scenario.cloud.latency = latency;
+    }
     let replay = format!(
-        "cargo xtask sim run --seed {seed} --scenario {name}{}",
+        "cargo xtask sim run --seed {seed} --scenario {name}{}{}",
         duration
             .map(|d| format!(" --duration {}", humantime::format_duration(d)))
+            .unwrap_or_default(),
+        latency
+            .map(|l| format!(" --latency {}", l.name()))
             .unwrap_or_default()
     );
     let started = wall_now();

@@ -10,7 +10,7 @@ use fakekube::{ApiFaultRates, ApiServer};
 use karpenter_core::catalog::CapacityType;
 
 use super::CLUSTER;
-use crate::scenario::CloudKnobs;
+use crate::scenario::{CloudKnobs, LatencyKnob};
 
 impl CloudKnobs {
     /// Fakecloud's configuration for a world of `seed`: cluster name (or the discovery tag),
@@ -37,6 +37,11 @@ impl CloudKnobs {
         if let Some(ms) = self.eventual_consistency_lag_ms {
             config.eventual_consistency_lag_ms = ms;
         }
+        config.latency = match self.latency {
+            LatencyKnob::Drawn => fakecloud::LatencyProfile::drawn(seed),
+            LatencyKnob::Realistic => fakecloud::LatencyProfile::realistic(),
+            LatencyKnob::None => fakecloud::LatencyProfile::none(),
+        };
         config
     }
 

@@ -5,6 +5,7 @@
 //! 2. with the bug the invariant is violated;
 //! 3. the replay command the swarm prints for that seed, read back, reproduces the same violation.
 
+use crate::sim_block_on;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -309,7 +310,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
 #[test]
 fn a_fresh_world_reports_every_invariant_held_in_report_order() {
     let scenario = Scenario::load("default").expect("the default scenario loads");
-    let world = futures::executor::block_on(World::new(1, scenario)).expect("the world builds");
+    let world = sim_block_on(World::new(1, scenario)).expect("the world builds");
     let results = world.invariants().results();
     let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
     let expected: Vec<&str> = Invariant::iter().map(Invariant::name).collect();

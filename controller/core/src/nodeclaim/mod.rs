@@ -27,6 +27,8 @@ mod registration;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
 use serde_json::{Value, json};
@@ -213,7 +215,8 @@ impl Lifecycle {
         Self { ctx }
     }
 
-    /// Reconciles every NodeClaim once, in name order. One claim's error does not stop the rest.
+    /// Reconciles every NodeClaim once, side by side; results in name order. One claim's error
+    /// does not stop the rest.
     pub async fn reconcile_all(
         &self,
     ) -> Result<Vec<(String, Result<Step, LifecycleError>)>, KubeError> {
@@ -224,11 +227,23 @@ impl Lifecycle {
             state.nodes.sync(self.ctx.kube.as_ref()).await?;
             (claims, state.nodes.to_vec())
         };
-        let mut out = Vec::new();
-        for claim in claims {
-            let step = self.reconcile(&claim, &nodes).await;
-            out.push((claim.name_any(), step));
+        // Claims are reconciled side by side, up to `lifecycle_reconciles_max` at once, as the
+        // spawned operator's keyed workers do: one claim's slow CreateFleet must not hold up the
+        // launches and registrations of the others. `buffered` keeps the results in name order
+        // and polls the futures in that order, so a seed replays.
+        let parallel = self.ctx.options.limits.lifecycle_reconciles_max.max(1);
+        let mut reconciles: Vec<BoxFuture<'_, (String, Result<Step, LifecycleError>)>> =
+            Vec::with_capacity(claims.len());
+        for claim in &claims {
+            let nodes = &nodes;
+            reconciles.push(Box::pin(async move {
+                (claim.name_any(), self.reconcile(claim, nodes).await)
+            }));
         }
+        let out = futures::stream::iter(reconciles)
+            .buffered(parallel)
+            .collect()
+            .await;
         Ok(out)
     }
 

@@ -79,11 +79,25 @@ struct Caches {
     templates: Option<Ttl<String, LaunchTemplate>>,
 }
 
+/// One lock per cache, held while a miss is filled: concurrent launches that miss the same
+/// cache wait for the first one's answer instead of each calling EC2 (upstream holds its
+/// subnet, security-group and launch-template providers' locks the same way). Async locks are
+/// FIFO, so who fills first is the order of asking, and a seed replays.
+#[derive(Default)]
+struct Fills {
+    subnets: tokio::sync::Mutex<()>,
+    groups: tokio::sync::Mutex<()>,
+    images: tokio::sync::Mutex<()>,
+    parameters: tokio::sync::Mutex<()>,
+    templates: tokio::sync::Mutex<()>,
+}
+
 /// The caching layer over an `Ec2` (see the module docs).
 pub struct CachedEc2 {
     inner: Arc<dyn Ec2>,
     clock: Arc<dyn Clock>,
     caches: Mutex<Caches>,
+    fills: Fills,
 }
 
 impl CachedEc2 {
@@ -92,6 +106,7 @@ impl CachedEc2 {
             inner,
             clock,
             caches: Mutex::new(Caches::default()),
+            fills: Fills::default(),
         }
     }
 
@@ -139,16 +154,24 @@ impl Ec2 for CachedEc2 {
     }
 
     async fn describe_subnets(&self, filters: &[Filter]) -> Result<Vec<Subnet>, Ec2Error> {
-        let now = self.clock.now();
         let key = filters.to_vec();
-        if let Some(hit) = self.with(|c| c.subnets.get_or_insert_with(Ttl::new).get(&key, now)) {
+        let hit = |c: &mut Caches, now| c.subnets.get_or_insert_with(Ttl::new).get(&key, now);
+        if let Some(hit) = self.with(|c| hit(c, self.clock.now())) {
+            return Ok(hit);
+        }
+        let _filling = self.fills.subnets.lock().await;
+        let now = self.clock.now();
+        if let Some(hit) = self.with(|c| hit(c, now)) {
             return Ok(hit);
         }
         let subnets = self.inner.describe_subnets(filters).await?;
         self.with(|c| {
-            c.subnets
-                .get_or_insert_with(Ttl::new)
-                .put(key, subnets.clone(), now, DESCRIBE_TTL)
+            c.subnets.get_or_insert_with(Ttl::new).put(
+                key.clone(),
+                subnets.clone(),
+                now,
+                DESCRIBE_TTL,
+            )
         });
         Ok(subnets)
     }
@@ -157,23 +180,36 @@ impl Ec2 for CachedEc2 {
         &self,
         filters: &[Filter],
     ) -> Result<Vec<SecurityGroup>, Ec2Error> {
-        let now = self.clock.now();
         let key = filters.to_vec();
-        if let Some(hit) = self.with(|c| c.groups.get_or_insert_with(Ttl::new).get(&key, now)) {
+        let hit = |c: &mut Caches, now| c.groups.get_or_insert_with(Ttl::new).get(&key, now);
+        if let Some(hit) = self.with(|c| hit(c, self.clock.now())) {
+            return Ok(hit);
+        }
+        let _filling = self.fills.groups.lock().await;
+        let now = self.clock.now();
+        if let Some(hit) = self.with(|c| hit(c, now)) {
             return Ok(hit);
         }
         let groups = self.inner.describe_security_groups(filters).await?;
         self.with(|c| {
-            c.groups
-                .get_or_insert_with(Ttl::new)
-                .put(key, groups.clone(), now, DESCRIBE_TTL)
+            c.groups.get_or_insert_with(Ttl::new).put(
+                key.clone(),
+                groups.clone(),
+                now,
+                DESCRIBE_TTL,
+            )
         });
         Ok(groups)
     }
 
     async fn describe_images(&self, query: &ImageQuery) -> Result<Vec<Image>, Ec2Error> {
+        let hit = |c: &mut Caches, now| c.images.get_or_insert_with(Ttl::new).get(query, now);
+        if let Some(hit) = self.with(|c| hit(c, self.clock.now())) {
+            return Ok(hit);
+        }
+        let _filling = self.fills.images.lock().await;
         let now = self.clock.now();
-        if let Some(hit) = self.with(|c| c.images.get_or_insert_with(Ttl::new).get(query, now)) {
+        if let Some(hit) = self.with(|c| hit(c, now)) {
             return Ok(hit);
         }
         let images = self.inner.describe_images(query).await?;
@@ -189,9 +225,14 @@ impl Ec2 for CachedEc2 {
     }
 
     async fn get_parameter(&self, name: &str) -> Result<Option<String>, Ec2Error> {
-        let now = self.clock.now();
         let key = name.to_string();
-        if let Some(hit) = self.with(|c| c.parameters.get_or_insert_with(Ttl::new).get(&key, now)) {
+        let hit = |c: &mut Caches, now| c.parameters.get_or_insert_with(Ttl::new).get(&key, now);
+        if let Some(hit) = self.with(|c| hit(c, self.clock.now())) {
+            return Ok(hit);
+        }
+        let _filling = self.fills.parameters.lock().await;
+        let now = self.clock.now();
+        if let Some(hit) = self.with(|c| hit(c, now)) {
             return Ok(hit);
         }
         let value = self.inner.get_parameter(name).await?;
@@ -203,7 +244,7 @@ impl Ec2 for CachedEc2 {
         self.with(|c| {
             c.parameters
                 .get_or_insert_with(Ttl::new)
-                .put(key, value.clone(), now, ttl)
+                .put(key.clone(), value.clone(), now, ttl)
         });
         Ok(value)
     }
@@ -215,12 +256,17 @@ impl Ec2 for CachedEc2 {
         &self,
         request: &LaunchTemplateRequest,
     ) -> Result<LaunchTemplate, Ec2Error> {
-        let now = self.clock.now();
-        if let Some(hit) = self.with(|c| {
+        let hit = |c: &mut Caches, now| {
             c.templates
                 .get_or_insert_with(Ttl::new)
                 .get(&request.name, now)
-        }) {
+        };
+        if let Some(hit) = self.with(|c| hit(c, self.clock.now())) {
+            return Ok(hit);
+        }
+        let _filling = self.fills.templates.lock().await;
+        let now = self.clock.now();
+        if let Some(hit) = self.with(|c| hit(c, now)) {
             return Ok(hit);
         }
         let created = self.inner.create_launch_template(request).await;

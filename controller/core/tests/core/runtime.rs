@@ -249,6 +249,33 @@ mod caches {
         read();
         assert_eq!(cloud.calls_of(Operation::GetParameter).len(), 2);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_launches_that_miss_the_cache_wait_for_one_describe_and_one_create() {
+        let clock = support::clock();
+        let cloud = Arc::new(fakecloud::FakeCloud::new(
+            clock.clone(),
+            karpenter_core::catalog::Catalog::builtin(),
+            fakecloud::Config {
+                latency: fakecloud::LatencyProfile::realistic(),
+                ..fakecloud::Config::default()
+            },
+        ));
+        let cached = CachedEc2::new(cloud.clone(), clock.clone());
+        let filters = [Filter::new("tag:karpenter.sh/discovery", &["sim"])];
+        let launches = (0..20).map(|_| async {
+            let subnets = cached.describe_subnets(&filters).await.expect("subnets");
+            cached
+                .create_launch_template(&template("lt-a"))
+                .await
+                .expect("created");
+            subnets
+        });
+        let answers = futures::future::join_all(launches).await;
+        assert!(answers.iter().all(|a| *a == answers[0] && !a.is_empty()));
+        assert_eq!(cloud.calls_of(Operation::DescribeSubnets).len(), 1);
+        assert_eq!(cloud.calls_of(Operation::CreateLaunchTemplate).len(), 1);
+    }
 }
 
 mod batches {

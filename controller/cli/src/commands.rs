@@ -38,6 +38,11 @@ pub enum Command {
         /// Solve with `PREFERENCE_POLICY=Ignore` (upstream's `BenchmarkIgnorePreferences`).
         #[arg(long)]
         ignore_preferences: bool,
+        /// Write the last solve's decisions (every claim's pods, requirements, instance types,
+        /// requests and price; placements; unschedulable pods) to this file as JSON, so two
+        /// builds' decisions can be compared byte for byte.
+        #[arg(long)]
+        dump_claims: Option<PathBuf>,
     },
     /// One full disruption pass over a busy cluster, as a JSON line (used by `cargo xtask bench`).
     #[command(hide = true)]
@@ -150,7 +155,14 @@ pub fn run(cli: Cli) -> ExitCode {
             runs,
             workload,
             ignore_preferences,
-        } => bench::run(pods, runs, workload, ignore_preferences),
+            dump_claims,
+        } => bench::run(
+            pods,
+            runs,
+            workload,
+            ignore_preferences,
+            dump_claims.as_deref(),
+        ),
         Command::BenchDisruption { nodes, pods, runs } => bench::disruption::run(nodes, pods, runs),
     }
 }

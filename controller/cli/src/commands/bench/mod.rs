@@ -4,11 +4,12 @@
 //! is its own.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use karpenter_core::scheduling::{Input, Options, PodInfo, PreferencePolicy, solve};
+use karpenter_core::scheduling::{Input, Options, PodInfo, PreferencePolicy, Results, solve};
 
 pub mod disruption;
 mod workload;
@@ -34,8 +35,15 @@ impl Workload {
     }
 }
 
-/// Runs `runs` solves of `pods` pods of `workload`; reports the median time per solve.
-pub fn run(pods: usize, runs: usize, workload: Workload, ignore_preferences: bool) -> ExitCode {
+/// Runs `runs` solves of `pods` pods of `workload`; reports the median time per solve. With
+/// `dump`, the last solve's decisions are written there (see [`decisions`]).
+pub fn run(
+    pods: usize,
+    runs: usize,
+    workload: Workload,
+    ignore_preferences: bool,
+    dump: Option<&Path>,
+) -> ExitCode {
     let options = Options {
         preference_policy: if ignore_preferences {
             PreferencePolicy::Ignore
@@ -80,6 +88,13 @@ pub fn run(pods: usize, runs: usize, workload: Workload, ignore_preferences: boo
     times.sort();
     let median = times[times.len() / 2].as_secs_f64();
     let results = outcome.expect("at least one run");
+    if let Some(path) = dump {
+        let text = serde_json::to_string_pretty(&decisions(&results)).expect("JSON values print");
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
     let scheduled: usize = results.new_claims.iter().map(|c| c.pods.len()).sum();
     let report = serde_json::json!({
         "pods": pods,
@@ -102,6 +117,49 @@ pub fn run(pods: usize, runs: usize, workload: Workload, ignore_preferences: boo
         }
         ExitCode::FAILURE
     }
+}
+
+/// A solve's decisions as JSON, in the solver's own order (claims in creation order, pods in
+/// placement order; requirements, requests and placements as the results hold them), so two
+/// builds that decide alike print byte-equal files. Prices are printed exactly (shortest
+/// round-trip form).
+fn decisions(results: &Results) -> serde_json::Value {
+    let claims: Vec<serde_json::Value> = results
+        .new_claims
+        .iter()
+        .map(|c| {
+            let requests: BTreeMap<&str, i64> = c.requests.iter().collect();
+            serde_json::json!({
+                "nodePool": c.node_pool,
+                "pods": c.pods,
+                "requirements": c.requirements,
+                "instanceTypes": c.instance_types.iter().map(|n| n.as_ref()).collect::<Vec<&str>>(),
+                "requests": requests,
+                "price": c.price,
+            })
+        })
+        .collect();
+    let existing: Vec<serde_json::Value> = results
+        .existing_nodes
+        .iter()
+        .map(|n| serde_json::json!({"node": n.node, "pods": n.pods}))
+        .collect();
+    let unschedulable: Vec<serde_json::Value> = results
+        .unschedulable
+        .iter()
+        .map(|u| {
+            serde_json::json!({
+                "pod": u.pod,
+                "reason": u.reason,
+                "awaitingReservation": u.awaiting_reservation,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "newClaims": claims,
+        "existingNodes": existing,
+        "unschedulable": unschedulable,
+    })
 }
 
 /// Wall-clock timing is what a benchmark measures; this binary is outside the deterministic core.

@@ -1,16 +1,21 @@
 //! The audit of what the controller removed and created (pods evicted or deleted, NodeClaims
-//! created and deleted), as its Kubernetes seam saw the calls succeed. Invariants need it on every
-//! run, and the API server's anonymous call log cannot attribute a call to a caller: the
-//! [`Audited`] layer sits on the controller's seam only.
+//! created and deleted), as its Kubernetes seam saw the calls succeed, and of every `CreateFleet`
+//! each controller process sent (with what EC2 answered). Invariants need it on every run, and
+//! the API server's and fakecloud's anonymous call logs cannot attribute a call to a caller: the
+//! [`Audited`] layer sits on the controller's Kubernetes seam only, an [`AuditedFleets`] on each
+//! process's EC2 seam, under the bug layer (it records what EC2 answered, not what a bug let the
+//! controller see).
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use fakekube::ApiServer;
 use jiff::Timestamp;
+use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::kube::{DeleteOutcome, ObjectKey, ResourceKind};
-use karpenter_core::seams::layered::{KubeCall, KubeLayer, KubeReply};
-use karpenter_core::seams::{Clock, KubeApi};
+use karpenter_core::seams::layered::{Ec2Call, Ec2Layer, Ec2Reply, KubeCall, KubeLayer, KubeReply};
+use karpenter_core::seams::{Clock, Ec2, KubeApi};
 use serde_json::Value;
 
 /// A pod the controller started removing (the first eviction or delete that marked it).
@@ -35,12 +40,30 @@ pub struct ClaimEnded {
     pub launched: bool,
 }
 
+/// One `CreateFleet` a controller process sent, and the offerings EC2 answered it had no
+/// capacity for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetCall {
+    pub at: Timestamp,
+    /// The process that sent it (`karpenter-0-1`: replica 0's second process): each process
+    /// has its own unavailable-offerings cache.
+    pub process: String,
+    pub capacity_type: CapacityType,
+    /// Every (instance type, zone) the request offered EC2, sorted.
+    pub offerings: BTreeSet<(String, String)>,
+    /// The (instance type, zone) pairs the answer's errors named with an insufficient-capacity
+    /// code, sorted.
+    pub insufficient: BTreeSet<(String, String)>,
+}
+
 /// What the controller did since the last [`Audit::take`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AuditLog {
     pub pod_removals: Vec<PodRemoval>,
     pub claims_created: Vec<(Timestamp, String)>,
     pub claims_ended: Vec<ClaimEnded>,
+    /// Every `CreateFleet` that reached EC2, in call order.
+    pub fleets: Vec<FleetCall>,
 }
 
 /// The controller's removals and creations, as the audited seam saw them succeed.
@@ -145,5 +168,58 @@ impl Audited {
             };
             self.audit.with(|log| log.claims_ended.push(ended));
         }
+    }
+}
+
+/// `CreateFleet` error codes that mean the offering had no capacity (upstream's
+/// `UnfulfillableCapacityErrorCodes` that name an offering): the controller must keep such an
+/// offering out of its requests for its cache's TTL. Listed here, not taken from the controller:
+/// a check sharing the code under test would share its mistakes.
+pub const INSUFFICIENT_CAPACITY_CODES: [&str; 5] = [
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "UnfulfillableCapacity",
+    "VcpuLimitExceeded",
+    "InsufficientFreeAddressesInSubnet",
+];
+
+/// The seam layer, one per controller process, that records each `CreateFleet` it passes on
+/// (and what EC2 answered) in the [`Audit`] under the process's identity.
+pub struct AuditedFleets {
+    pub audit: Arc<Audit>,
+    pub clock: Arc<dyn Clock>,
+    pub process: String,
+}
+
+#[async_trait]
+impl Ec2Layer for AuditedFleets {
+    async fn call(&self, call: Ec2Call<'_>, next: &dyn Ec2) -> Ec2Reply {
+        let Ec2Call::CreateFleet(request) = call else {
+            return call.send(next).await;
+        };
+        let at = self.clock.now();
+        let reply = Ec2Call::CreateFleet(request).send(next).await;
+        let insufficient = match &reply {
+            Ec2Reply::CreateFleet(Ok(response)) => response
+                .errors
+                .iter()
+                .filter(|e| INSUFFICIENT_CAPACITY_CODES.contains(&e.code.as_str()))
+                .filter_map(|e| Some((e.instance_type.clone()?, e.zone.clone()?)))
+                .collect(),
+            _ => BTreeSet::new(),
+        };
+        let entry = FleetCall {
+            at,
+            process: self.process.clone(),
+            capacity_type: request.capacity_type,
+            offerings: request
+                .overrides
+                .iter()
+                .map(|o| (o.instance_type.clone(), o.zone.clone()))
+                .collect(),
+            insufficient,
+        };
+        self.audit.with(|log| log.fleets.push(entry));
+        reply
     }
 }

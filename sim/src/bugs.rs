@@ -125,6 +125,19 @@ pub enum Bug {
     /// `recommended` one, so a pinned alias follows the latest release. Caught by
     /// `pinned-ami-honoured` (once a release is published).
     PinnedAliasFollowsLatest,
+    /// NodeClaims reach the controller without `status.lastPodEventTime`, so it measures
+    /// `consolidateAfter` from a node's initialization, not its last pod event. Caught by
+    /// `consolidate-after-honoured`.
+    HideLastPodEvents,
+    /// NodeClaims the controller creates as replacements (`karpenter.sh/replaces`) reach the API
+    /// server asking for the first replaced claim's own instance type, zone and capacity type, so
+    /// a consolidation launches a node as dear as the one it replaces. Caught by
+    /// `consolidation-saves`.
+    ReplaceWithOwnOffering,
+    /// `CreateFleet` answers reach the controller without their insufficient-capacity errors, so
+    /// it never learns which offerings were dry and offers them again at once. Caught by
+    /// `unavailable-offerings-honoured` (the audit of what EC2 answered sits under this layer).
+    HideCapacityErrors,
     /// Every second world built with this bug in a process fails its first NodeClaim create once:
     /// the same seed gives another event log. Caught by `determinism`.
     Nondeterministic,
@@ -150,6 +163,7 @@ impl Bug {
                 | Bug::HideDisruptionBudgets
                 | Bug::HideConsolidationSettling
                 | Bug::HideExpireAfter
+                | Bug::HideLastPodEvents
         )
     }
 }
@@ -207,6 +221,12 @@ fn view(bug: Bug, kind: &ResourceKind, mut object: Value) -> Option<Value> {
         Bug::HideExpireAfter if *kind == ResourceKind::NODE_CLAIM => {
             if object["spec"].is_object() {
                 object["spec"]["expireAfter"] = json!("Never");
+            }
+            Some(object)
+        }
+        Bug::HideLastPodEvents if *kind == ResourceKind::NODE_CLAIM => {
+            if let Some(status) = object["status"].as_object_mut() {
+                status.remove("lastPodEventTime");
             }
             Some(object)
         }
@@ -366,6 +386,43 @@ impl Broken {
         }
     }
 
+    /// [`Bug::ReplaceWithOwnOffering`]: a replacement claim's instance type, zone and capacity
+    /// type requirements narrowed to its first replaced claim's labels; any other claim as is.
+    fn own_offering(&self, mut claim: Value) -> Value {
+        let Some(first) = claim["metadata"]["annotations"]
+            [karpenter_core::api::labels::REPLACES_ANNOTATION]
+            .as_str()
+            .and_then(|list| list.split(',').next())
+            .map(str::to_string)
+        else {
+            return claim;
+        };
+        let Some(replaced) = self
+            .api
+            .object(&ResourceKind::NODE_CLAIM, &ObjectKey::cluster(first))
+        else {
+            return claim;
+        };
+        let keys = [
+            "node.kubernetes.io/instance-type",
+            "topology.kubernetes.io/zone",
+            "karpenter.sh/capacity-type",
+        ];
+        let mut requirements: Vec<Value> = claim["spec"]["requirements"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        requirements.retain(|r| !keys.iter().any(|k| r["key"] == *k));
+        for key in keys {
+            let Some(value) = replaced["metadata"]["labels"][key].as_str() else {
+                return claim;
+            };
+            requirements.push(json!({"key": key, "operator": "In", "values": [value]}));
+        }
+        claim["spec"]["requirements"] = Value::Array(requirements);
+        claim
+    }
+
     /// What a bug does before the controller's delete of a NodeClaim reaches the API server;
     /// `Some` answers the delete instead.
     async fn before_claim_delete(&self, key: &ObjectKey, next: &dyn KubeApi) -> Option<KubeReply> {
@@ -409,6 +466,16 @@ impl KubeLayer for Broken {
                     kind,
                     key,
                     patch: &patch,
+                }
+                .send(next)
+                .await
+            }
+            KubeCall::Create { kind, object }
+                if self.bug == Bug::ReplaceWithOwnOffering && *kind == ResourceKind::NODE_CLAIM =>
+            {
+                KubeCall::Create {
+                    kind,
+                    object: self.own_offering(object),
                 }
                 .send(next)
                 .await
@@ -479,6 +546,15 @@ impl Ec2Layer for Broken {
             }
             Ec2Call::GetParameter(name) if self.bug == Bug::PinnedAliasFollowsLatest => {
                 Ec2Reply::GetParameter(next.get_parameter(&recommended_parameter(name)).await)
+            }
+            Ec2Call::CreateFleet(request) if self.bug == Bug::HideCapacityErrors => {
+                let mut reply = next.create_fleet(request).await;
+                if let Ok(response) = &mut reply {
+                    response.errors.retain(|e| {
+                        !crate::audit::INSUFFICIENT_CAPACITY_CODES.contains(&e.code.as_str())
+                    });
+                }
+                Ec2Reply::CreateFleet(reply)
             }
             Ec2Call::DeleteLaunchTemplate(_) if self.bug == Bug::KeepLaunchTemplates => {
                 Ec2Reply::DeleteLaunchTemplate(Ok(()))

@@ -15,8 +15,11 @@
 //! | `pdb-respected` | [`pdb`] |
 //! | `do-not-disrupt-respected` | [`do_not_disrupt`] |
 //! | `budgets-respected` | [`budgets`] |
+//! | `consolidate-after-honoured` | [`consolidate_after`] |
+//! | `consolidation-saves` | [`consolidation_saves`] |
 //! | `consolidation-churn` | [`churn`] |
 //! | `claim-storm` | [`claim_storm`] |
+//! | `unavailable-offerings-honoured` | [`unavailable`] |
 //! | `interruption-rehomed` | [`rehome`] |
 //! | `nodes-join` | [`nodes_join`] |
 //! | `claims-progress` | [`claims_progress`] |
@@ -42,6 +45,8 @@ pub mod churn;
 pub mod claim_storm;
 pub mod claims_progress;
 pub mod cloud_history;
+pub mod consolidate_after;
+pub mod consolidation_saves;
 pub mod do_not_disrupt;
 pub mod drain;
 pub mod draining;
@@ -61,6 +66,7 @@ pub mod rehome;
 pub mod single_leader;
 pub mod templates;
 pub mod termination_progress;
+pub mod unavailable;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -109,8 +115,11 @@ pub enum Invariant {
     PdbRespected,
     DoNotDisruptRespected,
     BudgetsRespected,
+    ConsolidateAfterHonoured,
+    ConsolidationSaves,
     ConsolidationChurn,
     ClaimStorm,
+    UnavailableOfferingsHonoured,
     InterruptionRehomed,
     NodesJoin,
     ClaimsProgress,
@@ -256,8 +265,11 @@ struct Checkers {
     pdb: pdb::Pdb,
     do_not_disrupt: do_not_disrupt::DoNotDisrupt,
     budgets: budgets::BudgetsRespected,
+    consolidate_after: consolidate_after::ConsolidateAfter,
+    consolidation_saves: consolidation_saves::ConsolidationSaves,
     churn: churn::ConsolidationChurn,
     claim_storm: claim_storm::ClaimStorm,
+    unavailable: unavailable::UnavailableHonoured,
     rehome: rehome::Rehome,
     nodes_join: nodes_join::NodesJoin,
     claims_progress: claims_progress::ClaimsProgress,
@@ -270,7 +282,7 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 22] {
+    fn all(&mut self) -> [&mut dyn Check; 25] {
         [
             &mut self.limits,
             &mut self.leaks,
@@ -283,8 +295,11 @@ impl Checkers {
             &mut self.pdb,
             &mut self.do_not_disrupt,
             &mut self.budgets,
+            &mut self.consolidate_after,
+            &mut self.consolidation_saves,
             &mut self.churn,
             &mut self.claim_storm,
+            &mut self.unavailable,
             &mut self.rehome,
             &mut self.nodes_join,
             &mut self.claims_progress,

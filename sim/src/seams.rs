@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! controller kube: Fuse (per process) → Broken → Authorized → Audited → View → ApiServer
-//! controller EC2:  Fuse (per process) → Broken → FakeCloud
+//! controller EC2:  Fuse (per process) → Broken → AuditedFleets (per process) → FakeCloud
 //! controller SQS:  Fuse (per process) → Broken → FakeCloud
 //! scheduler kube:  View (the scheduler's bugs only) → ApiServer
 //! ```
@@ -21,15 +21,19 @@ use fakekube::ApiServer;
 use karpenter_core::seams::layered::Layered;
 use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
 
-use crate::audit::{Audit, Audited};
+use crate::audit::{Audit, Audited, AuditedFleets};
 use crate::bugs::{Broken, Bug, View};
 use crate::rbac::Authorized;
+
+/// Builds one controller process's EC2 seam from its identity (the [`AuditedFleets`] layer
+/// records its CreateFleets under that name).
+pub type Ec2ForProcess = Arc<dyn Fn(&str) -> Arc<dyn Ec2> + Send + Sync>;
 
 /// The seams a world hands its controller and its kube-scheduler stand-in.
 pub struct Seams {
     pub audit: Arc<Audit>,
     pub controller_kube: Arc<dyn KubeApi>,
-    pub controller_ec2: Arc<dyn Ec2>,
+    pub controller_ec2: Ec2ForProcess,
     pub controller_sqs: Arc<dyn Sqs>,
     pub scheduler_kube: Arc<dyn KubeApi>,
 }
@@ -65,12 +69,24 @@ impl Seams {
             Audited {
                 audit: audit.clone(),
                 api,
-                clock,
+                clock: clock.clone(),
             },
             viewed,
         ));
         let authorized: Arc<dyn KubeApi> = Arc::new(Layered::new(Authorized, audited));
         let ec2: Arc<dyn Ec2> = cloud.clone();
+        let controller_ec2: Ec2ForProcess = {
+            let (audit, broken) = (audit.clone(), broken.clone());
+            Arc::new(move |process: &str| {
+                let fleets = AuditedFleets {
+                    audit: audit.clone(),
+                    clock: clock.clone(),
+                    process: process.to_string(),
+                };
+                let audited: Arc<dyn Ec2> = Arc::new(Layered::new(fleets, ec2.clone()));
+                Arc::new(Layered::new(broken.clone(), audited))
+            })
+        };
         let sqs: Arc<dyn Sqs> = cloud;
         let scheduler_kube: Arc<dyn KubeApi> = match bug {
             Bug::SchedulerOvercommit | Bug::SchedulerIgnoresDisruptedTaint => {
@@ -81,7 +97,7 @@ impl Seams {
         Self {
             audit,
             controller_kube: Arc::new(Layered::new(broken.clone(), authorized)),
-            controller_ec2: Arc::new(Layered::new(broken.clone(), ec2)),
+            controller_ec2,
             controller_sqs: Arc::new(Layered::new(broken, sqs)),
             scheduler_kube,
         }

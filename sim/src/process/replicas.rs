@@ -30,7 +30,8 @@ pub const LOST_LEASE: &str = "it lost its lease";
 /// What a process is built from (the same for every process of the world).
 pub struct ProcessSeams {
     pub api: Arc<dyn KubeApi>,
-    pub ec2: Arc<dyn Ec2>,
+    /// Each process's EC2 seam, built from its identity.
+    pub ec2: crate::seams::Ec2ForProcess,
     pub sqs: Arc<dyn Sqs>,
     pub clock: Arc<dyn Clock>,
     pub catalog: Arc<Catalog>,
@@ -115,7 +116,7 @@ impl Controllers {
         let identity = format!("karpenter-{index}-{generation}");
         let fuse = Arc::new(Fuse::default());
         let kube: Arc<dyn KubeApi> = Arc::new(Layered::new(fuse.clone(), self.seams.api.clone()));
-        let ec2: Arc<dyn Ec2> = Arc::new(Layered::new(fuse.clone(), self.seams.ec2.clone()));
+        let ec2: Arc<dyn Ec2> = Arc::new(Layered::new(fuse.clone(), (self.seams.ec2)(&identity)));
         let sqs: Arc<dyn Sqs> = Arc::new(Layered::new(fuse.clone(), self.seams.sqs.clone()));
         let mut ctx = Context::new(
             kube.clone(),

@@ -287,8 +287,11 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "pdb-respected",
             "do-not-disrupt-respected",
             "budgets-respected",
+            "consolidate-after-honoured",
+            "consolidation-saves",
             "consolidation-churn",
             "claim-storm",
+            "unavailable-offerings-honoured",
             "interruption-rehomed",
             "nodes-join",
             "claims-progress",
@@ -384,6 +387,46 @@ fn pinned_ami_honoured_catches_a_pinned_alias_that_follows_the_latest_release() 
         config,
         Bug::PinnedAliasFollowsLatest,
         "pinned-ami-honoured",
+        1,
+    );
+}
+
+/// A web deployment scaled in at 8 minutes on m5 nodes with `consolidateAfter: 2m`: with the
+/// controller blind to `lastPodEventTime`, the nodes the scale-in touched are consolidated within
+/// the validation delay of the scale-in, not two minutes after it.
+#[test]
+fn consolidate_after_honoured_catches_last_pod_events_hidden_from_the_controller() {
+    let config = config("consolidate-replace.yaml", "none", 20, 5);
+    catches(
+        config,
+        Bug::HideLastPodEvents,
+        "consolidate-after-honoured",
+        1,
+    );
+}
+
+/// The same scale-in: the node consolidation replaces by a smaller one is replaced, under the
+/// bug, by a node of its own offering, at its own price.
+#[test]
+fn consolidation_saves_catches_replacements_launched_at_the_replaced_price() {
+    let config = config("consolidate-replace.yaml", "none", 20, 5);
+    catches(
+        config,
+        Bug::ReplaceWithOwnOffering,
+        "consolidation-saves",
+        1,
+    );
+}
+
+/// m5.large spot is dry in every zone: a controller that learns it from CreateFleet's errors asks
+/// again only after three minutes; one that never sees the errors asks again at once.
+#[test]
+fn unavailable_offerings_honoured_catches_capacity_errors_hidden_from_the_controller() {
+    let config = config("no-capacity.yaml", "none", 10, 1);
+    catches(
+        config,
+        Bug::HideCapacityErrors,
+        "unavailable-offerings-honoured",
         1,
     );
 }

@@ -4,6 +4,9 @@
 //! It compares the pods bound to each node with what it saw on its previous pass; a node whose
 //! set changed gets `now` written, at most once per [`POD_EVENT_DEDUP`] (upstream's 10 s). The
 //! first pass after a start only takes stock (it cannot tell what changed while it was down).
+//! A node whose write failed stays changed until a later pass writes it (upstream's reconcile is
+//! requeued on the error and writes then): the pass has already taken stock of its pods, so
+//! without that the event would be lost and `consolidateAfter` measured from an older one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -25,6 +28,8 @@ pub struct PodEvents {
     ctx: Arc<Context>,
     /// Pod uid → node, as last seen (`None` before the first pass).
     seen: Mutex<Option<BTreeMap<String, String>>>,
+    /// Nodes whose pods changed but whose claim's write failed: written on a later pass.
+    unwritten: Mutex<BTreeSet<String>>,
 }
 
 impl PodEvents {
@@ -32,6 +37,7 @@ impl PodEvents {
         Self {
             ctx,
             seen: Mutex::new(None),
+            unwritten: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -66,19 +72,38 @@ impl PodEvents {
         let Some(previous) = previous else {
             return Ok(Vec::new());
         };
-        let mut changed: BTreeSet<&str> = BTreeSet::new();
+        let mut changed: BTreeSet<String> =
+            std::mem::take(&mut *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()));
         for (uid, node) in &current {
             if previous.get(uid) != Some(node) {
-                changed.insert(node);
+                changed.insert(node.clone());
             }
         }
         for (uid, node) in &previous {
             if current.get(uid) != Some(node) {
-                changed.insert(node);
+                changed.insert(node.clone());
             }
         }
+        let result = self.write(&claims, &changed, now).await;
+        if let Err((failed, _)) = &result {
+            let mut unwritten = self.unwritten.lock().unwrap_or_else(|e| e.into_inner());
+            unwritten.extend(failed.iter().cloned());
+        }
+        result.map_err(|(_, err)| err)
+    }
+
+    /// Writes `now` on the claims of the `changed` nodes (not within the de-duplication window);
+    /// on an error, the nodes not written and the first error.
+    async fn write(
+        &self,
+        claims: &[std::sync::Arc<crate::api::NodeClaim>],
+        changed: &BTreeSet<String>,
+        now: jiff::Timestamp,
+    ) -> Result<Vec<String>, (BTreeSet<String>, KubeError)> {
+        let mut failed = BTreeSet::new();
+        let mut first_error = None;
         let mut written = Vec::new();
-        for claim in &claims {
+        for claim in claims {
             let status = claim.status.as_ref();
             let Some(node) = status.and_then(|s| s.node_name.as_deref()) else {
                 continue;
@@ -108,9 +133,15 @@ impl PodEvents {
                     written.push(claim.name_any());
                 }
                 Err(KubeError::NotFound(_)) => {}
-                Err(err) => return Err(err),
+                Err(err) => {
+                    failed.insert(node.to_string());
+                    first_error.get_or_insert(err);
+                }
             }
         }
-        Ok(written)
+        match first_error {
+            Some(err) => Err((failed, err)),
+            None => Ok(written),
+        }
     }
 }

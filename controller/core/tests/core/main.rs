@@ -21,6 +21,7 @@ mod nodeclass_termination;
 mod nodepool_status;
 mod operator_loops;
 mod plan;
+mod podevents;
 mod properties;
 mod provisioning;
 mod runtime;

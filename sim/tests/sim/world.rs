@@ -323,17 +323,6 @@ fn fault_scenario(manifests: &str, workloads: &str) -> Scenario {
     Scenario::parse("faults", &text).expect("test scenario parses")
 }
 
-/// Runs `future` on a current-thread runtime with paused time: injected latency sleeps there
-/// (and passes at once), where `futures::executor` has no timer.
-fn on_runtime<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds")
-        .block_on(future)
-}
-
 async fn world(seed: u64, scenario: Scenario) -> World {
     World::new(seed, scenario).await.expect("world builds")
 }
@@ -935,7 +924,7 @@ fn small_cluster() -> Scenario {
 fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off() {
     let minutes = |m: u64| Duration::from_secs(60 * m);
     for seed in [21, 22] {
-        on_runtime(async {
+        sim_block_on(async {
             let mut world = world(seed, small_cluster()).await;
             run_until(&mut world, minutes(3)).await;
             // Safety phase: every fault on for 12 minutes.
@@ -1032,7 +1021,7 @@ fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off()
 #[test]
 fn a_run_with_faults_replays_bit_for_bit() {
     let run = |seed| {
-        on_runtime(async {
+        sim_block_on(async {
             let mut world = world(seed, small_cluster()).await;
             world.set_faults(loud_mix(Duration::ZERO));
             world
@@ -1149,7 +1138,7 @@ fn ec2_latency_slows_the_controllers_reactions_on_the_simulated_clock() {
     // The same seed and workload with and without a slow EC2 API: every controller step that
     // waited is charged to the world's clock, so the pods run later, and the world still settles.
     let seconds_to_all_running = |latency: Option<Latency>| {
-        on_runtime(async {
+        sim_block_on(async {
             let mut world = world(5, small_cluster()).await;
             world.set_faults(FaultMix {
                 ec2_latency: latency,
@@ -1266,7 +1255,7 @@ fn statefulset_pods_run_in_their_volumes_zones_across_a_scale_down_and_up() {
     );
     let workloads = "  - at: 0s\n    statefulset: {name: db, replicas: 3, cpu: 1200m, memory: 1Gi, storage: 10Gi, storageClass: gp3, spreadByZone: true}\n  - at: 10m\n    statefulset: {name: db, replicas: 0, cpu: 1200m, memory: 1Gi, storage: 10Gi, storageClass: gp3}\n  - at: 25m\n    statefulset: {name: db, replicas: 3, cpu: 1200m, memory: 1Gi, storage: 10Gi, storageClass: gp3}\n";
     let minutes = |m: u64| Duration::from_secs(60 * m);
-    on_runtime(async {
+    sim_block_on(async {
         let mut world = world(5, fault_scenario(&manifests, workloads)).await;
         run_until(&mut world, minutes(8)).await;
         let first = statefulset_zones(&world);
@@ -1348,7 +1337,7 @@ fn pods_fill_a_targeted_reservation_first_then_on_demand_and_its_nodes_go_on_dem
         out.sort();
         out
     };
-    on_runtime(async {
+    sim_block_on(async {
         let mut world = world(3, fault_scenario(&manifests, workloads)).await;
         let id = world.cloud().create_capacity_reservation(
             fakecloud::ReservationSpec::new("m5.large", "us-west-2a", 2).tag("team", "ml"),
@@ -1414,7 +1403,7 @@ fn small_ami_roll() -> Scenario {
 #[test]
 fn an_ami_release_rolls_the_latest_pool_within_its_budget_and_leaves_the_pinned_pool_alone() {
     let minutes = |m: u64| Duration::from_secs(60 * m);
-    on_runtime(async {
+    sim_block_on(async {
         let mut world = world(5, small_ami_roll()).await;
         run_until(&mut world, minutes(9)).await;
         let before = live_images(&world, "default");
@@ -1468,7 +1457,7 @@ fn run_edit(
     scenario: Scenario,
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>, World) {
     let minutes = |m: u64| Duration::from_secs(60 * m);
-    on_runtime(async {
+    sim_block_on(async {
         let mut world = world(seed, scenario).await;
         run_until(&mut world, minutes(9)).await;
         let before = live_images(&world, "default");
@@ -1536,7 +1525,7 @@ fn windows_pods_run_on_windows_nodes_launched_from_a_windows_class() {
         .replace("alias: al2023@latest", "alias: windows2022@latest");
     // Twelve small pods: CPU and memory would fit them on one m5.large, its 9 addresses do not.
     let workloads = "  - at: 0s\n    deployment: {name: iis, replicas: 12, cpu: 100m, memory: 256Mi, nodeSelector: {kubernetes.io/os: windows}}\n";
-    on_runtime(async {
+    sim_block_on(async {
         let mut world = world(7, fault_scenario(&manifests, workloads)).await;
         run_until(&mut world, Duration::from_secs(10 * 60)).await;
         let nodes: BTreeMap<String, Value> = world

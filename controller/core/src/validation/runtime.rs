@@ -6,6 +6,7 @@
 //! it still never indexes blindly.
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
@@ -43,10 +44,14 @@ fn check_claim_spec(spec: &Value, path: &str, out: &mut Vec<Violation>) {
 /// Kubernetes `IsQualifiedName`: an optional DNS-subdomain prefix and `/`, then a name of at most
 /// 63 characters. The schema cannot check map keys, so label maps are checked here.
 pub(crate) fn qualified_name_error(key: &str) -> Option<String> {
-    let name_re = Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("valid regex");
-    let prefix_re =
+    static NAME: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("valid regex")
+    });
+    static PREFIX: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-            .expect("valid regex");
+            .expect("valid regex")
+    });
+    let (name_re, prefix_re) = (&*NAME, &*PREFIX);
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

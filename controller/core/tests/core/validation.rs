@@ -1260,3 +1260,30 @@ fn other_kinds_are_identified_and_left_alone() {
     assert_rejected(wrong, "apiVersion", "NodePool is served as karpenter.sh/v1");
     assert_rejected(json!({"kind": "NodePool"}), "apiVersion", "Required value");
 }
+
+/// `validate_nodepool` remembers verdicts by the object's content: a NodePool changed after a
+/// verdict must be judged again, and one that differs only in what the API server and the
+/// controllers write (resourceVersion, status) keeps its verdict.
+#[test]
+fn a_remembered_nodepool_verdict_follows_the_spec_not_the_bookkeeping() {
+    use karpenter_core::api::NodePool;
+    use karpenter_core::validation::validate_nodepool;
+    let mut pool: NodePool = serde_json::from_value(nodepool()).expect("a valid NodePool");
+    pool.metadata.resource_version = Some("1".into());
+    assert!(validate_nodepool(&pool).is_ok());
+    pool.metadata.resource_version = Some("2".into());
+    assert!(validate_nodepool(&pool).is_ok());
+    let mut invalid = set(
+        nodepool(),
+        "/spec/template/spec/requirements/0/key",
+        json!("karpenter.sh/nodepool"),
+    );
+    invalid["metadata"]["resourceVersion"] = json!("3");
+    let invalid: NodePool = serde_json::from_value(invalid).expect("a NodePool of the right shape");
+    let violations = validate_nodepool(&invalid).expect_err("a requirement on the nodepool label is rejected");
+    assert!(
+        violations.to_string().contains("requirements[0]"),
+        "{violations}"
+    );
+    assert!(validate_nodepool(&pool).is_ok(), "the valid pool keeps its verdict");
+}

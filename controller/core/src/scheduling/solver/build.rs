@@ -8,14 +8,21 @@ use std::sync::Arc;
 use super::dense::add;
 use super::types::TypeView;
 use super::{Node, Pool, Solver};
-use crate::api::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL, is_well_known};
+use crate::api::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL, is_well_known, normalize_label};
 use crate::api::{NodePool, Taint};
 use crate::catalog::InstanceType;
 use crate::resources::Resources;
 use crate::scheduling::ExistingNode;
+use crate::scheduling::PodInfo;
 use crate::scheduling::pod::{Strength, tolerates};
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::topology::{GroupKind, PodTopology};
+
+/// A pool's DaemonSets (see [`Solver::pool_daemons`]).
+struct PoolDaemons<'a> {
+    daemons: Vec<(&'a PodInfo, Requirements)>,
+    keys: BTreeSet<String>,
+}
 
 impl<'a> Solver<'a> {
     /// The NodePools, highest weight first, each with its compatible types; then what existing
@@ -74,11 +81,15 @@ impl<'a> Solver<'a> {
             .pool_catalogs
             .get(&name)
             .unwrap_or(self.input.catalog);
+        let daemons = self.pool_daemons(taints);
         let mut types: Vec<TypeView> = catalog
             .instance_types
             .iter()
-            .map(|it| self.type_view(it, &catalog.zone_ids, &requirements, taints))
-            .filter(|view| view.compatible(&requirements))
+            // Compatibility first: it reads only the type, and most of a catalog is ruled out
+            // by it before the daemon overhead is worked out (perf: type views of incompatible
+            // types were a seventh of a simulation's CPU).
+            .filter(|it| TypeView::bare(it, &catalog.zone_ids).compatible(&requirements))
+            .map(|it| self.type_view(it, &catalog.zone_ids, &requirements, &daemons))
             .collect();
         types.sort_by(|a, b| {
             let pa = a.cheapest(&requirements).unwrap_or(f64::MAX);
@@ -97,18 +108,11 @@ impl<'a> Solver<'a> {
                 limits.push((self.space.intern(resource), amount));
             }
         }
-        let daemon_host_ports = self
-            .input
-            .daemonsets
+        let daemon_host_ports = daemons
+            .daemons
             .iter()
-            .filter(|ds| tolerates(&ds.tolerations, taints).is_ok())
-            .filter(|ds| {
-                let mut ds_reqs = ds.node_selector.clone();
-                if let Some(first) = ds.required_terms.first() {
-                    ds_reqs.add_all(first);
-                }
-                requirements.compatible(&ds_reqs, is_well_known).is_ok()
-            })
+            .filter(|(_, ds_reqs)| requirements.compatible(ds_reqs, is_well_known).is_ok())
+            .map(|(ds, _)| ds)
             .flat_map(|ds| ds.host_ports.iter().cloned())
             .collect();
         Pool {
@@ -124,27 +128,55 @@ impl<'a> Solver<'a> {
         }
     }
 
-    /// `it` as a pool with `requirements` and `taints` sees it: its allocatable less the
-    /// requests of the DaemonSets that would run on it.
+    /// The DaemonSets whose pods tolerate `taints`, each with its node requirements (selector
+    /// and first required term), and every key those requirements name: worked out once per
+    /// pool, not once per instance type.
+    fn pool_daemons(&self, taints: &[Taint]) -> PoolDaemons<'a> {
+        let mut keys = BTreeSet::new();
+        let daemons = self
+            .input
+            .daemonsets
+            .iter()
+            .filter(|ds| tolerates(&ds.tolerations, taints).is_ok())
+            .map(|ds| {
+                let mut reqs = ds.node_selector.clone();
+                if let Some(first) = ds.required_terms.first() {
+                    reqs.add_all(first);
+                }
+                keys.extend(reqs.iter().map(|(k, _)| k.to_string()));
+                (ds, reqs)
+            })
+            .collect();
+        PoolDaemons { daemons, keys }
+    }
+
+    /// `it` as a pool with `requirements` sees it: its allocatable less the requests of the
+    /// pool's DaemonSets (`daemons`) that would run on it.
     fn type_view(
         &self,
         it: &'a InstanceType,
         zone_ids: &'a BTreeMap<String, String>,
         requirements: &Requirements,
-        taints: &[Taint],
+        daemons: &PoolDaemons<'a>,
     ) -> TypeView<'a> {
+        // The pool's requirements narrowed by the type's labels, on the keys the DaemonSets
+        // name only: `compatible` looks at no other key, and building the whole set for every
+        // type was a fifth of a simulation's CPU (perf, default scenario).
+        let mut type_reqs = Requirements::new();
+        for (key, req) in requirements.iter() {
+            if daemons.keys.contains(key) {
+                type_reqs.add(key, req.clone());
+            }
+        }
+        for (label, value) in &it.labels {
+            let key = normalize_label(label);
+            if daemons.keys.contains(key) {
+                type_reqs.add(key, Requirement::single(value));
+            }
+        }
         let mut daemon = Resources::new();
-        let mut type_reqs = requirements.clone();
-        type_reqs.add_all(&Requirements::from_labels(&it.labels));
-        for ds in self.input.daemonsets {
-            if tolerates(&ds.tolerations, taints).is_err() {
-                continue;
-            }
-            let mut ds_reqs = ds.node_selector.clone();
-            if let Some(first) = ds.required_terms.first() {
-                ds_reqs.add_all(first);
-            }
-            if type_reqs.compatible(&ds_reqs, is_well_known).is_ok() {
+        for (ds, ds_reqs) in &daemons.daemons {
+            if type_reqs.compatible(ds_reqs, is_well_known).is_ok() {
                 daemon = daemon.plus(&ds.requests);
             }
         }

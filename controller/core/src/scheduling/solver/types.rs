@@ -36,6 +36,19 @@ pub(super) struct TypeView<'a> {
 }
 
 impl<'a> TypeView<'a> {
+    /// `it` with nothing worked out: enough for [`Self::compatible`] and the offering queries,
+    /// which read only the type and its zones.
+    pub(super) fn bare(it: &'a InstanceType, zone_ids: &'a BTreeMap<String, String>) -> Self {
+        Self {
+            it,
+            zone_ids,
+            name: Arc::from(""),
+            alloc: Dense::new(),
+            capacity: Dense::new(),
+            daemon: Dense::new(),
+        }
+    }
+
     /// Whether the type can satisfy `reqs`: shared label keys intersect, and some available
     /// offering matches the zone and capacity-type requirements.
     pub(super) fn compatible(&self, reqs: &Requirements) -> bool {

@@ -403,6 +403,11 @@ impl Invariants {
         self.checkers.drain.note_external_termination(instance_id);
     }
 
+    /// How fast the spot warnings so far were acted on.
+    pub fn interruption_responses(&self) -> &rehome::Responses {
+        self.checkers.rehome.responses()
+    }
+
     /// What the checkers counted (spot warnings, capacity errors, rehome checks...).
     pub fn counters(&self) -> Counters {
         let (rehome_checked, rehome_excused) = self.checkers.rehome.counts();

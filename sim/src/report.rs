@@ -27,6 +27,9 @@ pub struct Report {
     /// rounded to the thousandth; empty when nothing launched. Upstream's design is about one
     /// CreateFleet per claim plus amortised Describe calls: this is the figure to hold to it.
     pub ec2_calls_per_launch: BTreeMap<String, f64>,
+    /// How fast spot warnings were acted on (none when no claimed instance was warned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interruption_response: Option<InterruptionResponse>,
     pub cost_dollars: f64,
     /// What Karpenter's nodes cost per hour at the end of the run.
     pub cost_per_hour_end: f64,
@@ -38,6 +41,49 @@ pub struct Report {
     pub wall_seconds: f64,
     pub event_log_sha256: String,
     pub event_log_lines: u64,
+}
+
+/// Simulated seconds from each spot warning (of an instance a NodeClaim owned) to the
+/// interruption handler's deletion of the claim (the drain's start) and to the creation of a
+/// replacement claim (only where the pods needed a new node).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptionResponse {
+    pub warnings: u64,
+    pub claim_deleted_seconds_p50: f64,
+    pub claim_deleted_seconds_max: f64,
+    pub replacements: usize,
+    pub replacement_created_seconds_p50: f64,
+    pub replacement_created_seconds_max: f64,
+    /// Warnings whose claim was not seen deleted before the reclaim.
+    pub unanswered: u64,
+}
+
+impl InterruptionResponse {
+    /// The figures of `responses`, `None` when there were no warnings.
+    pub fn of(responses: &crate::invariants::rehome::Responses) -> Option<Self> {
+        if responses.warnings == 0 {
+            return None;
+        }
+        let sorted = |values: &[f64]| {
+            let mut values = values.to_vec();
+            values.sort_by(f64::total_cmp);
+            values
+        };
+        let deleted = sorted(&responses.deleted_after);
+        let replaced = sorted(&responses.replaced_after);
+        let p50 = |v: &[f64]| v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0.0);
+        let max = |v: &[f64]| v.last().copied().unwrap_or(0.0);
+        Some(Self {
+            warnings: responses.warnings,
+            claim_deleted_seconds_p50: p50(&deleted),
+            claim_deleted_seconds_max: max(&deleted),
+            replacements: replaced.len(),
+            replacement_created_seconds_p50: p50(&replaced),
+            replacement_created_seconds_max: max(&replaced),
+            unanswered: responses.unanswered,
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

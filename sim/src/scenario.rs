@@ -8,10 +8,14 @@ use serde::Deserialize;
 use crate::faults::FaultMix;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 7] = [
+pub const BUILTIN: [(&str, &str); 8] = [
     ("default", include_str!("../scenarios/default.yaml")),
     ("ami-roll", include_str!("../scenarios/ami-roll.yaml")),
     ("burst-1000", include_str!("../scenarios/burst-1000.yaml")),
+    (
+        "burst-spot-1000",
+        include_str!("../scenarios/burst-spot-1000.yaml"),
+    ),
     ("diurnal", include_str!("../scenarios/diurnal.yaml")),
     ("fleet-200", include_str!("../scenarios/fleet-200.yaml")),
     ("fleet-2000", include_str!("../scenarios/fleet-2000.yaml")),

@@ -816,6 +816,9 @@ impl World {
                 &self.ec2_calls,
                 self.instances_seen.len(),
             ),
+            interruption_response: crate::report::InterruptionResponse::of(
+                self.invariants.interruption_responses(),
+            ),
             cost_dollars: self.cloud.cost_report().total_dollars,
             cost_per_hour_end: dollars(observation.hourly_cost(Catalog::builtin_ref())),
             fresh_cost_per_hour_end: dollars(crate::report::fresh_cost_per_hour(&self.api)),

@@ -525,6 +525,18 @@ fn print_report(report: &Report) {
             .collect();
         println!("faults injected: {}", faults.join(", "));
     }
+    if let Some(r) = &report.interruption_response {
+        println!(
+            "spot warnings: {} acted on (claim deleted) p50 {:.1}s, max {:.1}s; {} replacements created p50 {:.1}s, max {:.1}s; {} unanswered",
+            r.warnings,
+            r.claim_deleted_seconds_p50,
+            r.claim_deleted_seconds_max,
+            r.replacements,
+            r.replacement_created_seconds_p50,
+            r.replacement_created_seconds_max,
+            r.unanswered
+        );
+    }
     println!("cost: ${:.2}", report.cost_dollars);
     println!(
         "time: {:.0} simulated seconds in {:.2} wall seconds ({:.0}x)",

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use karpenter_core::api::labels::DISRUPTED_TAINT_KEY;
+use karpenter_core::api::labels::{DISRUPTED_TAINT_KEY, REPLACES_ANNOTATION};
 use karpenter_core::resources::Resources;
 use serde_json::Value;
 
@@ -82,10 +82,37 @@ impl RehomeCheck {
     }
 }
 
+/// How fast the controller answered one spot warning (the issue-13 figure: a warning that
+/// arrives during a launch burst is acted on within 5 s), from the objects' own timestamps, so
+/// the world's step length does not round it.
+#[derive(Clone, Debug)]
+struct Response {
+    claim: String,
+    warned: Timestamp,
+    /// The claim's `deletionTimestamp`: the interruption handler acted, the drain begins.
+    deleted: Option<Timestamp>,
+    /// The earliest `creationTimestamp` of a claim that names it in `karpenter.sh/replaces`.
+    replaced: Option<Timestamp>,
+}
+
+/// What the spot warnings of a run got: seconds from each warning to its claim's deletion, and
+/// to its replacement's creation (only warnings whose pods needed a new node have one), and
+/// warnings whose claim was never seen deleted before the reclaim.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Responses {
+    pub warnings: u64,
+    pub deleted_after: Vec<f64>,
+    pub replaced_after: Vec<f64>,
+    pub unanswered: u64,
+}
+
 /// The `interruption-rehomed` checker: the checks not yet due, and how many were made.
 #[derive(Debug, Default)]
 pub struct Rehome {
     pending: Vec<RehomeCheck>,
+    /// Warnings of claimed instances still being timed, then those timed.
+    responding: Vec<Response>,
+    responses: Responses,
     /// Checks made, and those excused because capacity did not exist.
     checked: u64,
     excused: u64,
@@ -95,6 +122,78 @@ impl Rehome {
     /// Checks made so far, and of those, excused because capacity did not exist.
     pub fn counts(&self) -> (u64, u64) {
         (self.checked, self.excused)
+    }
+
+    /// How fast the warnings so far were answered (those still being timed not included).
+    pub fn responses(&self) -> &Responses {
+        &self.responses
+    }
+
+    /// Starts timing each fresh warning of an instance a claim owns; notes the claims' deletion
+    /// and replacement times; ends a timing once both are seen, or at the reclaim.
+    fn time_responses(&mut self, step: &StepView<'_>) {
+        for (id, warned) in step.history.fresh_warnings() {
+            let claim = step.claims().iter().find(|c| {
+                c["status"]["providerID"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with(&format!("/{id}")))
+            });
+            if let Some(claim) = claim {
+                self.responses.warnings += 1;
+                self.responding.push(Response {
+                    claim: name_of(claim).to_string(),
+                    warned: *warned,
+                    deleted: None,
+                    replaced: None,
+                });
+            }
+        }
+        if self.responding.is_empty() {
+            return;
+        }
+        let claims = step.claims();
+        for response in &mut self.responding {
+            if response.deleted.is_none() {
+                response.deleted = claims
+                    .iter()
+                    .find(|c| name_of(c) == response.claim)
+                    .and_then(|c| time_of(&c["metadata"]["deletionTimestamp"]));
+            }
+            if response.replaced.is_none() {
+                response.replaced = claims
+                    .iter()
+                    .filter(|c| {
+                        c["metadata"]["annotations"][REPLACES_ANNOTATION]
+                            .as_str()
+                            .is_some_and(|list| list.split(',').any(|n| n == response.claim))
+                    })
+                    .filter_map(|c| time_of(&c["metadata"]["creationTimestamp"]))
+                    .min();
+            }
+        }
+        let seconds =
+            |from: Timestamp, to: Timestamp| to.duration_since(from).as_secs_f64().max(0.0);
+        let (done, timing): (Vec<_>, Vec<_>) = std::mem::take(&mut self.responding)
+            .into_iter()
+            .partition(|r| {
+                (r.deleted.is_some() && r.replaced.is_some())
+                    || step.now >= plus(r.warned, SPOT_NOTICE)
+            });
+        self.responding = timing;
+        for response in done {
+            match response.deleted {
+                Some(at) => self
+                    .responses
+                    .deleted_after
+                    .push(seconds(response.warned, at)),
+                None => self.responses.unanswered += 1,
+            }
+            if let Some(at) = response.replaced {
+                self.responses
+                    .replaced_after
+                    .push(seconds(response.warned, at));
+            }
+        }
     }
 
     /// Snapshots the pods of each node whose instance got its warning this step. An instance
@@ -167,6 +266,7 @@ impl Check for Rehome {
     }
 
     fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
+        self.time_responses(step);
         self.watch_warnings(step);
         if self.pending.is_empty() {
             return Vec::new();

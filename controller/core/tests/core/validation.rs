@@ -1280,10 +1280,14 @@ fn a_remembered_nodepool_verdict_follows_the_spec_not_the_bookkeeping() {
     );
     invalid["metadata"]["resourceVersion"] = json!("3");
     let invalid: NodePool = serde_json::from_value(invalid).expect("a NodePool of the right shape");
-    let violations = validate_nodepool(&invalid).expect_err("a requirement on the nodepool label is rejected");
+    let violations =
+        validate_nodepool(&invalid).expect_err("a requirement on the nodepool label is rejected");
     assert!(
         violations.to_string().contains("requirements[0]"),
         "{violations}"
     );
-    assert!(validate_nodepool(&pool).is_ok(), "the valid pool keeps its verdict");
+    assert!(
+        validate_nodepool(&pool).is_ok(),
+        "the valid pool keeps its verdict"
+    );
 }

@@ -103,12 +103,13 @@ fn a_burst_of_500_pods_runs_within_the_batch_window_plus_boot_time() {
 
 /// Issue 13: a spot warning that arrives while a burst is still launching and joining is acted
 /// on at once: the claim deleted (its drain begins) and a replacement claim created within 5 s
-/// of the warning, timed from the objects' own timestamps (the report's `spot warnings`).
+/// of the warning, timed from the objects' own timestamps (the report's `spot warnings`), with
+/// EC2 and SQS answering as slowly as they do (`realistic`: CreateFleet 1-3 s).
 #[test]
 fn spot_warnings_during_a_launch_burst_are_acted_on_within_five_seconds() {
     let s = scenario(
         "c6i.2xlarge, m6i.2xlarge",
-        "workloads:\n  - at: 0s\n    deployment: {name: burst, replicas: 60, cpu: \"7\", memory: 8Gi}\n\
+        "cloud: {latency: realistic}\nworkloads:\n  - at: 0s\n    deployment: {name: burst, replicas: 60, cpu: \"7\", memory: 8Gi}\n\
          faults:\n  spot-storm: {at: [70s, 100s], share: 0.5}\n",
     );
     let report = run(1, s, Duration::from_secs(10 * 60));

@@ -254,6 +254,45 @@ fn a_duplicate_message_causes_one_action() {
     );
 }
 
+/// Upstream handles the messages of one receive with ten workers; so do we
+/// (`MESSAGES_PARALLEL_MAX`). With every API write taking 100 ms, a storm of 20 warnings one by
+/// one costs at least 20 × (annotate + delete) × 100 ms = 4 s of (virtual) time before the last
+/// claim is deleted; side by side, each receive's ten messages overlap.
+#[tokio::test(start_paused = true)]
+async fn the_messages_of_one_receive_are_acted_on_side_by_side() {
+    let q = queue();
+    let slow = fakekube::ApiFaultRates {
+        latency_ms_min: 100,
+        latency_ms_max: 100,
+        ..Default::default()
+    };
+    q.kube.configure(|c| {
+        c.faults.insert(ApiOperation::Patch, slow);
+        c.faults.insert(ApiOperation::Delete, slow);
+    });
+    for i in 0..20 {
+        let (name, instance) = (format!("default-{i:02}"), format!("i-{i:02}"));
+        q.kube
+            .apply(&ResourceKind::NODE_CLAIM, claim_for(&name, &instance));
+        q.cloud
+            .inject_message(&spot_warning(&instance, q.clock.now()));
+    }
+    let started = tokio::time::Instant::now();
+    let report = q.handler.poll().await.expect("poll");
+    let took = started.elapsed();
+    let deleted = report
+        .messages
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Deleted { .. }))
+        .count();
+    assert_eq!(deleted, 20, "{report:?}");
+    assert_eq!(q.claim_deletes(), 20);
+    assert!(
+        took < Duration::from_secs(2),
+        "20 warnings took {took:?}: handled one by one"
+    );
+}
+
 #[test]
 fn a_transient_failure_is_retried_in_the_same_poll() {
     // Regression (found by the swarm): one conflict on the annotation patch left a spot warning

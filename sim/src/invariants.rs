@@ -187,6 +187,9 @@ pub struct StepFacts<'a> {
     pub observation: &'a Observation,
     /// Controller replicas that led (acted) in the step.
     pub leaders: usize,
+    /// A process acted for the first time in its life in the step (a start, a restart after a
+    /// crash, a new leader).
+    pub fresh_leader: bool,
     pub now: Timestamp,
 }
 
@@ -198,6 +201,8 @@ pub struct StepView<'a> {
     pub observed: &'a ObserverCache,
     pub observation: &'a Observation,
     pub leaders: usize,
+    /// See [`StepFacts::fresh_leader`].
+    pub fresh_leader: bool,
     pub now: Timestamp,
     /// The controller's removals and claim deletions since the last step.
     pub audit: &'a AuditLog,
@@ -351,6 +356,7 @@ impl Invariants {
             observed: facts.observed,
             observation: facts.observation,
             leaders: facts.leaders,
+            fresh_leader: facts.fresh_leader,
             now: facts.now,
             audit: &audit,
             history: &self.history,

@@ -13,9 +13,11 @@
 //! | `expiring` | a copy of the scenario's first NodePool, `sim-drawn-expiring`, unweighted, without limits, with an `expireAfter` of 10–20 min and a `terminationGracePeriod` of 5 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it: its nodes expire during the run (`expiration-honoured` watches it); **not switched on by the draw yet** ([`DRAW_EXPIRING_AND_PINNED`]) |
 //! | `pinned-ami` | a copy of the scenario's first EC2NodeClass, `sim-drawn-pinned`, with its AMI pinned to `al2023@v20250601` (fakecloud's release at start), an unweighted NodePool on it, a Deployment of 1–3 pods (250m) pinned to that pool, and an AL2023 release (the `ami-release` fault) at 5–20 min: `@latest` classes drift, the pinned one must not (`pinned-ami-honoured` watches it); **not switched on by the draw yet** |
 //!
+//! | `on-demand` | a copy of the scenario's first NodePool, `sim-drawn-on-demand`, unweighted, without limits, that allows only on-demand capacity, and a Deployment of 2–6 pods (250m–1 cpu) pinned to it, cut to one replica at 30–60% of the safety phase: consolidation of an on-demand node cannot trade it for spot, so a replacement must be a cheaper on-demand type (`consolidation-saves` watches it), and a node whose pods need its own type must stay |
+//!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
-//! `expiring` and `pinned-ami` (these three only with a NodePool, and an EC2NodeClass for the
-//! last, in its manifests).
+//! `expiring`, `pinned-ami` and `on-demand` (these four only with a NodePool, and an
+//! EC2NodeClass for `pinned-ami`, in its manifests).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -84,6 +86,20 @@ pub struct WorkloadMix {
     pub expiring: Option<Expiring>,
     /// `pinned-ami`: when the release is published, and the pinned Deployment's replicas.
     pub pinned_ami: Option<PinnedAmi>,
+    /// `on-demand`: the pinned Deployment's replicas, cpu and scale-down.
+    pub on_demand: Option<OnDemand>,
+}
+
+/// The `on-demand` part's draw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OnDemand {
+    pub replicas: u32,
+    /// Millicores per pod.
+    pub cpu: u32,
+    /// When the Deployment is cut to one replica, since the start of the run.
+    #[serde(with = "humantime_serde")]
+    pub scale_down: Duration,
 }
 
 /// The `pinned-ami` part's draw.
@@ -128,6 +144,8 @@ pub const EXPIRING_GRACE: &str = "5m";
 pub const PINNED_POOL: &str = "sim-drawn-pinned";
 /// The alias the `pinned-ami` class pins: fakecloud's AL2023 release at start.
 pub const PINNED_ALIAS: &str = "al2023@v20250601";
+/// Name of the `on-demand` NodePool and of the Deployment pinned to it.
+pub const ON_DEMAND_POOL: &str = "sim-drawn-on-demand";
 
 impl WorkloadMix {
     /// The draw of `seed` for a safety phase of `safety`.
@@ -168,8 +186,10 @@ impl WorkloadMix {
         // by the swarm: on, they broke existing invariants on 6 of seeds 1..100 at f2b0054
         // (`interruption-rehomed` on pods pinned to the expiring pool, `budgets-respected` on a
         // drift command beside an expiring node, `termination-progress` with `pinned-ami`),
-        // findings still to be judged against upstream (README, mutation testing). A mix that
-        // sets them (tests, `apply`) gets them.
+        // findings still to be judged against upstream (README, mutation testing); switched on
+        // again beside `on-demand` (uncommitted tree after 972f8d8) they failed seeds 6, 7 and 71
+        // (`interruption-rehomed`, each with `expiring`) and 15 (`termination-progress`, with
+        // `pinned-ami`). A mix that sets them (tests, `apply`) gets them.
         let (on, minutes, replicas, cpu) = (
             rng.gen_bool(0.5),
             rng.gen_range(10..=20u64),
@@ -194,6 +214,22 @@ impl WorkloadMix {
                 replicas,
             });
         }
+        // `on-demand`: drawn last, so every part above keeps the draws it had before it existed.
+        let (on, replicas, cpu, share) = (
+            rng.gen_bool(0.5),
+            rng.gen_range(2..=6u32),
+            rng.gen_range(1..=4u32) * 250,
+            rng.gen_range(0.3..=0.6),
+        );
+        if on {
+            let at = Duration::from_secs((safety.as_secs_f64() * share) as u64);
+            let latest = safety.saturating_sub(Duration::from_secs(60));
+            mix.on_demand = Some(OnDemand {
+                replicas,
+                cpu,
+                scale_down: at.min(latest),
+            });
+        }
         mix
     }
 
@@ -206,6 +242,7 @@ impl WorkloadMix {
             (self.limited_pool.is_some(), "limited-pool"),
             (self.expiring.is_some(), "expiring"),
             (self.pinned_ami.is_some(), "pinned-ami"),
+            (self.on_demand.is_some(), "on-demand"),
         ]
         .into_iter()
         .filter(|(on, _)| *on)
@@ -321,6 +358,47 @@ impl WorkloadMix {
             });
             release.at.push(pinned.release_at);
         }
+        self.add_on_demand_pool(scenario, &first);
+    }
+
+    /// The `on-demand` NodePool (a copy of `first` allowing only on-demand capacity), its
+    /// pinned Deployment and the Deployment's cut to one replica.
+    fn add_on_demand_pool(&self, scenario: &mut Scenario, first: &serde_json::Value) {
+        let Some(on_demand) = &self.on_demand else {
+            return;
+        };
+        let mut pool = renamed(first, ON_DEMAND_POOL);
+        if let Some(spec) = pool["spec"].as_object_mut() {
+            spec.remove("weight");
+            spec.remove("limits");
+        }
+        let capacity_type = karpenter_core::api::labels::CAPACITY_TYPE_LABEL;
+        let requirements = &mut pool["spec"]["template"]["spec"]["requirements"];
+        let mut kept: Vec<serde_json::Value> = requirements
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["key"] != capacity_type)
+            .cloned()
+            .collect();
+        kept.push(serde_json::json!({
+            "key": capacity_type,
+            "operator": "In",
+            "values": [karpenter_core::api::labels::CAPACITY_TYPE_ON_DEMAND],
+        }));
+        *requirements = serde_json::Value::Array(kept);
+        scenario.manifests += &document(&pool);
+        let start = pinned_deployment(ON_DEMAND_POOL, on_demand.replicas, on_demand.cpu);
+        let mut cut = start.clone();
+        cut.at = on_demand.scale_down;
+        if let Some(deployment) = cut.deployment.as_mut() {
+            deployment.replicas = 1;
+        }
+        scenario.workloads.insert(0, start);
+        let index = scenario
+            .workloads
+            .partition_point(|e| e.at <= on_demand.scale_down);
+        scenario.workloads.insert(index, cut);
     }
 }
 

@@ -392,6 +392,7 @@ impl World {
             observed: &self.observer,
             observation: &observation,
             leaders: controllers.leaders,
+            fresh_leader: controllers.fresh_leader,
             now: self.now(),
         });
         let errors = u8::from(kubelet.is_err())

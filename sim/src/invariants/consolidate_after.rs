@@ -15,6 +15,13 @@
 //! (`dedupeTimeout`), so it may be up to 10 s older than the last event; and an event is dated at
 //! the previous look, up to one idle step (10 s) early. Upstream's fallback when a node had no pod
 //! event (its initialization time) is not checked.
+//!
+//! Events no controller process watched are not counted: those seen in a look whose window
+//! held a step in which no process acted (a crash's downtime, a leader's lease running out) or
+//! in which a process acted for the first time (a start, a restart, a new leader). A new process's
+//! first pass only takes stock of the pods, as upstream's pod-events controller, which acts on pod
+//! updates only (bound, terminating, terminal), never hears of what changed before it led; the
+//! node's last event is then the one before (if any).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -48,6 +55,8 @@ pub struct ConsolidateAfter {
     judged: BTreeSet<(String, String)>,
     /// When the checker last looked, and at which cache generation.
     last_look: Option<(Timestamp, u64)>,
+    /// A step since the last look had no process acting, or a process acting for the first time.
+    unwatched: bool,
 }
 
 fn parse_after(text: &str) -> Option<Duration> {
@@ -110,8 +119,9 @@ impl ConsolidateAfter {
         out
     }
 
-    /// Pod events since the last look, each dated at the last look.
-    fn watch_pods(&mut self, step: &StepView<'_>, since: Timestamp) {
+    /// Pod events since the last look, each dated at the last look (not recorded when no process
+    /// watched them, `unwatched`).
+    fn watch_pods(&mut self, step: &StepView<'_>, since: Timestamp, unwatched: bool) {
         let mut now: BTreeMap<String, Seen> = BTreeMap::new();
         for pod in step.observed.pods() {
             let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
@@ -144,7 +154,7 @@ impl ConsolidateAfter {
                 touched.insert(&before.node);
             }
         }
-        for node in touched {
+        for node in touched.into_iter().filter(|_| !unwatched) {
             self.last_event.insert(node.to_string(), since);
         }
         self.pods = now;
@@ -170,9 +180,11 @@ impl Check for ConsolidateAfter {
         let generation = step.observed.generation();
         let (since, looked) = self.last_look.unwrap_or((step.now, u64::MAX));
         let mut out = Vec::new();
+        self.unwatched |= step.leaders == 0 || step.fresh_leader;
         if looked != generation {
             out = self.judge_commands(step);
-            self.watch_pods(step, since);
+            let unwatched = std::mem::take(&mut self.unwatched);
+            self.watch_pods(step, since, unwatched);
             self.forget_gone(step);
         }
         self.last_look = Some((step.now, generation));

@@ -2,9 +2,13 @@
 //! [`TERMINATION_WITHOUT_TGP_MAX`] without one) plus [`TERMINATION_SLACK`], counted from its
 //! `deletionTimestamp`; a claim without a terminationGracePeriod whose node holds a
 //! do-not-disrupt or PodDisruptionBudget-covered pod may wait for it forever (upstream's design).
+//! Once the last such pod has left, the rest of the termination (the instance's shutdown, the
+//! node's removal) gets [`TERMINATION_SLACK`] from the last step that found the node so held.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use serde_json::Value;
 
 use super::pod_facts::{
@@ -20,9 +24,12 @@ pub const TERMINATION_WITHOUT_TGP_MAX: Duration = Duration::from_secs(10 * 60);
 /// after it (40 s), steps and retries.
 pub const TERMINATION_SLACK: Duration = Duration::from_secs(5 * 60);
 
-/// The `termination-progress` checker (no memory between steps).
+/// The `termination-progress` checker: the last step at which each deleting claim past its
+/// bound was held by design.
 #[derive(Debug, Default)]
-pub struct TerminationProgress;
+pub struct TerminationProgress {
+    held: BTreeMap<String, Timestamp>,
+}
 
 impl Check for TerminationProgress {
     fn invariant(&self) -> Invariant {
@@ -31,6 +38,7 @@ impl Check for TerminationProgress {
 
     fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
         if step.observation.deleting_claims == 0 {
+            self.held.clear();
             return Vec::new();
         }
         let now = step.now;
@@ -45,6 +53,11 @@ impl Check for TerminationProgress {
                 continue;
             }
             if tgp.is_none() && blocked_by_design(step, claim) {
+                self.held.insert(name_of(claim).to_string(), now);
+                continue;
+            }
+            let held = self.held.get(name_of(claim));
+            if held.is_some_and(|&at| now <= plus(at, TERMINATION_SLACK)) {
                 continue;
             }
             out.push(Violation::at(
@@ -57,6 +70,14 @@ impl Check for TerminationProgress {
                 ),
             ));
         }
+        let deleting: Vec<&str> = step
+            .claims()
+            .iter()
+            .filter(|c| is_deleting(c))
+            .map(name_of)
+            .collect();
+        self.held
+            .retain(|name, _| deleting.contains(&name.as_str()));
         out
     }
 }

@@ -78,6 +78,9 @@ pub struct ControllersStep {
     pub starts: Vec<String>,
     /// Replicas that believed they led at the same time (must stay 0).
     pub leaders: usize,
+    /// A process led (acted) for the first time in its life: its controllers' first passes only
+    /// take stock of the cluster (the pod-events controller cannot tell what changed before).
+    pub fresh_leader: bool,
 }
 
 /// The controller replicas of the world.
@@ -326,6 +329,7 @@ impl Controllers {
                 }
             };
             if leads {
+                out.fresh_leader |= !process.led;
                 leaders.push(process.identity.clone());
                 let report = process.operator.step().await;
                 if out.report.is_none() {

@@ -7,8 +7,8 @@ use karpenter_sim::faults::FaultMix;
 use karpenter_sim::scenario::Scenario;
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
 use karpenter_sim::workload_mix::{
-    EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL, PINNED_POOL, PinnedAmi, WorkloadMix,
-    WorkloadSelection,
+    DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL, EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL,
+    ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, WorkloadMix, WorkloadSelection,
 };
 
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
@@ -142,7 +142,17 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
     let safety = Duration::from_secs(30 * 60);
     let draws: Vec<WorkloadMix> = (1..=40).map(|s| WorkloadMix::draw(s, safety)).collect();
     assert_eq!(draws[0], WorkloadMix::draw(1, safety));
-    for part in ["guarded", "budget", "scale-down"] {
+    let switched = |on: bool, part: &'static str| on.then_some(part);
+    let parts = [
+        Some("guarded"),
+        Some("budget"),
+        Some("scale-down"),
+        switched(DRAW_LIMITED_POOL, "limited-pool"),
+        switched(DRAW_EXPIRING_AND_PINNED, "expiring"),
+        switched(DRAW_EXPIRING_AND_PINNED, "pinned-ami"),
+        Some("on-demand"),
+    ];
+    for part in parts.into_iter().flatten() {
         let on = draws.iter().filter(|m| m.names().contains(&part)).count();
         assert!(
             on > 0 && on < 40,
@@ -155,7 +165,81 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
             mix.scale_down
                 .is_none_or(|at| at + Duration::from_secs(60) <= safety)
         );
+        assert!(
+            mix.on_demand
+                .as_ref()
+                .is_none_or(|o| o.scale_down + Duration::from_secs(60) <= safety)
+        );
     }
+}
+
+#[test]
+fn a_drawn_on_demand_pool_allows_only_on_demand_and_its_pinned_deployment_is_cut_to_one() {
+    let scenario = Scenario::load("default").expect("built-in");
+    let mix = WorkloadMix {
+        on_demand: Some(OnDemand {
+            replicas: 5,
+            cpu: 750,
+            scale_down: Duration::from_secs(14 * 60),
+        }),
+        ..WorkloadMix::default()
+    };
+    let drawn = mix.apply(scenario.clone());
+    let documents =
+        karpenter_core::manifest::parse_documents(&drawn.manifests).expect("manifests parse");
+    let pool = documents
+        .iter()
+        .map(|(_, d)| d)
+        .find(|d| d["kind"] == "NodePool" && d["metadata"]["name"] == ON_DEMAND_POOL)
+        .expect("the on-demand pool");
+    assert!(pool["spec"]["weight"].is_null() && pool["spec"]["limits"].is_null());
+    let requirements = pool["spec"]["template"]["spec"]["requirements"]
+        .as_array()
+        .expect("requirements");
+    let capacity: Vec<&serde_json::Value> = requirements
+        .iter()
+        .filter(|r| r["key"] == "karpenter.sh/capacity-type")
+        .collect();
+    assert_eq!(capacity.len(), 1, "{requirements:?}");
+    assert_eq!(capacity[0]["values"], serde_json::json!(["on-demand"]));
+    // The default pool's other requirements are kept (arch, os, category, generation).
+    assert_eq!(requirements.len(), 5);
+    let events: Vec<(Duration, u32, String)> = drawn
+        .workloads
+        .iter()
+        .filter_map(|e| e.deployment.as_ref().map(|d| (e.at, d)))
+        .filter(|(_, d)| d.name == ON_DEMAND_POOL)
+        .map(|(at, d)| (at, d.replicas, d.cpu.clone()))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (Duration::ZERO, 5, "750m".to_string()),
+            (Duration::from_secs(14 * 60), 1, "750m".to_string()),
+        ]
+    );
+    let pinned = drawn
+        .workloads
+        .iter()
+        .filter_map(|e| e.deployment.as_ref())
+        .find(|d| d.name == ON_DEMAND_POOL)
+        .expect("the pinned Deployment");
+    assert_eq!(
+        pinned.node_selector.get("karpenter.sh/nodepool"),
+        Some(&ON_DEMAND_POOL.to_string())
+    );
+    assert!(drawn.workloads.windows(2).all(|w| w[0].at <= w[1].at));
+    // The scenario's own pool still allows spot.
+    let default = documents
+        .iter()
+        .map(|(_, d)| d)
+        .find(|d| d["kind"] == "NodePool" && d["metadata"]["name"] == "default")
+        .expect("the default pool");
+    assert!(
+        default["spec"]["template"]["spec"]["requirements"]
+            .to_string()
+            .contains("spot")
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! and deterministic: [`Reflector::sync`] takes what the watch has already delivered and never
 //! waits for more.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::seams::kube::{
-    ListOptions, ObjectKey, ObjectList, ResourceKind, WatchEvent, WatchStream,
+    ListOptions, ObjectKey, ObjectList, ResourceKind, SharedObject, WatchEvent, WatchStream,
 };
 use crate::seams::{KubeApi, KubeError};
 
@@ -60,7 +61,7 @@ fn key_of(object: &Value) -> Option<ObjectKey> {
     })
 }
 
-impl<T: DeserializeOwned> Reflector<T> {
+impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
     pub fn new(kind: ResourceKind) -> Self {
         Self::with_options(kind, ListOptions::default())
     }
@@ -158,7 +159,7 @@ impl<T: DeserializeOwned> Reflector<T> {
     /// so the next pass already counts it. Should the watch already have delivered a later
     /// change, this briefly shows the older state; the next event for the object replaces it.
     pub fn observe(&mut self, object: Value) {
-        self.insert(object);
+        self.insert(Arc::new(object));
     }
 
     /// Applies one watch event; returns whether the cache changed.
@@ -191,19 +192,37 @@ impl<T: DeserializeOwned> Reflector<T> {
 
     /// Caches an object; one that does not decode is dropped from the cache with a warning (the
     /// controller never fails on an object it reads).
-    fn insert(&mut self, object: Value) {
+    fn insert(&mut self, object: SharedObject) {
         let Some(key) = key_of(&object) else {
             tracing::warn!(kind = self.kind.kind, "object without a name skipped");
             return;
         };
-        match serde_json::from_value::<T>(object) {
+        match decode::<T>(object) {
             Ok(decoded) => {
-                self.objects.insert(key, Arc::new(decoded));
+                self.objects.insert(key, decoded);
             }
             Err(err) => {
                 tracing::warn!(kind = self.kind.kind, name = %key.name, %err, "undecodable object skipped");
                 self.objects.remove(&key);
             }
+        }
+    }
+}
+
+/// Decodes a shared object without copying it first: a cache of raw objects (`T = Value`, the
+/// simulation's stand-ins) keeps the very allocation the server handed out, a typed cache decodes
+/// from a borrow (strings copied once, into the typed object).
+fn decode<T: DeserializeOwned + Any + Send + Sync>(
+    object: SharedObject,
+) -> Result<Arc<T>, serde_json::Error> {
+    let shared: Arc<dyn Any + Send + Sync> = object;
+    match shared.downcast::<T>() {
+        Ok(same) => Ok(same),
+        Err(shared) => {
+            let object = shared
+                .downcast::<Value>()
+                .expect("a SharedObject is an Arc<Value>");
+            T::deserialize(&*object).map(Arc::new)
         }
     }
 }

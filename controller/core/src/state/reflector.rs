@@ -39,6 +39,10 @@ pub struct Reflector<T> {
     /// An informer task (`crate::runtime::informer`) feeds this cache: [`Reflector::sync`] leaves
     /// it alone, so two consumers never apply one kind's events out of order.
     driven: bool,
+    /// How many times the cached objects changed (an event applied, a relist, an own write):
+    /// equal counts mean the same objects, so a reader can tell "nothing changed" without
+    /// comparing them (bookmarks do not count).
+    changes: u64,
 }
 
 impl<T> std::fmt::Debug for Reflector<T> {
@@ -75,6 +79,7 @@ impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
             resource_version: None,
             stream: None,
             driven: false,
+            changes: 0,
         }
     }
 
@@ -147,6 +152,7 @@ impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
     /// Replaces the whole cache with a list's result (an informer's list, made without holding
     /// the cache) and resumes watching from its version.
     pub fn replace(&mut self, list: ObjectList) {
+        self.changes += 1;
         self.objects.clear();
         for item in list.items {
             self.insert(item);
@@ -175,6 +181,7 @@ impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
                 true
             }
             WatchEvent::Deleted(object) => {
+                self.changes += 1;
                 self.note_version(&object);
                 if let Some(key) = key_of(&object) {
                     self.objects.remove(&key);
@@ -193,6 +200,7 @@ impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
     /// Caches an object; one that does not decode is dropped from the cache with a warning (the
     /// controller never fails on an object it reads).
     fn insert(&mut self, object: SharedObject) {
+        self.changes += 1;
         let Some(key) = key_of(&object) else {
             tracing::warn!(kind = self.kind.kind, "object without a name skipped");
             return;
@@ -232,6 +240,12 @@ impl<T> Reflector<T> {
     pub fn drive(&mut self) {
         self.driven = true;
         self.stream = None;
+    }
+
+    /// How many times the cached objects changed (see the field): a revision, not a count of
+    /// objects.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Whether an informer task feeds this cache.

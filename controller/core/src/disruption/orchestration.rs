@@ -85,7 +85,9 @@ struct Memory {
 
 /// The cluster a pass found nothing to do in (upstream's `lastConsolidationState`): while the
 /// caches, the catalog and the time-based gates stay as they were, and for at most
-/// [`CONSOLIDATED_STATE_TTL`], the next passes would find nothing again and are skipped.
+/// [`CONSOLIDATED_STATE_TTL`], the next passes would find nothing again and are skipped. Any
+/// change to a cache counts and the revision is the one read before deciding (deliberate
+/// difference 25 in the README: upstream counts fewer changes and records its state after).
 struct Consolidated {
     revision: Vec<u64>,
     /// The catalog decided on (its address: a refresh replaces it).

@@ -122,7 +122,8 @@ pub struct CloudKnobs {
     /// ranges within fakecloud's realistic bounds, CreateFleet 1-3 s, Describe* 0.1-0.5 s, SQS
     /// 10-50 ms; `realistic`: every call over the whole bounds; `none`, the default for now:
     /// instant). Injected `ec2-latency` comes on top. Not yet `drawn` by default: with it, swarm
-    /// seed 31 of 1..100 breaks `interruption-rehomed` (README, issue 13), which is open.
+    /// seed 87 of 1..100 does not settle in time, for want of Kubernetes' PodDisruptionBudget
+    /// arithmetic in the in-memory API server (README, "Latency in the simulation").
     #[serde(default)]
     pub latency: LatencyKnob,
 }

@@ -121,10 +121,8 @@ pub struct CloudKnobs {
     /// How long EC2, SSM and SQS calls, and the API server's answers to the controller, take
     /// when nothing is wrong (`drawn`: each seed its own ranges within the realistic bounds,
     /// CreateFleet 1-3 s, Describe* 0.1-0.5 s, SQS 10-50 ms, the API server
-    /// [`API_SERVER_LATENCY_MS`]; `realistic`: every call over the whole bounds; `none`, the
-    /// default for now: instant). Injected `ec2-latency` comes on top. Not yet `drawn` by default: with it, swarm
-    /// seed 87 of 1..100 does not settle in time, for want of Kubernetes' PodDisruptionBudget
-    /// arithmetic in the in-memory API server (README, "Latency in the simulation").
+    /// [`API_SERVER_LATENCY_MS`], the default; `realistic`: every call over the whole bounds;
+    /// `none`: instant). Injected `ec2-latency` comes on top.
     #[serde(default)]
     pub latency: LatencyKnob,
 }
@@ -133,12 +131,13 @@ pub struct CloudKnobs {
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum LatencyKnob {
-    /// The seed's own ranges ([`fakecloud::LatencyProfile::drawn`]).
+    /// The seed's own ranges ([`fakecloud::LatencyProfile::drawn`]; the API server's,
+    /// [`LatencyKnob::api_server_ms`]): the default.
+    #[default]
     Drawn,
     /// Every action over its whole realistic range.
     Realistic,
-    /// Every call answers at once.
-    #[default]
+    /// Every call answers at once (a scenario about something latency would only blur).
     None,
 }
 

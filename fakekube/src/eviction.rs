@@ -22,8 +22,9 @@
 
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::MULTIPLE_BUDGETS_MESSAGE;
-use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind, SharedObject};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use crate::selectors::LabelSelector;
 use crate::store::{State, is_marked, is_terminal_pod, resource};
@@ -117,7 +118,7 @@ impl State {
                 LabelSelector::from_label_selector(&pdb["spec"]["selector"])
                     .ok()
                     .flatten()
-                    .map(|selector| (pdb, selector))
+                    .map(|selector| (&**pdb, selector))
             })
     }
 
@@ -129,6 +130,7 @@ impl State {
     ) -> Result<Budget, String> {
         let pods: Vec<&Value> = self
             .scan(&ResourceKind::POD, Some(namespace))
+            .map(|pod| &**pod)
             .filter(|pod| selector.matches(pod) && !is_terminal_pod(pod))
             .collect();
         let expected = pods.len() as u64;
@@ -151,7 +153,7 @@ impl State {
     /// Budgets without a usable selector (null or invalid) are left alone.
     pub(crate) fn sync_budget_status(&mut self) -> usize {
         let kind = ResourceKind::POD_DISRUPTION_BUDGET;
-        let updates: Vec<(ObjectKey, Value, Value)> = self
+        let updates: Vec<(ObjectKey, SharedObject, Value)> = self
             .all(&kind)
             .filter_map(|pdb| {
                 let namespace = pdb["metadata"]["namespace"].as_str()?;
@@ -160,7 +162,7 @@ impl State {
                     .ok()
                     .flatten()?;
                 let budget = self.budget(pdb, &selector, namespace).ok()?;
-                let mut next = pdb.clone();
+                let mut next = Value::clone(pdb);
                 let status = &mut next["status"];
                 if !status.is_object() {
                     *status = json!({});
@@ -170,7 +172,13 @@ impl State {
                 status["currentHealthy"] = json!(budget.healthy);
                 status["desiredHealthy"] = json!(budget.desired_healthy);
                 status["disruptionsAllowed"] = json!(budget.disruptions_allowed());
-                (next != *pdb).then(|| (ObjectKey::namespaced(namespace, name), pdb.clone(), next))
+                (next != **pdb).then(|| {
+                    (
+                        ObjectKey::namespaced(namespace, name),
+                        Arc::clone(pdb),
+                        next,
+                    )
+                })
             })
             .collect();
         let changed = updates.len();

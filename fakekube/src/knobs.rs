@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use karpenter_core::seams::KubeError;
-use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind, SharedObject};
 use serde_json::Value;
 
 use crate::config::ApiServerConfig;
@@ -65,7 +65,7 @@ impl ApiServer {
             };
             state.delete(kind, &key, &options)?;
         }
-        Ok(state.lookup(resource(kind), &key).cloned())
+        Ok(state.lookup(resource(kind), &key).map(|o| Value::clone(o)))
     }
 
     /// Removes every pod marked for deletion that has no finalizers left, at once, as its kubelet
@@ -123,14 +123,17 @@ impl ApiServer {
 
 /// Inspection.
 impl ApiServer {
-    /// Every object of `kind`, in (namespace, name) order.
-    pub fn objects(&self, kind: &ResourceKind) -> Vec<Value> {
+    /// Every object of `kind`, in (namespace, name) order: the stored objects themselves,
+    /// shared (an observer reading the whole cluster every step copies nothing).
+    pub fn objects(&self, kind: &ResourceKind) -> Vec<SharedObject> {
         self.current().all(kind).cloned().collect()
     }
 
     /// One object, if it exists (`None` too for a key of the wrong scope).
     pub fn object(&self, kind: &ResourceKind, key: &ObjectKey) -> Option<Value> {
-        self.current().lookup(resource(kind), key).cloned()
+        self.current()
+            .lookup(resource(kind), key)
+            .map(|o| Value::clone(o))
     }
 
     /// Recorded Events, oldest first (at most `events_max`).

@@ -245,7 +245,7 @@ impl KubeApi for ApiServer {
             kind,
             target,
             // A lost response applies the create too, so the object is cloned for each attempt.
-            |state, _| state.create(kind, object.clone()),
+            |state, _| state.create(kind, object.clone()).map(Arc::unwrap_or_clone),
             |created| {
                 format!(
                     "{} uid={} {}",
@@ -269,7 +269,11 @@ impl KubeApi for ApiServer {
             ApiOperation::Patch,
             kind,
             describe_key(key),
-            |state, _| state.patch(kind, key, patch, PatchTarget::Main),
+            |state, _| {
+                state
+                    .patch(kind, key, patch, PatchTarget::Main)
+                    .map(Arc::unwrap_or_clone)
+            },
             version_of,
         )
         .await
@@ -286,7 +290,11 @@ impl KubeApi for ApiServer {
             ApiOperation::PatchStatus,
             kind,
             describe_key(key),
-            |state, _| state.patch(kind, key, patch, PatchTarget::Status),
+            |state, _| {
+                state
+                    .patch(kind, key, patch, PatchTarget::Status)
+                    .map(Arc::unwrap_or_clone)
+            },
             version_of,
         )
         .await

@@ -6,6 +6,7 @@
 //! each change takes the next resourceVersion and goes to the watch history in that order.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use fakekit::{Kit, KitSpec};
 use jiff::{SignedDuration, Timestamp};
@@ -13,6 +14,7 @@ use json_patch::PatchErrorKind;
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, ListOptions, ObjectKey, ObjectList, Patch, ResourceKind,
+    SharedObject,
 };
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value, json};
@@ -74,7 +76,9 @@ pub struct State {
     pub(crate) now: Timestamp,
     /// The last resourceVersion handed out (one counter for all kinds, as etcd's revision).
     pub(crate) resource_version: u64,
-    pub(crate) objects: BTreeMap<Resource, BTreeMap<ObjectKey, Value>>,
+    /// Shared with the watch history, watchers and lists: a write makes one new object, and
+    /// nobody copies it to read it.
+    pub(crate) objects: BTreeMap<Resource, BTreeMap<ObjectKey, SharedObject>>,
     pub(crate) watch: WatchHub,
     pub(crate) events: VecDeque<RecordedEvent>,
     pub(crate) next_event_seq: u64,
@@ -121,12 +125,12 @@ impl State {
         state
     }
 
-    pub(crate) fn lookup(&self, resource: Resource, key: &ObjectKey) -> Option<&Value> {
+    pub(crate) fn lookup(&self, resource: Resource, key: &ObjectKey) -> Option<&SharedObject> {
         self.objects.get(&resource)?.get(key)
     }
 
     /// Objects of `kind` in (namespace, name) order.
-    pub(crate) fn all(&self, kind: &ResourceKind) -> impl Iterator<Item = &Value> {
+    pub(crate) fn all(&self, kind: &ResourceKind) -> impl Iterator<Item = &SharedObject> {
         self.objects
             .get(&resource(kind))
             .into_iter()
@@ -139,7 +143,7 @@ impl State {
         &'a self,
         kind: &ResourceKind,
         namespace: Option<&'a str>,
-    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
+    ) -> Box<dyn Iterator<Item = &'a SharedObject> + 'a> {
         let Some(objects) = self.objects.get(&resource(kind)) else {
             return Box::new(std::iter::empty());
         };
@@ -160,7 +164,7 @@ impl State {
         key: &ObjectKey,
     ) -> Result<Option<Value>, KubeError> {
         check_key(kind, key)?;
-        Ok(self.lookup(resource(kind), key).cloned())
+        Ok(self.lookup(resource(kind), key).map(|o| Value::clone(o)))
     }
 
     pub(crate) fn list(
@@ -184,7 +188,7 @@ impl State {
         &mut self,
         kind: &ResourceKind,
         mut object: Value,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         let resource = resource(kind);
         let Some(map) = object.as_object_mut() else {
             return Err(invalid(kind, "the object is not a JSON object"));
@@ -284,24 +288,25 @@ impl State {
         key: &ObjectKey,
         patch: &Patch,
         target: PatchTarget,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         check_key(kind, key)?;
         let resource = resource(kind);
         let Some(current) = self.lookup(resource, key).cloned() else {
             return Err(not_found(kind, key));
         };
-        let mut patched = current.clone();
+        let mut patched = Value::clone(&current);
         apply_patch(kind, &mut patched, patch)?;
         check_preconditions(kind, &current, &patched)?;
         let next = match target {
             PatchTarget::Main => main_update(kind, &current, patched)?,
             PatchTarget::Status => {
-                let mut next = current.clone();
-                set_field(&mut next, "status", patched.get("status").cloned());
+                let status = patched.as_object_mut().and_then(|o| o.remove("status"));
+                let mut next = Value::clone(&current);
+                set_field(&mut next, "status", status);
                 next
             }
         };
-        if next == current {
+        if next == *current {
             // A no-op write: Kubernetes keeps the resourceVersion and sends no watch event.
             return Ok(current);
         }
@@ -336,14 +341,14 @@ impl State {
             0
         };
         if finalizers(&current).is_empty() && grace == 0 {
-            self.remove(resource, key, current);
+            self.remove(resource, key, Value::clone(&current));
             return Ok(DeleteOutcome::Deleted);
         }
-        let mut next = current.clone();
+        let mut next = Value::clone(&current);
         if is_marked(&current) {
             if grace >= grace_seconds(&current) {
                 // Already being deleted at least as soon: nothing changes.
-                return Ok(DeleteOutcome::Marked(current));
+                return Ok(DeleteOutcome::Marked(Value::clone(&current)));
             }
         } else if let Some(generation) = current["metadata"]["generation"].as_i64() {
             // Kubernetes bumps the generation when it sets a deletionTimestamp.
@@ -355,9 +360,8 @@ impl State {
             .unwrap_or(self.now);
         next["metadata"]["deletionTimestamp"] = json!(format_timestamp(at));
         next["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-        Ok(DeleteOutcome::Marked(
-            self.replace(resource, key, &current, next),
-        ))
+        let marked = self.replace(resource, key, &current, next);
+        Ok(DeleteOutcome::Marked(Value::clone(&marked)))
     }
 
     /// Objects may only be created in a namespace that exists and is not being deleted.
@@ -406,19 +410,25 @@ impl State {
         self.resource_version
     }
 
-    fn insert_new(&mut self, resource: Resource, key: ObjectKey, mut object: Value) -> Value {
+    fn insert_new(
+        &mut self,
+        resource: Resource,
+        key: ObjectKey,
+        mut object: Value,
+    ) -> SharedObject {
         let version = self.next_resource_version();
         object["metadata"]["resourceVersion"] = json!(version.to_string());
+        let object = Arc::new(object);
         self.objects
             .entry(resource)
             .or_default()
-            .insert(key, object.clone());
+            .insert(key, Arc::clone(&object));
         self.watch.publish(Change {
             resource_version: version,
             resource,
             change: ChangeType::Added,
             old: None,
-            object: object.clone(),
+            object: Arc::clone(&object),
         });
         object
     }
@@ -432,14 +442,14 @@ impl State {
         kind: &ResourceKind,
         object: Value,
         status: Option<Value>,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         let key = key_of(kind, &object);
         let Some(current) = self.lookup(resource(kind), &key).cloned() else {
             let created_at = object["metadata"]["creationTimestamp"].clone();
             let mut created = self.create(kind, object)?;
             if created_at.is_string() {
                 // An object that existed before the test began.
-                let mut older = created.clone();
+                let mut older = Value::clone(&created);
                 older["metadata"]["creationTimestamp"] = created_at;
                 created = self.replace(resource(kind), &key, &created, older);
             }
@@ -470,30 +480,32 @@ impl State {
         &mut self,
         resource: Resource,
         key: &ObjectKey,
-        current: &Value,
+        current: &SharedObject,
         mut next: Value,
-    ) -> Value {
+    ) -> SharedObject {
         let version = self.next_resource_version();
         next["metadata"]["resourceVersion"] = json!(version.to_string());
+        let next = Arc::new(next);
         self.objects
             .entry(resource)
             .or_default()
-            .insert(key.clone(), next.clone());
+            .insert(key.clone(), Arc::clone(&next));
         self.watch.publish(Change {
             resource_version: version,
             resource,
             change: ChangeType::Modified,
-            old: Some(current.clone()),
-            object: next.clone(),
+            old: Some(Arc::clone(current)),
+            object: Arc::clone(&next),
         });
         next
     }
 
     /// Removes the object; `last` is its final state, returned and sent to watchers at the
     /// deletion's resourceVersion.
-    fn remove(&mut self, resource: Resource, key: &ObjectKey, mut last: Value) -> Value {
+    fn remove(&mut self, resource: Resource, key: &ObjectKey, mut last: Value) -> SharedObject {
         let version = self.next_resource_version();
         last["metadata"]["resourceVersion"] = json!(version.to_string());
+        let last = Arc::new(last);
         if let Some(objects) = self.objects.get_mut(&resource) {
             objects.remove(key);
         }
@@ -502,7 +514,7 @@ impl State {
             resource,
             change: ChangeType::Deleted,
             old: None,
-            object: last.clone(),
+            object: Arc::clone(&last),
         });
         last
     }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::seams::KubeError;
-use karpenter_core::seams::kube::{WatchEvent, WatchStream};
+use karpenter_core::seams::kube::{SharedObject, WatchEvent, WatchStream};
 use serde_json::{Value, json};
 // futures' channel, not tokio's: tokio's receiver takes from the task's cooperative budget and
 // reports "not ready" after ~128 receives in one poll even with events queued, which a client
@@ -36,9 +36,10 @@ pub(crate) struct Change {
     pub resource: Resource,
     pub change: ChangeType,
     /// The object before a modification (to tell a watcher it left or entered its selector).
-    pub old: Option<Value>,
+    pub old: Option<SharedObject>,
     /// The object after the change; for a deletion, its last state with the deletion's version.
-    pub object: Value,
+    /// Shared with the store and every watcher: a change is never copied to be delivered.
+    pub object: SharedObject,
 }
 
 impl Change {
@@ -56,10 +57,10 @@ impl Change {
                     (true, true) => Some(WatchEvent::Modified(self.object.clone())),
                     (false, true) => Some(WatchEvent::Added(self.object.clone())),
                     (true, false) => {
-                        let mut last = self.old.clone().unwrap_or(Value::Null);
+                        let mut last = self.old.as_deref().cloned().unwrap_or(Value::Null);
                         last["metadata"]["resourceVersion"] =
                             json!(self.resource_version.to_string());
-                        Some(WatchEvent::Deleted(last))
+                        Some(WatchEvent::Deleted(std::sync::Arc::new(last)))
                     }
                     (false, false) => None,
                 }
@@ -273,7 +274,7 @@ pub(crate) struct WatchRequest {
     pub resource: Resource,
     pub filter: Filter,
     pub start: WatchStart,
-    pub current: Vec<Value>,
+    pub current: Vec<SharedObject>,
     pub remaining_events: Option<u64>,
     pub queue_max: usize,
     pub now: Timestamp,

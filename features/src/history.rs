@@ -26,7 +26,7 @@ use karpenter_core::api::labels::{
     DISRUPTED_TAINT_KEY, INTERRUPTION_EVICTION_DEADLINE_ANNOTATION, REPLACES_ANNOTATION,
 };
 use karpenter_core::seams::ec2::{InstanceState, LaunchTemplateRequest};
-use karpenter_core::seams::kube::ResourceKind;
+use karpenter_core::seams::kube::{ResourceKind, SharedObject};
 use serde_json::Value;
 
 /// One pod's life on its node.
@@ -215,7 +215,7 @@ impl History {
         }
     }
 
-    fn observe_pods(&mut self, pods: &[Value], ran_at: Timestamp) {
+    fn observe_pods(&mut self, pods: &[SharedObject], ran_at: Timestamp) {
         let mut present = BTreeSet::new();
         for pod in pods {
             let uid = pod["metadata"]["uid"]
@@ -250,7 +250,7 @@ impl History {
         }
     }
 
-    fn observe_nodes(&mut self, nodes: &[Value], ran_at: Timestamp) {
+    fn observe_nodes(&mut self, nodes: &[SharedObject], ran_at: Timestamp) {
         let mut present = BTreeSet::new();
         for node in nodes {
             let name = name_of(node);
@@ -264,7 +264,7 @@ impl History {
         }
     }
 
-    fn observe_claims(&mut self, claims: &[Value], ran_at: Timestamp) {
+    fn observe_claims(&mut self, claims: &[SharedObject], ran_at: Timestamp) {
         let mut present = BTreeSet::new();
         for claim in claims {
             let name = name_of(claim);

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use fakecloud::FakeCloud;
 use fakekube::{ApiServer, RecordedEvent};
@@ -272,7 +273,7 @@ impl Snapshot {
         Snapshot {
             pods: objects(&ResourceKind::POD)
                 .filter(|p| p["metadata"]["namespace"] != "kube-system")
-                .map(PodView::of)
+                .map(|p| PodView::of(Arc::unwrap_or_clone(p)))
                 .collect(),
             nodes,
             foreign_nodes,
@@ -283,9 +284,11 @@ impl Snapshot {
                 .filter(karpenter_sim::invariants::is_foreign)
                 .collect(),
             claims: objects(&ResourceKind::NODE_CLAIM)
-                .map(ClaimView::of)
+                .map(|c| ClaimView::of(Arc::unwrap_or_clone(c)))
                 .collect(),
-            nodepools: api.objects(&ResourceKind::NODE_POOL),
+            nodepools: objects(&ResourceKind::NODE_POOL)
+                .map(Arc::unwrap_or_clone)
+                .collect(),
             instances: instances(cloud),
             events: api.events(),
         }

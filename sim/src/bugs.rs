@@ -263,7 +263,7 @@ fn view_list(bug: Bug, kind: &ResourceKind, mut list: ObjectList) -> ObjectList 
     if bug.distorts_view() {
         list.items = std::mem::take(&mut list.items)
             .into_iter()
-            .filter_map(|o| view(bug, kind, o))
+            .filter_map(|o| view(bug, kind, Arc::unwrap_or_clone(o)).map(Arc::new))
             .collect();
     }
     list
@@ -277,10 +277,10 @@ fn view_watch(bug: Bug, kind: &ResourceKind, stream: WatchStream) -> WatchStream
     stream
         .filter_map(move |event| {
             let event = match event {
-                Ok(WatchEvent::Added(o)) => view(bug, &kind, o).map(|o| Ok(WatchEvent::Added(o))),
-                Ok(WatchEvent::Modified(o)) => {
-                    view(bug, &kind, o).map(|o| Ok(WatchEvent::Modified(o)))
-                }
+                Ok(WatchEvent::Added(o)) => view(bug, &kind, Arc::unwrap_or_clone(o))
+                    .map(|o| Ok(WatchEvent::Added(Arc::new(o)))),
+                Ok(WatchEvent::Modified(o)) => view(bug, &kind, Arc::unwrap_or_clone(o))
+                    .map(|o| Ok(WatchEvent::Modified(Arc::new(o)))),
                 // A delete is passed on as it is: the reader drops what it holds under the name.
                 other => Some(other),
             };

@@ -75,8 +75,7 @@ use std::sync::Arc;
 use fakecloud::FakeCloud;
 use fakekube::ApiServer;
 use jiff::Timestamp;
-use karpenter_core::seams::kube::ResourceKind;
-use serde_json::Value;
+use karpenter_core::seams::kube::{ResourceKind, SharedObject};
 use strum::IntoEnumIterator;
 
 use crate::audit::{Audit, AuditLog};
@@ -207,36 +206,40 @@ pub struct StepView<'a> {
     /// The controller's removals and claim deletions since the last step.
     pub audit: &'a AuditLog,
     pub history: &'a CloudHistory,
-    pods: OnceCell<Vec<Value>>,
-    nodes: OnceCell<Vec<Value>>,
-    claims: OnceCell<Vec<Value>>,
-    pdbs: OnceCell<Vec<Value>>,
-    pools: OnceCell<Vec<Value>>,
+    pods: OnceCell<Vec<SharedObject>>,
+    nodes: OnceCell<Vec<SharedObject>>,
+    claims: OnceCell<Vec<SharedObject>>,
+    pdbs: OnceCell<Vec<SharedObject>>,
+    pools: OnceCell<Vec<SharedObject>>,
 }
 
 impl StepView<'_> {
-    fn objects<'s>(&self, slot: &'s OnceCell<Vec<Value>>, kind: &ResourceKind) -> &'s [Value] {
+    fn objects<'s>(
+        &self,
+        slot: &'s OnceCell<Vec<SharedObject>>,
+        kind: &ResourceKind,
+    ) -> &'s [SharedObject] {
         slot.get_or_init(|| self.api.objects(kind))
     }
 
     /// Pods, as the API server holds them now.
-    pub fn pods(&self) -> &[Value] {
+    pub fn pods(&self) -> &[SharedObject] {
         self.objects(&self.pods, &ResourceKind::POD)
     }
 
-    pub fn nodes(&self) -> &[Value] {
+    pub fn nodes(&self) -> &[SharedObject] {
         self.objects(&self.nodes, &ResourceKind::NODE)
     }
 
-    pub fn claims(&self) -> &[Value] {
+    pub fn claims(&self) -> &[SharedObject] {
         self.objects(&self.claims, &ResourceKind::NODE_CLAIM)
     }
 
-    pub fn pdbs(&self) -> &[Value] {
+    pub fn pdbs(&self) -> &[SharedObject] {
         self.objects(&self.pdbs, &ResourceKind::POD_DISRUPTION_BUDGET)
     }
 
-    pub fn pools(&self) -> &[Value] {
+    pub fn pools(&self) -> &[SharedObject] {
         self.objects(&self.pools, &ResourceKind::NODE_POOL)
     }
 }

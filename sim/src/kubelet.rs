@@ -20,7 +20,7 @@ mod nodes;
 mod pods;
 mod register;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fakecloud::FakeCloud;
@@ -138,6 +138,12 @@ pub struct Kubelet {
     registered: Mutex<BTreeSet<String>>,
     /// Watch-fed views of what the kubelet reads each tick (a kubelet watches its pods too).
     cache: futures::lock::Mutex<Cache>,
+    /// Pods last seen settled (a final or Running phase, not deleting, bound), by the address of
+    /// the shared object the cache holds, with their node: while the cache hands out that same
+    /// object the pod has not changed, and all a tick asks of it is whether its node still
+    /// exists. Holding the object keeps its address from being reused. (perf: reading every
+    /// pod's fields every tick was a quarter of a 3,000-pod simulation.)
+    settled: Mutex<BTreeMap<usize, (Arc<Value>, String)>>,
 }
 
 struct Cache {
@@ -170,6 +176,7 @@ impl Kubelet {
             config,
             registered: Mutex::new(BTreeSet::new()),
             cache: futures::lock::Mutex::new(Cache::default()),
+            settled: Mutex::new(BTreeMap::new()),
         }
     }
 

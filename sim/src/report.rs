@@ -161,7 +161,7 @@ pub fn fresh_cost_per_hour(api: &fakekube::ApiServer) -> f64 {
     let pools: Vec<NodePool> = api
         .objects(&ResourceKind::NODE_POOL)
         .into_iter()
-        .filter_map(|p| serde_json::from_value(p).ok())
+        .filter_map(|p| serde::Deserialize::deserialize(&*p).ok())
         .collect();
     let daemonsets: Vec<PodInfo> = api
         .objects(&ResourceKind::DAEMON_SET)
@@ -181,7 +181,8 @@ pub fn fresh_cost_per_hour(api: &fakekube::ApiServer) -> f64 {
         .filter(|p| {
             p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
         })
-        .filter_map(|mut p| {
+        .filter_map(|p| {
+            let mut p = serde_json::Value::clone(&p);
             p["spec"]["nodeName"] = serde_json::Value::Null;
             let pod: Pod = serde_json::from_value(p).ok()?;
             PodInfo::from_pod(&pod, Vec::new()).ok()

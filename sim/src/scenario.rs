@@ -8,10 +8,11 @@ use serde::Deserialize;
 use crate::faults::FaultMix;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 8] = [
+pub const BUILTIN: [(&str, &str); 9] = [
     ("default", include_str!("../scenarios/default.yaml")),
     ("ami-roll", include_str!("../scenarios/ami-roll.yaml")),
     ("burst-1000", include_str!("../scenarios/burst-1000.yaml")),
+    ("burst-3000", include_str!("../scenarios/burst-3000.yaml")),
     (
         "burst-spot-1000",
         include_str!("../scenarios/burst-spot-1000.yaml"),

@@ -146,6 +146,13 @@ async fn tick_until(
             .await
             .expect("pods")
             .items;
+        let owned = |items: Vec<std::sync::Arc<Value>>| -> Vec<Value> {
+            items
+                .into_iter()
+                .map(std::sync::Arc::unwrap_or_clone)
+                .collect()
+        };
+        let (nodes, pods) = (owned(nodes), owned(pods));
         if done(&nodes, &pods) {
             return;
         }

@@ -237,7 +237,7 @@ impl KubeApi for KubeClient {
             key(a).cmp(&key(b))
         });
         Ok(ObjectList {
-            items,
+            items: items.into_iter().map(Arc::new).collect(),
             resource_version,
         })
     }
@@ -371,9 +371,9 @@ impl KubeApi for KubeClient {
             .map(move |event| {
                 use kube::core::WatchEvent as Kube;
                 match event.map_err(from_kube)? {
-                    Kube::Added(o) => Ok(WatchEvent::Added(to_value(o, &kind)?)),
-                    Kube::Modified(o) => Ok(WatchEvent::Modified(to_value(o, &kind)?)),
-                    Kube::Deleted(o) => Ok(WatchEvent::Deleted(to_value(o, &kind)?)),
+                    Kube::Added(o) => Ok(WatchEvent::Added(Arc::new(to_value(o, &kind)?))),
+                    Kube::Modified(o) => Ok(WatchEvent::Modified(Arc::new(to_value(o, &kind)?))),
+                    Kube::Deleted(o) => Ok(WatchEvent::Deleted(Arc::new(to_value(o, &kind)?))),
                     Kube::Bookmark(b) => Ok(WatchEvent::Bookmark {
                         resource_version: b.metadata.resource_version,
                     }),

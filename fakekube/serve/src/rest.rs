@@ -2,6 +2,7 @@
 //! fakekube's [`KubeApi`] seam (see the crate docs for what is served).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fakekube::ApiServer;
@@ -224,11 +225,12 @@ fn table_reply(api: &ApiServer, served: &Served, objects: &[Value], rv: &str) ->
 async fn list(api: &ApiServer, call: &Call, target: &Target) -> Result<Reply, ApiError> {
     let kind = &target.served.kind;
     let listed = api.list(kind, &options(call, target)).await?;
+    let items: Vec<Value> = listed.items.into_iter().map(Arc::unwrap_or_clone).collect();
     if wants_table(call) {
         return Ok(table_reply(
             api,
             target.served,
-            &listed.items,
+            &items,
             &listed.resource_version,
         ));
     }
@@ -238,7 +240,7 @@ async fn list(api: &ApiServer, call: &Call, target: &Target) -> Result<Reply, Ap
             "kind": format!("{}List", kind.kind),
             "apiVersion": kind.api_version(),
             "metadata": {"resourceVersion": listed.resource_version},
-            "items": listed.items,
+            "items": items,
         }),
     ))
 }
@@ -276,7 +278,8 @@ async fn watch(api: &ApiServer, call: &Call, target: &Target) -> Result<Reply, A
         .and_then(|s| s.parse::<u64>().ok())
         .unwrap_or(WATCH_SECONDS_MAX)
         .min(WATCH_SECONDS_MAX);
-    let object = move |object: Value| {
+    let object = move |object: Arc<Value>| {
+        let object = Arc::unwrap_or_clone(object);
         if as_table {
             let rv = object["metadata"]["resourceVersion"]
                 .as_str()

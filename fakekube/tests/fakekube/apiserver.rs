@@ -100,9 +100,10 @@ fn delete(server: &ApiServer, kind: &ResourceKind, key: &ObjectKey) -> DeleteOut
     block_on(server.delete(kind, key, &DeleteOptions::default())).expect("delete")
 }
 
-fn names(list: &[Value]) -> Vec<String> {
+fn names(list: &[impl std::borrow::Borrow<Value>]) -> Vec<String> {
     list.iter()
         .map(|o| {
+            let o: &Value = o.borrow();
             let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
             if ns.is_empty() {
                 name(o).to_string()
@@ -114,7 +115,12 @@ fn names(list: &[Value]) -> Vec<String> {
 }
 
 fn list(server: &ApiServer, kind: &ResourceKind, options: ListOptions) -> Vec<Value> {
-    block_on(server.list(kind, &options)).expect("list").items
+    block_on(server.list(kind, &options))
+        .expect("list")
+        .items
+        .into_iter()
+        .map(std::sync::Arc::unwrap_or_clone)
+        .collect()
 }
 
 fn labels(selector: &str) -> ListOptions {

@@ -171,6 +171,7 @@ async fn system_pods_on_node_group(w: &mut SimWorld) {
     let pods: Vec<Value> = api
         .objects(&karpenter_core::seams::kube::ResourceKind::POD)
         .into_iter()
+        .map(std::sync::Arc::unwrap_or_clone)
         .filter(|p| p["metadata"]["namespace"] == "kube-system")
         .collect();
     if pods.is_empty() {
@@ -376,7 +377,8 @@ async fn class_remains(w: &mut SimWorld, class: &str) -> (Option<Value>, usize, 
         .api()
         .objects(&ResourceKind::EC2_NODE_CLASS)
         .into_iter()
-        .find(|c| c["metadata"]["name"] == class);
+        .find(|c| c["metadata"]["name"] == class)
+        .map(std::sync::Arc::unwrap_or_clone);
     let tagged = |tags: &std::collections::BTreeMap<String, String>| {
         tags.get(EC2NODECLASS_TAG).map(String::as_str) == Some(class)
     };

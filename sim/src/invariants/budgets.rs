@@ -116,6 +116,7 @@ impl Check for BudgetsRespected {
         let claims = step.claims();
         let fresh: Vec<&Value> = claims
             .iter()
+            .map(|c| &**c)
             .filter(|c| command_reason(c).is_some())
             .filter(|c| {
                 !self
@@ -133,7 +134,11 @@ impl Check for BudgetsRespected {
             else {
                 continue;
             };
-            let members: Vec<&Value> = claims.iter().filter(|c| pool_of(c) == pool_name).collect();
+            let members: Vec<&Value> = claims
+                .iter()
+                .map(|c| &**c)
+                .filter(|c| pool_of(c) == pool_name)
+                .collect();
             let disrupting = members
                 .iter()
                 .filter(|c| command_reason(c).is_some())

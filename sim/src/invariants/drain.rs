@@ -71,7 +71,7 @@ impl Check for Drain {
                 .filter(|p| p["spec"]["nodeName"] == node_name)
                 .filter(|p| !is_terminal(p) && !is_mirror(p) && !tolerates_disrupted(p))
                 .filter(|p| time_of(&p["metadata"]["deletionTimestamp"]).is_none_or(|t| t > now))
-                .map(name_of)
+                .map(|o| name_of(o))
                 .collect();
             if !left.is_empty() {
                 out.push(Violation::at(

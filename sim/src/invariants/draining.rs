@@ -56,7 +56,7 @@ impl DrainingClosed {
     /// Part 2: pods bound to a draining node since the last look; then the look is updated.
     fn check_bindings(&mut self, step: &StepView<'_>) -> Vec<Violation> {
         let mut out = Vec::new();
-        let live: BTreeSet<&str> = step.nodes().iter().map(name_of).collect();
+        let live: BTreeSet<&str> = step.nodes().iter().map(|o| name_of(o)).collect();
         self.draining.retain(|node, _| live.contains(node.as_str()));
         let mut now: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for pod in step.pods() {
@@ -108,7 +108,7 @@ impl DrainingClosed {
                 step.pods()
                     .iter()
                     .filter(|p| p["spec"]["nodeName"].as_str() == Some(name.as_str()))
-                    .map(uid_of)
+                    .map(|o| uid_of(o))
                     .collect()
             });
         }

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use karpenter_core::seams::kube::SharedObject;
 use serde_json::Value;
 
 use super::pod_facts::{in_grace_window, is_healthy, is_terminal, name_of, pdb_covers};
@@ -59,8 +60,17 @@ impl Check for Pdb {
 }
 
 /// Judges one budget over the removals it covers (with whether each was in its grace window).
-fn judge(pdb: &Value, mine: &[(&PodRemoval, bool)], pods: &[Value], out: &mut Vec<Violation>) {
-    let covered: Vec<&Value> = pods.iter().filter(|p| pdb_covers(pdb, p)).collect();
+fn judge(
+    pdb: &Value,
+    mine: &[(&PodRemoval, bool)],
+    pods: &[SharedObject],
+    out: &mut Vec<Violation>,
+) {
+    let covered: Vec<&Value> = pods
+        .iter()
+        .map(|p| &**p)
+        .filter(|p| pdb_covers(pdb, p))
+        .collect();
     let present: BTreeSet<&str> = covered.iter().map(|p| name_of(p)).collect();
     let gone = mine
         .iter()

@@ -11,6 +11,7 @@ use karpenter_core::api::labels::{
     DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, MIRROR_POD_ANNOTATION,
 };
 use karpenter_core::resources::Resources;
+use karpenter_core::seams::kube::SharedObject;
 use serde_json::Value;
 
 /// Kubernetes' default `terminationGracePeriodSeconds`.
@@ -139,8 +140,8 @@ pub(crate) fn requests(pod: &Value) -> Resources {
     total
 }
 
-pub(crate) fn node_of_instance<'a>(nodes: &'a [Value], instance: &str) -> Option<&'a Value> {
-    nodes.iter().find(|n| {
+pub(crate) fn node_of_instance<'a>(nodes: &'a [SharedObject], instance: &str) -> Option<&'a Value> {
+    nodes.iter().map(|n| &**n).find(|n| {
         n["spec"]["providerID"]
             .as_str()
             .is_some_and(|p| instance_of(p) == instance)
@@ -148,10 +149,11 @@ pub(crate) fn node_of_instance<'a>(nodes: &'a [Value], instance: &str) -> Option
 }
 
 /// The NodeClaim of a node, by provider id.
-pub(crate) fn claim_of_node<'a>(claims: &'a [Value], node: &Value) -> Option<&'a Value> {
+pub(crate) fn claim_of_node<'a>(claims: &'a [SharedObject], node: &Value) -> Option<&'a Value> {
     let provider = node["spec"]["providerID"].as_str()?;
     claims
         .iter()
+        .map(|c| &**c)
         .find(|c| c["status"]["providerID"].as_str() == Some(provider))
 }
 
@@ -174,8 +176,8 @@ pub(crate) fn claim_deadline(claim: &Value) -> Option<Timestamp> {
 pub(crate) fn in_grace_window(
     pod: &Value,
     at: Timestamp,
-    nodes: &[Value],
-    claims: &[Value],
+    nodes: &[SharedObject],
+    claims: &[SharedObject],
 ) -> bool {
     let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
     nodes

@@ -29,6 +29,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::api::labels::{DISRUPTED_TAINT_KEY, REPLACES_ANNOTATION};
 use karpenter_core::resources::Resources;
+use karpenter_core::seams::kube::SharedObject;
 use serde_json::Value;
 
 use super::pod_facts::{
@@ -69,11 +70,11 @@ impl RehomeCheck {
     /// The pods the interruption moves: those the controller removed, and those still on the
     /// node undeleted (the reclaim takes them). A pod removed by someone else before the reclaim
     /// (its Deployment scaled down) needs no home.
-    fn owed(mut self, pods: &[Value]) -> Self {
+    fn owed(mut self, pods: &[SharedObject]) -> Self {
         let staying: BTreeSet<&str> = pods
             .iter()
             .filter(|p| p["spec"]["nodeName"] == self.node.as_str() && !is_deleting(p))
-            .map(name_of)
+            .map(|o| name_of(o))
             .collect();
         let removed = &self.removed;
         self.pods
@@ -403,8 +404,8 @@ fn slow_replacement(check: &RehomeCheck, step: &StepView<'_>) -> bool {
 /// (`also`: nodes whose room counts even though they are going, see [`room_taken_back`]).
 fn homeless(
     check: &RehomeCheck,
-    pods: &[Value],
-    nodes: &[Value],
+    pods: &[SharedObject],
+    nodes: &[SharedObject],
     also: &BTreeSet<String>,
 ) -> Vec<String> {
     // Replacements: same owner, created since the warning, bound elsewhere.
@@ -417,7 +418,7 @@ fn homeless(
                 .is_some_and(|n| !n.is_empty() && n != check.node)
         })
         .filter(|p| time_of(&p["metadata"]["creationTimestamp"]).is_some_and(|t| t >= check.warned))
-        .map(owner_key)
+        .map(|p| owner_key(p))
         .collect();
     let mut unmatched = Vec::new();
     for (name, owner, need) in &check.pods {
@@ -450,8 +451,8 @@ fn homeless(
 /// lenient. Nodes in `also` count whatever their state, if Ready.
 fn free_room(
     node: &str,
-    pods: &[Value],
-    nodes: &[Value],
+    pods: &[SharedObject],
+    nodes: &[SharedObject],
     also: &BTreeSet<String>,
 ) -> Vec<(String, Resources)> {
     let mut used: BTreeMap<&str, Resources> = BTreeMap::new();

@@ -74,7 +74,7 @@ impl Check for TerminationProgress {
             .claims()
             .iter()
             .filter(|c| is_deleting(c))
-            .map(name_of)
+            .map(|o| name_of(o))
             .collect();
         self.held
             .retain(|name, _| deleting.contains(&name.as_str()));

@@ -4,6 +4,7 @@
 //! goes, as in a real cluster.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use karpenter_core::seams::KubeError;
@@ -37,6 +38,16 @@ enum Played {
     Foreign,
 }
 
+/// The node of a settled pod: bound, not being deleted, and Running or finished (nothing left to
+/// do for it while its node exists).
+fn settled_on(pod: &Value) -> Option<String> {
+    let node = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty())?;
+    let deleting = !pod["metadata"]["deletionTimestamp"].is_null();
+    let phase = pod["status"]["phase"].as_str();
+    (!deleting && matches!(phase, Some("Running" | "Succeeded" | "Failed")))
+        .then(|| node.to_string())
+}
+
 impl Kubelet {
     pub(super) async fn pods(
         &self,
@@ -65,8 +76,30 @@ impl Kubelet {
                 (name, played)
             })
             .collect();
+        let mut last_settled = std::mem::take(&mut *self.settled());
+        let mut settled = BTreeMap::new();
         for pod in pods {
-            match self.step_of(&pod, &nodes, now) {
+            let address = Arc::as_ptr(&pod) as usize;
+            let step = match last_settled.remove(&address) {
+                // Unchanged since it settled: only its node's existence matters (`step_of`'s
+                // answer for a settled pod).
+                Some((held, node)) => {
+                    let step = if nodes.contains_key(&node) {
+                        Step::Nothing
+                    } else {
+                        Step::Orphan
+                    };
+                    settled.insert(address, (held, node));
+                    step
+                }
+                None => {
+                    if let Some(node) = settled_on(&pod) {
+                        settled.insert(address, (Arc::clone(&pod), node));
+                    }
+                    self.step_of(&pod, &nodes, now)
+                }
+            };
+            match step {
                 Step::Nothing => {}
                 Step::Accept if self.config.pod_start_ms == 0 => {
                     self.start(&pod, now, report).await?;
@@ -85,7 +118,12 @@ impl Kubelet {
                 }
             }
         }
+        *self.settled() = settled;
         Ok(())
+    }
+
+    fn settled(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, (Arc<Value>, String)>> {
+        self.settled.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn step_of(&self, pod: &Value, nodes: &BTreeMap<String, Played>, now: Timestamp) -> Step {

@@ -2,6 +2,8 @@
 //! as the DaemonSet controller keeps them (the simulation runs no workload controllers). Drains
 //! need daemons to order, and the provisioner leaves room for them on every node it launches.
 
+use std::borrow::Borrow;
+
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{KubeApi, KubeError};
 use serde_json::{Value, json};
@@ -167,17 +169,18 @@ impl DaemonSet {
     pub async fn reconcile(
         &mut self,
         kube: &dyn KubeApi,
-        pods: &[Value],
-        nodes: &[Value],
+        pods: &[impl Borrow<Value>],
+        nodes: &[impl Borrow<Value>],
     ) -> Result<usize, KubeError> {
         let mut created = 0;
         let wanted: Vec<&str> = nodes
             .iter()
+            .map(Borrow::borrow)
             .filter(|n| self.should_run_on(n))
-            .map(|n| n["metadata"]["name"].as_str().unwrap_or_default())
+            .map(|n: &Value| n["metadata"]["name"].as_str().unwrap_or_default())
             .collect();
         for name in wanted {
-            let has_pod = pods.iter().any(|p| {
+            let has_pod = pods.iter().map(Borrow::borrow).any(|p: &Value| {
                 self.owns(p)
                     && p["spec"]["nodeName"] == name
                     && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))

@@ -363,7 +363,15 @@ async fn run_until(world: &mut World, elapsed: Duration) {
 }
 
 fn pods(world: &World) -> Vec<Value> {
-    world.api().objects(&ResourceKind::POD)
+    shared_to_owned(world.api().objects(&ResourceKind::POD))
+}
+
+/// The API server's shared objects as owned values a test can edit.
+fn shared_to_owned(objects: Vec<std::sync::Arc<Value>>) -> Vec<Value> {
+    objects
+        .into_iter()
+        .map(std::sync::Arc::unwrap_or_clone)
+        .collect()
 }
 
 /// The scenario's pods running and not being deleted (the managed node group's system pods in
@@ -702,6 +710,7 @@ fn a_controller_killed_mid_drain_finishes_the_drain_after_restart() {
                 .api()
                 .objects(&ResourceKind::NODE_CLAIM)
                 .into_iter()
+                .map(std::sync::Arc::unwrap_or_clone)
                 .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
                 .collect();
             assert!(
@@ -1029,6 +1038,7 @@ fn every_fault_fires_when_turned_on_and_the_cluster_recovers_when_they_are_off()
                 .api()
                 .objects(&ResourceKind::NODE_CLAIM)
                 .into_iter()
+                .map(std::sync::Arc::unwrap_or_clone)
                 .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
                 .collect();
             assert!(
@@ -1597,6 +1607,7 @@ fn windows_pods_run_on_windows_nodes_launched_from_a_windows_class() {
             .api()
             .objects(&ResourceKind::NODE)
             .into_iter()
+            .map(std::sync::Arc::unwrap_or_clone)
             .map(|n| (n["metadata"]["name"].as_str().unwrap_or("").to_string(), n))
             .collect();
         let iis: Vec<Value> = pods(&world)

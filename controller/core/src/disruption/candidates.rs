@@ -174,6 +174,63 @@ pub fn check<'v>(
     })
 }
 
+/// The first moment after `now` at which a time-based gate of a node opens or closes:
+/// `consolidateAfter` passing since it went quiet (or since a replacement launched, plus
+/// [`REPLACEMENT_SETTLE`]), a `do-not-disrupt` duration of the node or one of its pods ending,
+/// or, with a scheduled budget in any pool, the next minute (cron's granularity). Until then a
+/// pass over an unchanged cluster decides what the last one did (candidate order aside, which
+/// follows the nodes' ages); the orchestration skips such passes as upstream's consolidated
+/// state does.
+pub fn next_gate_change(view: &ClusterView, now: Timestamp) -> Option<Timestamp> {
+    let plus = |t: Timestamp, d: std::time::Duration| {
+        SignedDuration::try_from(d)
+            .ok()
+            .and_then(|d| t.checked_add(d).ok())
+    };
+    let until = |value: &str, created: Option<Timestamp>| match (value, created) {
+        ("true", _) | (_, None) => None,
+        (value, Some(created)) => parse_duration(value).ok().and_then(|d| plus(created, d)),
+    };
+    let mut times: Vec<Timestamp> = Vec::new();
+    for facts in view.facts.values() {
+        let after = view
+            .pool(&facts.pool)
+            .and_then(|pool| parse_duration(&pool.spec.disruption.consolidate_after).ok());
+        if let Some(after) = after {
+            times.extend(facts.quiet_since.and_then(|t| plus(t, after)));
+            times.extend(
+                facts
+                    .replacement_since
+                    .and_then(|t| plus(t, after + REPLACEMENT_SETTLE)),
+            );
+        }
+        times.extend(
+            facts
+                .do_not_disrupt
+                .as_deref()
+                .and_then(|v| until(v, facts.created)),
+        );
+        for pod in &facts.pods {
+            times.extend(
+                pod.do_not_disrupt
+                    .as_deref()
+                    .and_then(|v| until(v, pod.created)),
+            );
+        }
+    }
+    let scheduled = view.pools.iter().any(|p| {
+        p.spec
+            .disruption
+            .budgets
+            .iter()
+            .any(|b| b.schedule.is_some())
+    });
+    if scheduled {
+        times.extend(plus(now, std::time::Duration::from_secs(60)));
+    }
+    times.into_iter().filter(|t| *t > now).min()
+}
+
 /// How long after its launch a replacement node is left alone by consolidation, on top of its
 /// NodePool's `consolidateAfter` (the `consolidation-churn` invariant's bound): a node launched
 /// to replace others is not itself replaced while the cluster is still settling around it.

@@ -136,11 +136,17 @@ pub struct ListOptions {
     pub field_selector: Option<String>,
 }
 
+/// An object as a list or watch hands it out: shared, not copied. An API server that holds its
+/// objects this way (the in-memory one) gives every watcher and list the same allocation; deep
+/// copies of every object for every watcher were a third of the simulation's CPU (issue 13).
+/// Whoever needs to change one copies it (`Arc::unwrap_or_clone`, `Arc::make_mut`).
+pub type SharedObject = std::sync::Arc<Value>;
+
 /// A consistent list: the items and the resourceVersion to watch from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ObjectList {
     /// Items in a defined order (by namespace, then name), so callers iterate deterministically.
-    pub items: Vec<Value>,
+    pub items: Vec<SharedObject>,
     pub resource_version: String,
 }
 
@@ -182,9 +188,9 @@ pub enum DeleteOutcome {
 /// One change seen by a watch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WatchEvent {
-    Added(Value),
-    Modified(Value),
-    Deleted(Value),
+    Added(SharedObject),
+    Modified(SharedObject),
+    Deleted(SharedObject),
     /// Progress marker: nothing changed up to this resourceVersion.
     Bookmark {
         resource_version: String,
@@ -368,7 +374,7 @@ pub trait KubeApiExt: KubeApi {
         options: &ListOptions,
     ) -> Result<Vec<T>, KubeError> {
         let list = self.list(kind, options).await?;
-        list.items.into_iter().map(decode).collect()
+        list.items.iter().map(|item| decode_shared(item)).collect()
     }
 
     /// Lists objects as `T`, in (namespace, name) order, skipping any that do not decode: one odd
@@ -383,7 +389,7 @@ pub trait KubeApiExt: KubeApi {
         Ok(list
             .items
             .into_iter()
-            .filter_map(|value| match serde_json::from_value(value) {
+            .filter_map(|value| match T::deserialize(&*value) {
                 Ok(object) => Some(object),
                 Err(err) => {
                     tracing::warn!(kind = kind.kind, %err, "skipping an object that does not decode");
@@ -408,4 +414,9 @@ impl<K: KubeApi + ?Sized> KubeApiExt for K {}
 
 fn decode<T: DeserializeOwned>(value: Value) -> Result<T, KubeError> {
     serde_json::from_value(value).map_err(|e| KubeError::Decode(e.to_string()))
+}
+
+/// Decodes from a borrow: a shared list item is never copied just to be decoded.
+fn decode_shared<T: DeserializeOwned>(value: &Value) -> Result<T, KubeError> {
+    T::deserialize(value).map_err(|e| KubeError::Decode(e.to_string()))
 }

@@ -128,6 +128,30 @@ impl ClusterState {
     }
 
     /// [`Self::sync`], plus the selector sources when `config` has default constraints.
+    /// A revision of everything disruption decides from: it changes whenever one of those
+    /// caches changes (upstream marks its cluster state "unconsolidated" on such changes).
+    pub fn disruption_revision(&self) -> Vec<u64> {
+        [
+            self.pools.changes(),
+            self.node_classes.changes(),
+            self.claims.changes(),
+            self.nodes.changes(),
+            self.pods.changes(),
+            self.daemonsets.changes(),
+            self.namespaces.changes(),
+            self.pdbs.changes(),
+            self.volume_claims.changes(),
+            self.volumes.changes(),
+            self.storage_classes.changes(),
+            self.csi_nodes.changes(),
+            self.selector_sources.services.changes(),
+            self.selector_sources.replica_sets.changes(),
+            self.selector_sources.stateful_sets.changes(),
+            self.selector_sources.replication_controllers.changes(),
+        ]
+        .to_vec()
+    }
+
     pub async fn sync_for(
         &mut self,
         kube: &dyn KubeApi,

@@ -7,6 +7,7 @@
 //! and deterministic: [`Reflector::sync`] takes what the watch has already delivered and never
 //! waits for more.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::seams::kube::{
-    ListOptions, ObjectKey, ObjectList, ResourceKind, WatchEvent, WatchStream,
+    ListOptions, ObjectKey, ObjectList, ResourceKind, SharedObject, WatchEvent, WatchStream,
 };
 use crate::seams::{KubeApi, KubeError};
 
@@ -38,6 +39,10 @@ pub struct Reflector<T> {
     /// An informer task (`crate::runtime::informer`) feeds this cache: [`Reflector::sync`] leaves
     /// it alone, so two consumers never apply one kind's events out of order.
     driven: bool,
+    /// How many times the cached objects changed (an event applied, a relist, an own write):
+    /// equal counts mean the same objects, so a reader can tell "nothing changed" without
+    /// comparing them (bookmarks do not count).
+    changes: u64,
 }
 
 impl<T> std::fmt::Debug for Reflector<T> {
@@ -60,7 +65,7 @@ fn key_of(object: &Value) -> Option<ObjectKey> {
     })
 }
 
-impl<T: DeserializeOwned> Reflector<T> {
+impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
     pub fn new(kind: ResourceKind) -> Self {
         Self::with_options(kind, ListOptions::default())
     }
@@ -74,6 +79,7 @@ impl<T: DeserializeOwned> Reflector<T> {
             resource_version: None,
             stream: None,
             driven: false,
+            changes: 0,
         }
     }
 
@@ -146,6 +152,7 @@ impl<T: DeserializeOwned> Reflector<T> {
     /// Replaces the whole cache with a list's result (an informer's list, made without holding
     /// the cache) and resumes watching from its version.
     pub fn replace(&mut self, list: ObjectList) {
+        self.changes += 1;
         self.objects.clear();
         for item in list.items {
             self.insert(item);
@@ -158,7 +165,7 @@ impl<T: DeserializeOwned> Reflector<T> {
     /// so the next pass already counts it. Should the watch already have delivered a later
     /// change, this briefly shows the older state; the next event for the object replaces it.
     pub fn observe(&mut self, object: Value) {
-        self.insert(object);
+        self.insert(Arc::new(object));
     }
 
     /// Applies one watch event; returns whether the cache changed.
@@ -174,6 +181,7 @@ impl<T: DeserializeOwned> Reflector<T> {
                 true
             }
             WatchEvent::Deleted(object) => {
+                self.changes += 1;
                 self.note_version(&object);
                 if let Some(key) = key_of(&object) {
                     self.objects.remove(&key);
@@ -191,14 +199,15 @@ impl<T: DeserializeOwned> Reflector<T> {
 
     /// Caches an object; one that does not decode is dropped from the cache with a warning (the
     /// controller never fails on an object it reads).
-    fn insert(&mut self, object: Value) {
+    fn insert(&mut self, object: SharedObject) {
+        self.changes += 1;
         let Some(key) = key_of(&object) else {
             tracing::warn!(kind = self.kind.kind, "object without a name skipped");
             return;
         };
-        match serde_json::from_value::<T>(object) {
+        match decode::<T>(object) {
             Ok(decoded) => {
-                self.objects.insert(key, Arc::new(decoded));
+                self.objects.insert(key, decoded);
             }
             Err(err) => {
                 tracing::warn!(kind = self.kind.kind, name = %key.name, %err, "undecodable object skipped");
@@ -208,11 +217,35 @@ impl<T: DeserializeOwned> Reflector<T> {
     }
 }
 
+/// Decodes a shared object without copying it first: a cache of raw objects (`T = Value`, the
+/// simulation's stand-ins) keeps the very allocation the server handed out, a typed cache decodes
+/// from a borrow (strings copied once, into the typed object).
+fn decode<T: DeserializeOwned + Any + Send + Sync>(
+    object: SharedObject,
+) -> Result<Arc<T>, serde_json::Error> {
+    let shared: Arc<dyn Any + Send + Sync> = object;
+    match shared.downcast::<T>() {
+        Ok(same) => Ok(same),
+        Err(shared) => {
+            let object = shared
+                .downcast::<Value>()
+                .expect("a SharedObject is an Arc<Value>");
+            T::deserialize(&*object).map(Arc::new)
+        }
+    }
+}
+
 impl<T> Reflector<T> {
     /// Hands this cache to an informer task: from now on [`Reflector::sync`] does nothing.
     pub fn drive(&mut self) {
         self.driven = true;
         self.stream = None;
+    }
+
+    /// How many times the cached objects changed (see the field): a revision, not a count of
+    /// objects.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Whether an informer task feeds this cache.

@@ -65,6 +65,7 @@ use crate::replacement::{self, rfc3339};
 use crate::seams::ec2::InstanceState;
 use crate::seams::kube::{
     DeleteOptions, DeleteOutcome, MULTIPLE_BUDGETS_MESSAGE, ObjectKey, Patch, ResourceKind,
+    SharedObject,
 };
 use crate::seams::{Ec2Error, KubeApiExt, KubeError, Retryable};
 use drain::{DrainPlan, EvictionBackoff};
@@ -161,7 +162,7 @@ pub struct Termination {
 struct View {
     claims: Vec<Arc<NodeClaim>>,
     pods_by_node: BTreeMap<String, Vec<Pod>>,
-    attachments: Vec<Value>,
+    attachments: Vec<SharedObject>,
     /// Instance states by id for the terminating claims (`Err` if the describe failed).
     instances: Result<BTreeMap<String, InstanceState>, Ec2Error>,
 }

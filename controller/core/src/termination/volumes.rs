@@ -16,6 +16,7 @@ impl Termination {
         let on_node: Vec<&Value> = view
             .attachments
             .iter()
+            .map(|va| &**va)
             .filter(|va| va["spec"]["nodeName"].as_str() == Some(node_name))
             .filter(|va| va["spec"]["source"]["persistentVolumeName"].is_string())
             .collect();

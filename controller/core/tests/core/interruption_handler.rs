@@ -439,7 +439,7 @@ impl Cluster {
         self.kube
             .objects(&ResourceKind::NODE_CLAIM)
             .into_iter()
-            .map(|c| serde_json::from_value(c).expect("decodes"))
+            .map(|c| serde_json::from_value(Value::clone(&c)).expect("decodes"))
             .collect()
     }
 

@@ -7,6 +7,7 @@ mod catalog;
 mod conditions;
 mod crds;
 mod disruption;
+mod disruption_pass;
 mod drift;
 mod examples;
 mod fleet;

@@ -87,7 +87,7 @@ impl World {
             .objects(&ResourceKind::NODE_CLAIM)
             .into_iter()
             .find(|c| c["metadata"]["name"] == json!(name))
-            .map(|c| serde_json::from_value(c).expect("decodes"))
+            .map(|c| serde_json::from_value(Value::clone(&c)).expect("decodes"))
     }
 
     fn reconcile(&self) -> Vec<(String, Result<Step, LifecycleError>)> {
@@ -166,7 +166,7 @@ fn a_claim_launches_registers_and_initializes() {
         ]),
     );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
-    let node = &w.kube.objects(&ResourceKind::NODE)[0];
+    let node = &Value::clone(&w.kube.objects(&ResourceKind::NODE)[0]);
     assert!(
         node["spec"]["taints"]
             .as_array()
@@ -297,7 +297,7 @@ fn a_restarted_controller_adopts_the_instance_it_launched_instead_of_launching_a
     let w = world();
     w.launch_on_demand("default-d");
     // The status write is lost (a crash right after CreateFleet): the claim looks unlaunched.
-    let mut lost = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
+    let mut lost = Value::clone(&w.kube.objects(&ResourceKind::NODE_CLAIM)[0]);
     lost["status"] = json!({});
     w.kube.apply(&ResourceKind::NODE_CLAIM, lost);
     w.clock.advance(Duration::from_secs(5));
@@ -317,7 +317,7 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
     w.launch_on_demand("default-e");
     // The claim disappears without its finalizer running (someone force-removed it).
     futures::executor::block_on(async {
-        let mut orphan = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
+        let mut orphan = Value::clone(&w.kube.objects(&ResourceKind::NODE_CLAIM)[0]);
         orphan["metadata"]["finalizers"] = json!([]);
         w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
         w.kube
@@ -339,7 +339,7 @@ fn a_failed_garbage_collection_pass_is_retried_within_seconds_not_after_the_inte
     let mut w = world();
     w.launch_on_demand("default-f");
     futures::executor::block_on(async {
-        let mut orphan = w.kube.objects(&ResourceKind::NODE_CLAIM)[0].clone();
+        let mut orphan = Value::clone(&w.kube.objects(&ResourceKind::NODE_CLAIM)[0]);
         orphan["metadata"]["finalizers"] = json!([]);
         w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
         w.kube
@@ -830,11 +830,11 @@ fn registration_copies_annotations_and_leaves_taints_to_a_node_that_owns_them() 
         &launched,
         json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]),
     );
-    let mut node = w.kube.objects(&ResourceKind::NODE)[0].clone();
+    let mut node = Value::clone(&w.kube.objects(&ResourceKind::NODE)[0]);
     node["metadata"]["labels"] = json!({"karpenter.sh/do-not-sync-taints": "true"});
     w.kube.apply(&ResourceKind::NODE, node);
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
-    let node = &w.kube.objects(&ResourceKind::NODE)[0];
+    let node = &Value::clone(&w.kube.objects(&ResourceKind::NODE)[0]);
     assert_eq!(node["spec"]["taints"], json!([]), "{node}");
     assert_eq!(
         node["metadata"]["annotations"]["example.com/owner"],
@@ -855,7 +855,7 @@ fn registration_syncs_taints_and_startup_taints_onto_a_node_without_the_opt_out(
         json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]),
     );
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
-    let node = &w.kube.objects(&ResourceKind::NODE)[0];
+    let node = &Value::clone(&w.kube.objects(&ResourceKind::NODE)[0]);
     let keys: Vec<&str> = node["spec"]["taints"]
         .as_array()
         .expect("taints")
@@ -937,12 +937,12 @@ fn a_node_much_smaller_than_its_claim_promised_fails_the_consistency_check() {
     assert_eq!(w.reconcile()[0].1, Ok(Step::Registered));
     // The kubelet reports an m5.large's cpus but a quarter of its memory, and its agent is up
     // (no startup taint left).
-    let mut node = w.kube.objects(&ResourceKind::NODE)[0].clone();
+    let mut node = Value::clone(&w.kube.objects(&ResourceKind::NODE)[0]);
     node["spec"]["taints"] = json!([]);
     node["status"]["capacity"] = json!({"cpu": "2", "memory": "2Gi", "pods": "29"});
     w.kube.apply(&ResourceKind::NODE, node.clone());
     assert_eq!(w.reconcile()[0].1, Ok(Step::Initialized));
-    let node = w.kube.objects(&ResourceKind::NODE)[0].clone();
+    let node = Value::clone(&w.kube.objects(&ResourceKind::NODE)[0]);
     let mut node = node;
     let consistency = Consistency::new(w.ctx.clone());
     let inconsistent = futures::executor::block_on(consistency.reconcile()).expect("pass");

@@ -80,14 +80,14 @@ impl World {
         .expect("listed")
         .items
         .into_iter()
-        .map(|c| serde_json::from_value(c).expect("decodes"))
+        .map(|c| serde_json::from_value(serde_json::Value::clone(&c)).expect("decodes"))
         .collect()
     }
 
     fn claim(&self, name: &str) -> Option<NodeClaim> {
         self.kube
             .object_named(&ResourceKind::NODE_CLAIM, name)
-            .map(|c| serde_json::from_value(c).expect("decodes"))
+            .map(|c| serde_json::from_value(serde_json::Value::clone(&c)).expect("decodes"))
     }
 
     fn has(&self, claim: &str, condition: &str) -> bool {

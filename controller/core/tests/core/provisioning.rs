@@ -69,6 +69,9 @@ fn ready_class() -> Value {
 
 fn claims(kube: &ApiServer) -> Vec<Value> {
     kube.objects(&ResourceKind::NODE_CLAIM)
+        .into_iter()
+        .map(std::sync::Arc::unwrap_or_clone)
+        .collect()
 }
 
 #[test]

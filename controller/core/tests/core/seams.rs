@@ -77,6 +77,7 @@ impl KubeApi for OneObject {
             .expect("lock")
             .clone()
             .into_iter()
+            .map(std::sync::Arc::new)
             .collect();
         Ok(ObjectList {
             items,

@@ -2,24 +2,22 @@
 //! ephemeral-storage first, then what the run meets), so the hot fit checks are a handful of
 //! integer compares over `Vec<i64>`.
 
-use std::collections::HashMap;
-
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
 pub(super) type Dense = Vec<i64>;
 
 /// Maps resource names to dense indices for one run.
+///
+/// Looked up by a scan of `names`, not a hash map: a run meets a handful of names (cpu, memory,
+/// pods, ephemeral-storage, a GPU or ENI resource), most compares stop at the length, and
+/// hashing every name of every instance type was a tenth of a disruption pass (perf).
 pub(super) struct Space {
     pub(super) names: Vec<String>,
-    index: HashMap<String, usize>,
 }
 
 impl Space {
     pub(super) fn new() -> Self {
-        let mut space = Space {
-            names: Vec::new(),
-            index: HashMap::new(),
-        };
+        let mut space = Space { names: Vec::new() };
         for name in [CPU, MEMORY, PODS, EPHEMERAL_STORAGE] {
             space.intern(name);
         }
@@ -27,12 +25,15 @@ impl Space {
     }
 
     pub(super) fn intern(&mut self, name: &str) -> usize {
-        if let Some(i) = self.index.get(name) {
-            return *i;
+        if let Some(i) = self.index(name) {
+            return i;
         }
         self.names.push(name.to_string());
-        self.index.insert(name.to_string(), self.names.len() - 1);
         self.names.len() - 1
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
     }
 
     pub(super) fn learn(&mut self, resources: &Resources) {
@@ -44,8 +45,8 @@ impl Space {
     pub(super) fn dense(&self, resources: &Resources) -> Dense {
         let mut out = vec![0; self.names.len()];
         for (name, amount) in resources.iter() {
-            if let Some(i) = self.index.get(name) {
-                out[*i] = amount;
+            if let Some(i) = self.index(name) {
+                out[i] = amount;
             }
         }
         out

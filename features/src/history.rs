@@ -25,7 +25,7 @@ use jiff::{SignedDuration, Timestamp};
 use karpenter_core::api::labels::{
     DISRUPTED_TAINT_KEY, INTERRUPTION_EVICTION_DEADLINE_ANNOTATION, REPLACES_ANNOTATION,
 };
-use karpenter_core::seams::ec2::InstanceState;
+use karpenter_core::seams::ec2::{InstanceState, LaunchTemplateRequest};
 use karpenter_core::seams::kube::{ResourceKind, SharedObject};
 use serde_json::Value;
 
@@ -122,6 +122,18 @@ pub struct History {
     pub nodes: BTreeMap<String, NodeRecord>,
     pub claims: BTreeMap<String, ClaimRecord>,
     pub instances: BTreeMap<String, InstanceRecord>,
+    /// Every launch template seen, by name, as first seen (a name is a hash of the content): the
+    /// controller deletes a template unused for a minute, so what the launches used may be gone
+    /// from the cloud by the time a step looks.
+    pub launch_templates: BTreeMap<String, LaunchTemplateRequest>,
+}
+
+/// `at` cut to the whole second, as the API server writes a timestamp (`metav1.Time`: RFC 3339,
+/// whole seconds) and EventBridge an event's `time`. A world charged the cloud's latency keeps
+/// time in milliseconds, so an object's timestamp written in the same second as a moment the
+/// world saw reads as earlier than it: compare such a pair in whole seconds.
+pub fn whole_second(at: Timestamp) -> Timestamp {
+    Timestamp::from_second(at.as_second()).unwrap_or(at)
 }
 
 fn time(value: &Value) -> Option<Timestamp> {
@@ -177,6 +189,11 @@ impl History {
         self.observe_pods(&api.objects(&ResourceKind::POD), ran_at);
         self.observe_nodes(&api.objects(&ResourceKind::NODE), ran_at);
         self.observe_claims(&api.objects(&ResourceKind::NODE_CLAIM), ran_at);
+        for template in cloud.launch_templates() {
+            self.launch_templates
+                .entry(template.name.clone())
+                .or_insert(template);
+        }
         let mut live = BTreeSet::new();
         for instance in cloud.instances() {
             live.insert(instance.instance_id.clone());

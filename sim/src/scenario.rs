@@ -119,11 +119,11 @@ pub struct CloudKnobs {
     /// `Name: <name>` (what an EC2NodeClass's `securityGroupSelectorTerms` may move to mid-run).
     #[serde(default)]
     pub extra_security_groups: Vec<String>,
-    /// How long EC2, SSM and SQS calls take when nothing is wrong (`drawn`: each seed its own
-    /// ranges within fakecloud's realistic bounds, CreateFleet 1-3 s, Describe* 0.1-0.5 s, SQS
-    /// 10-50 ms; `realistic`: every call over the whole bounds; `none`, the default for now:
-    /// instant). Injected `ec2-latency` comes on top. Not yet `drawn` by default: with it, swarm
-    /// seed 31 of 1..100 breaks `interruption-rehomed` (README, issue 13), which is open.
+    /// How long EC2, SSM and SQS calls, and the API server's answers to the controller, take
+    /// when nothing is wrong (`drawn`: each seed its own ranges within the realistic bounds,
+    /// CreateFleet 1-3 s, Describe* 0.1-0.5 s, SQS 10-50 ms, the API server
+    /// [`API_SERVER_LATENCY_MS`], the default; `realistic`: every call over the whole bounds;
+    /// `none`: instant). Injected `ec2-latency` comes on top.
     #[serde(default)]
     pub latency: LatencyKnob,
 }
@@ -132,16 +132,38 @@ pub struct CloudKnobs {
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum LatencyKnob {
-    /// The seed's own ranges ([`fakecloud::LatencyProfile::drawn`]).
+    /// The seed's own ranges ([`fakecloud::LatencyProfile::drawn`]; the API server's,
+    /// [`LatencyKnob::api_server_ms`]): the default.
+    #[default]
     Drawn,
     /// Every action over its whole realistic range.
     Realistic,
-    /// Every call answers at once.
-    #[default]
+    /// Every call answers at once (a scenario about something latency would only blur).
     None,
 }
 
+/// The bounds of the API server's answers to the controller, milliseconds: a request to an EKS
+/// control plane in the cluster's region (issue 13: 5-30 ms a call).
+pub const API_SERVER_LATENCY_MS: (u64, u64) = (5, 30);
+
 impl LatencyKnob {
+    /// How long each API-server call of the controller takes, milliseconds (`None`: at once):
+    /// `realistic`, the whole [`API_SERVER_LATENCY_MS`]; `drawn`, the seed's own range within
+    /// them (two draws from its own stream, the lower the range's start).
+    pub fn api_server_ms(self, seed: u64) -> Option<(u64, u64)> {
+        let (low, high) = API_SERVER_LATENCY_MS;
+        match self {
+            LatencyKnob::None => None,
+            LatencyKnob::Realistic => Some((low, high)),
+            LatencyKnob::Drawn => {
+                let mut rng = fakekit::Streams::new(seed, "latency").stream("api-server");
+                let a = rand::Rng::gen_range(&mut rng, low..=high);
+                let b = rand::Rng::gen_range(&mut rng, low..=high);
+                Some((a.min(b), a.max(b)))
+            }
+        }
+    }
+
     /// The name a scenario and `--latency` use.
     pub fn name(self) -> &'static str {
         match self {

@@ -177,7 +177,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ServeError> {
         },
     ));
     if let Some(scenario) = &scenario {
-        scenario.cloud.apply(&cloud, &api);
+        scenario.cloud.apply(options.seed, &cloud, &api);
         apply_scenario(&api, scenario).await?;
     }
     let aws = fakecloud_serve::World::new(account);

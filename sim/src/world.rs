@@ -142,7 +142,7 @@ impl World {
             ..ApiServerConfig::default()
         };
         let api = Arc::new(ApiServer::new(clock.clone(), api_config));
-        scenario.cloud.apply(&cloud, &api);
+        scenario.cloud.apply(seed, &cloud, &api);
         scenario.faults.validate().map_err(WorldError::Faults)?;
         let kube: Arc<dyn KubeApi> = api.clone();
         let seams = Seams::new(bug, api.clone(), cloud.clone(), clock.clone());
@@ -376,11 +376,12 @@ impl World {
             .await?;
         let kubelet = self.kubelet.tick().await;
         let scheduler = self.scheduler.step().await;
-        let latency_before = self.cloud.slept_total();
+        let slept = |world: &Self| world.cloud.slept_total() + world.api.slept_total();
+        let latency_before = slept(self);
         let started = tokio::time::Instant::now();
         let controllers = self.controllers.step().await;
         let waited = step_wait(
-            self.cloud.slept_total().saturating_sub(latency_before),
+            slept(self).saturating_sub(latency_before),
             started.elapsed(),
         );
         self.note_processes(&controllers, elapsed, &mut fault_lines);
@@ -409,7 +410,7 @@ impl World {
         self.injector.tally_cloud(&self.cloud, &mut self.faults);
         self.log_faults(&before, fault_lines);
         let advance = self.next_advance(&observation);
-        // A controller step that waited on EC2/SQS latency took that long on the world's clock
+        // A controller step that waited on EC2/SQS/API-server latency took that long on the world's clock
         // (which the calls themselves do not move): its next look at the world comes no sooner,
         // so latency delays reactions, as a slow EC2 API does. (A fault falling due within that
         // wait fires at the next step.)

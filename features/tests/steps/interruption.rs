@@ -14,6 +14,7 @@ use karpenter_core::interruption::messages::{
     DETAIL_TYPE_SPOT_INTERRUPTION, Event, Metadata, SCHEMA_VERSION, SOURCE_EC2,
     SpotInterruptionDetail,
 };
+use karpenter_features::history::whole_second;
 use karpenter_features::{SimWorld, Subject};
 use karpenter_sim::world::IDLE_STEP;
 
@@ -272,7 +273,8 @@ fn replacement_initializations(
 }
 
 /// Replacement first: the first pod of the node to be evicted went after every replacement
-/// NodeClaim was initialized.
+/// NodeClaim was initialized (in whole seconds: the eviction's time is its pod's
+/// `deletionTimestamp`, see [`whole_second`]).
 #[then("no pod on that node was evicted before its replacement was initialized")]
 async fn evicted_after_replacement(w: &mut SimWorld) {
     let subject = w.subject();
@@ -282,7 +284,7 @@ async fn evicted_after_replacement(w: &mut SimWorld) {
     };
     for (name, initialized) in replacements {
         match initialized {
-            Some(at) if at <= evicted => {}
+            Some(at) if whole_second(at) <= evicted => {}
             other => w.fail(format!(
                 "the first eviction on node {} was at {evicted}; replacement {name} initialized at {other:?}",
                 subject.node
@@ -335,11 +337,13 @@ async fn other_offering(w: &mut SimWorld) {
 }
 
 /// The first eviction on the node came `seconds` after the interruption, give or take the
-/// world's longest step (an idle world steps 10 s at a time).
+/// world's longest step (an idle world steps 10 s at a time). The interruption's time is its
+/// message's, in whole seconds (EventBridge's format, [`whole_second`]): the controller's hold
+/// runs from it.
 #[then(expr = "eviction on that node begins {int} seconds after the interruption")]
 async fn eviction_begins(w: &mut SimWorld, seconds: u64) {
     let subject = w.subject();
-    let due = subject.at + SignedDuration::from_secs(seconds as i64);
+    let due = whole_second(subject.at) + SignedDuration::from_secs(seconds as i64);
     let latest = due + SignedDuration::try_from(IDLE_STEP).unwrap_or_default();
     let limit = left_of(w, &subject, Duration::from_secs(seconds) + IDLE_STEP);
     let node = subject.node.clone();

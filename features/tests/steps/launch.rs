@@ -34,15 +34,19 @@ fn ours(template: &LaunchTemplateRequest) -> bool {
     template.tags.get(EKS_CLUSTER_NAME_TAG).map(String::as_str) != Some(NEIGHBOUR_CLUSTER)
 }
 
-/// This cluster's Karpenter launch templates (named `karpenter.k8s.aws/...`); fails if there
-/// are none.
+/// This cluster's Karpenter launch templates (named `karpenter.k8s.aws/...`), every one the run
+/// has had: the controller deletes a template unused for a minute
+/// (`nodeclass::garbagecollection`), which can come before a step looks (with the cloud's
+/// latency, pods start later and the look with them), and the templates the launches used are
+/// what these steps check. Fails if there are none.
 async fn templates(w: &mut SimWorld) -> Vec<LaunchTemplateRequest> {
-    let templates: Vec<LaunchTemplateRequest> = w
-        .world()
-        .await
-        .cloud()
-        .launch_templates()
-        .into_iter()
+    let current = w.world().await.cloud().launch_templates();
+    let mut all = w.history().launch_templates.clone();
+    for template in current {
+        all.entry(template.name.clone()).or_insert(template);
+    }
+    let templates: Vec<LaunchTemplateRequest> = all
+        .into_values()
         .filter(|t| t.name.starts_with("karpenter.k8s.aws/") && ours(t))
         .collect();
     if templates.is_empty() {

@@ -13,7 +13,7 @@ use cucumber::{given, then, when};
 use jiff::{SignedDuration, Timestamp};
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
-use karpenter_features::history::{ClaimRecord, PodRecord};
+use karpenter_features::history::{ClaimRecord, PodRecord, whole_second};
 use karpenter_features::{SimWorld, Subject};
 use karpenter_sim::workloads::DaemonSet;
 use karpenter_sim::world::IDLE_STEP;
@@ -329,6 +329,8 @@ async fn all_evicted(w: &mut SimWorld, name: String) {
 
 /// The eviction tiers: the first eviction of a pod of `later` came no sooner than the last pod
 /// of `earlier` left the node (it was gone, not merely terminating), and every pod of both left.
+/// Compared in whole seconds: an eviction's time is its pod's `deletionTimestamp`
+/// ([`whole_second`]).
 #[then(
     expr = "on that node the pods of {string} were evicted only after every pod of {string} had left"
 )]
@@ -347,7 +349,7 @@ async fn tier_order(w: &mut SimWorld, later: String, earlier: String) {
         let Some(requested) = pod.deletion_requested else {
             w.fail(format!("pod {} was never evicted", pod.key()));
         };
-        if last_left.is_some_and(|left| requested < left) {
+        if last_left.is_some_and(|left| requested < whole_second(left)) {
             w.fail(format!(
                 "pod {} was evicted at {requested}, before the last pod of {earlier} left at {}",
                 pod.key(),

@@ -299,11 +299,7 @@ impl Injector {
             c.duplicate_delivery_rate = mix.sqs_duplicate.map_or(0.0, |r| r.rate);
             c.reorder_rate = mix.sqs_reorder.map_or(0.0, |r| r.rate);
         });
-        let mut rates = ApiFaultRates {
-            unavailable_rate: base.api_unavailable_rate.unwrap_or(0.0),
-            conflict_rate: base.api_conflict_rate.unwrap_or(0.0),
-            ..ApiFaultRates::default()
-        };
+        let mut rates = base.api_rates(self.seed);
         if let Some(r) = &mix.api_5xx {
             rates.unavailable_rate = r.rate;
         }

@@ -46,9 +46,10 @@ impl CloudKnobs {
     }
 
     /// Creates the extra security groups, sets the standing EC2 fault rates and empties the
-    /// exhausted offerings' pools on `cloud`, and sets the API server's fault rates on `api`.
-    /// (Called once, on the freshly built components.)
-    pub fn apply(&self, cloud: &FakeCloud, api: &ApiServer) {
+    /// exhausted offerings' pools on `cloud`, and sets the API server's fault rates and its
+    /// normal latency for a world of `seed` on `api`. (Called once, on the freshly built
+    /// components.)
+    pub fn apply(&self, seed: u64, cloud: &FakeCloud, api: &ApiServer) {
         let throttle = self.ec2_throttle_rate.unwrap_or(0.0);
         let unavailable = self.ec2_unavailable_rate.unwrap_or(0.0);
         if throttle > 0.0 || unavailable > 0.0 {
@@ -66,14 +67,24 @@ impl CloudKnobs {
             let ct = CapacityType::from_label(capacity_type).unwrap_or(CapacityType::OnDemand);
             cloud.set_pool_capacity(&Pool::new(instance_type, zone, ct), 0);
         }
-        let api_unavailable = self.api_unavailable_rate.unwrap_or(0.0);
-        let api_conflict = self.api_conflict_rate.unwrap_or(0.0);
-        if api_unavailable > 0.0 || api_conflict > 0.0 {
-            api.set_fault_rates_all(ApiFaultRates {
-                unavailable_rate: api_unavailable,
-                conflict_rate: api_conflict,
-                ..Default::default()
-            });
+        let rates = self.api_rates(seed);
+        if rates != ApiFaultRates::default() {
+            api.set_fault_rates_all(rates);
+        }
+    }
+
+    /// The API server's standing rates for a world of `seed`: the scenario's 5xx and conflict
+    /// rates, and its normal latency. (fakekube has no normal latency of its own, as fakecloud
+    /// has: the latency of its rates serves, and like them it is off while the world's harness
+    /// and observer call, which are not the controller.)
+    pub fn api_rates(&self, seed: u64) -> ApiFaultRates {
+        let (latency_ms_min, latency_ms_max) = self.latency.api_server_ms(seed).unwrap_or((0, 0));
+        ApiFaultRates {
+            unavailable_rate: self.api_unavailable_rate.unwrap_or(0.0),
+            conflict_rate: self.api_conflict_rate.unwrap_or(0.0),
+            latency_ms_min,
+            latency_ms_max,
+            ..ApiFaultRates::default()
         }
     }
 }

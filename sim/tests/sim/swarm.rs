@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use karpenter_sim::faults::FaultMix;
-use karpenter_sim::scenario::Scenario;
+use karpenter_sim::scenario::{LatencyKnob, Scenario};
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
 use karpenter_sim::workload_mix::{
     DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL, EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL,
@@ -104,6 +104,26 @@ fn a_second_storm_taking_back_the_room_interrupted_pods_counted_on_excuses_their
         outcome.rehome_checked,
         outcome.rehome_excused
     );
+}
+
+#[test]
+fn a_claim_the_provisioner_made_for_a_draining_candidates_pods_is_not_judged_as_its_consolidation_replacement()
+ {
+    // Seed 35 of the swarm once latency was drawn by default: a consolidation command
+    // (`Underutilized 1`, 16:29) launched its one replacement; its candidate, an on-demand node
+    // at $0.306/h, was deleted at 18:41 and was still draining at 20:09, when the provisioner
+    // packed its pods with 56 new pending pods onto a c6a.8xlarge spot claim ($0.413/h) naming it
+    // in `karpenter.sh/replaces`. That claim is the provisioner's (upstream's provisioner
+    // schedules the pods of deleting nodes too), not the command's: `consolidation-saves` must
+    // not hold it to the candidate's price.
+    let mut config = short(30, 1);
+    config.scenario.cloud.latency = LatencyKnob::Drawn;
+    let outcome = swarm::run_seed(&config, 35);
+    let judged = outcome
+        .violations
+        .iter()
+        .find(|v| v.invariant == "consolidation-saves");
+    assert!(judged.is_none(), "{judged:?}");
 }
 
 #[test]

@@ -8,6 +8,7 @@ use crate::sim_block_on;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use fakekit::Fake;
 use karpenter_core::seams::KubeApi;
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
@@ -16,7 +17,7 @@ use karpenter_sim::faults::{
     PdbNeverAllows, Rate, SpotStorm,
 };
 use karpenter_sim::report::Report;
-use karpenter_sim::scenario::Scenario;
+use karpenter_sim::scenario::{API_SERVER_LATENCY_MS, LatencyKnob, Scenario};
 use karpenter_sim::world::{SYSTEM_PODS, World};
 use serde_json::Value;
 
@@ -1077,7 +1078,13 @@ fn a_run_with_faults_replays_bit_for_bit() {
 fn turning_a_fault_on_does_not_move_when_another_fires() {
     let storm_times = |with_5xx: bool| {
         sim_block_on(async {
-            let mut world = world(41, small_cluster()).await;
+            // Without normal latency: a controller step that waited on it moves the clock past a
+            // storm due meanwhile (it fires at the next step, README "Latency in the
+            // simulation"), and how long a step waits depends on what the other faults made it
+            // do. This test is about the faults' own streams, not about latency.
+            let mut scenario = small_cluster();
+            scenario.cloud.latency = LatencyKnob::None;
+            let mut world = world(41, scenario).await;
             let mut mix = FaultMix::none();
             mix.spot_storm = Some(SpotStorm {
                 at: Vec::new(),
@@ -1098,6 +1105,37 @@ fn turning_a_fault_on_does_not_move_when_another_fires() {
     let alone = storm_times(false);
     assert!(alone.len() >= 3, "{alone:?}");
     assert_eq!(alone, storm_times(true));
+}
+
+#[test]
+fn with_latency_drawn_the_api_server_answers_the_controller_within_the_seeds_range() {
+    let (low, high) = LatencyKnob::Drawn
+        .api_server_ms(5)
+        .expect("drawn has a range");
+    let (floor, ceiling) = API_SERVER_LATENCY_MS;
+    assert!(
+        floor <= low && low <= high && high <= ceiling,
+        "{low}..{high}"
+    );
+    assert_eq!(LatencyKnob::Drawn.api_server_ms(5), Some((low, high)));
+    assert_eq!(LatencyKnob::None.api_server_ms(5), None);
+    let slept = |latency: LatencyKnob| {
+        sim_block_on(async {
+            let mut scenario = small_cluster();
+            scenario.cloud.latency = latency;
+            let mut world = world(5, scenario).await;
+            run_until(&mut world, Duration::from_secs(120)).await;
+            (world.api().delayed_calls(), world.api().slept_total())
+        })
+    };
+    let (calls, total) = slept(LatencyKnob::Drawn);
+    assert!(calls > 0, "the controller's calls waited");
+    let ms = total.as_millis() as u64;
+    assert!(
+        low * calls <= ms && ms <= high * calls,
+        "{calls} calls slept {ms} ms, want {low}..{high} ms each"
+    );
+    assert_eq!(slept(LatencyKnob::None), (0, Duration::ZERO));
 }
 
 #[test]

@@ -40,7 +40,7 @@ use crate::replacement::{self, Interruption};
 use crate::runtime::Stop;
 use crate::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, ResourceKind};
 use crate::seams::sqs::{Message, RECEIVE_COUNT_MAX};
-use crate::seams::{KubeApiExt, KubeError, Retryable, SqsError};
+use crate::seams::{KubeError, Retryable, SqsError};
 
 /// Most receive calls one step makes (so at most `10 × RECEIVE_COUNT_MAX` messages a step): a
 /// burst of interruptions (a whole spot pool reclaimed) is handled in the same step, so its
@@ -236,15 +236,18 @@ impl InterruptionHandler {
             if messages.is_empty() {
                 break;
             }
-            // Read once per batch; claims this batch deletes are updated in place, so a duplicate
-            // later in the batch sees them deleting.
-            let claims: Vec<NodeClaim> = match self
+            // Read once per batch, from the cache (see `Reflector::read`); claims this batch
+            // deletes are updated in place, so a duplicate later in the batch sees them deleting.
+            let read = self
                 .ctx
-                .kube
-                .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
+                .state
+                .lock()
                 .await
-            {
-                Ok(claims) => claims,
+                .claims
+                .read(self.ctx.kube.as_ref())
+                .await;
+            let claims: Vec<NodeClaim> = match read {
+                Ok(claims) => claims.iter().map(|c| NodeClaim::clone(c)).collect(),
                 Err(err) => {
                     tracing::warn!(%err, "listing NodeClaims failed; interruption messages left for redelivery");
                     for message in messages {

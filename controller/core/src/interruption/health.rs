@@ -36,7 +36,7 @@ use crate::metrics::CategoryLabels;
 use crate::replacement::{Interruption, rfc3339};
 use crate::seams::ec2::{Filter, InstanceStatus, StatusCheck};
 use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
-use crate::seams::{Ec2Error, KubeApiExt, KubeError};
+use crate::seams::{Ec2Error, KubeError};
 
 /// How often EC2 is asked (upstream: every minute).
 pub const INSTANCE_STATUS_INTERVAL: Duration = Duration::from_secs(60);
@@ -146,12 +146,16 @@ impl InstanceHealth {
         let mut report = HealthReport::default();
         let mut current = BTreeSet::new();
         if !unhealthy.is_empty() {
-            let mut claims: Vec<NodeClaim> = self
+            // From the cache, in name order (see `Reflector::read`).
+            let cached = self
                 .ctx
-                .kube
-                .list_decodable(&ResourceKind::NODE_CLAIM, &Default::default())
+                .state
+                .lock()
+                .await
+                .claims
+                .read(self.ctx.kube.as_ref())
                 .await?;
-            claims.sort_by_key(|c| c.name_any());
+            let mut claims: Vec<NodeClaim> = cached.iter().map(|c| NodeClaim::clone(c)).collect();
             for (instance, kinds) in unhealthy {
                 let owner = claims.iter_mut().find(|c| {
                     c.status

@@ -143,6 +143,25 @@ impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
         }
     }
 
+    /// The cached objects after a [`Reflector::sync`]; when the sync fails, the objects of the
+    /// last successful list and watch, as an informer serves reads from its cache while its
+    /// watch reconnects (upstream's controllers read through controller-runtime's cache and never
+    /// see a List fail). `Err` only if the cache has never been listed.
+    ///
+    /// Why: the interruption handler listed NodeClaims from the API server for each receive
+    /// batch; one 503 on that List left a spot warning for SQS to redeliver after its 30 s
+    /// visibility timeout, and the replacement launched too late to be up before the reclaim
+    /// (swarm seed 211).
+    pub async fn read(&mut self, kube: &dyn KubeApi) -> Result<Vec<Arc<T>>, KubeError> {
+        if let Err(err) = self.sync(kube).await {
+            if self.changes == 0 {
+                return Err(err);
+            }
+            tracing::debug!(kind = %self.kind.plural, %err, "cache sync failed; reading the cache as last synced");
+        }
+        Ok(self.to_vec())
+    }
+
     async fn relist(&mut self, kube: &dyn KubeApi) -> Result<(), KubeError> {
         let list = kube.list(&self.kind, &self.options).await?;
         self.replace(list);

@@ -319,6 +319,31 @@ fn a_transient_failure_is_retried_in_the_same_poll() {
 }
 
 #[test]
+fn a_spot_warning_is_acted_on_at_once_while_the_api_server_fails_nodeclaim_lists() {
+    // Regression (swarm seed 211): the handler listed NodeClaims from the API server for each
+    // receive; one 503 on that List left the warning for redelivery 30 s later, and the
+    // replacement came too late for the two-minute notice. It reads the NodeClaim cache now.
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    q.cloud.inject_message(&rebalance("i-0a", q.clock.now()));
+    q.poll();
+    q.kube
+        .script_faults(ApiOperation::List, (0..5).map(|_| ApiFault::Unavailable));
+    q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
+    let report = q.poll();
+    assert_eq!(
+        report.messages[0].1,
+        Outcome::Deleted {
+            kind: karpenter_core::interruption::messages::Kind::SpotInterrupted,
+            claims: vec!["default-a".into()]
+        }
+    );
+    assert_eq!(q.cloud.queue_depth(), 0);
+    assert!(q.claim("default-a").metadata.deletion_timestamp.is_some());
+}
+
+#[test]
 fn a_retryable_failure_leaves_the_message_for_redelivery() {
     let q = queue();
     q.kube

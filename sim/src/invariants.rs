@@ -412,6 +412,13 @@ impl Invariants {
         self.checkers.drain.note_external_termination(instance_id);
     }
 
+    /// Records that a user force-deleted the NodeClaim of `instance_id` at `at` (the
+    /// `claim-force-deleted` fault): `interruption-rehomed` counts its node's room as taken by
+    /// the world.
+    pub fn note_claim_lost(&mut self, instance_id: &str, at: jiff::Timestamp) {
+        self.checkers.rehome.note_claim_lost(instance_id, at);
+    }
+
     /// How fast the spot warnings so far were acted on.
     pub fn interruption_responses(&self) -> &rehome::Responses {
         self.checkers.rehome.responses()

@@ -559,6 +559,8 @@ impl World {
                 // garbage collection terminates the instance as it finds it (as upstream's), and
                 // `drained-before-terminate` does not hold the controller to a drain.
                 self.note_external_termination(&instance);
+                let now = self.now();
+                self.invariants.note_claim_lost(&instance, now);
                 lines.push(format!(
                     "t={t} fault={} claim={claim} instance={instance}",
                     faults::CLAIM_FORCE_DELETED

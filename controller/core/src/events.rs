@@ -291,13 +291,24 @@ impl Recorder {
         reason: &str,
         message: impl Into<String>,
     ) {
+        let message = message.into();
+        // Every event is also a debug log line: with events rate-limited and deduplicated on the
+        // server, the log is where one object's whole story can be read back (a replayed
+        // simulation seed with `KARPENTER_SIM_LOG`, or a controller run at debug level).
+        tracing::debug!(
+            kind = regarding.kind.kind,
+            object = %regarding.key.name,
+            reason,
+            %message,
+            "event"
+        );
         let record = EventRecord {
             involved: regarding.kind,
             key: regarding.key,
             uid: regarding.uid,
             type_,
             reason: reason.to_string(),
-            message: message.into(),
+            message,
         };
         let admitted = self
             .limiter

@@ -64,6 +64,11 @@ struct RehomeCheck {
     pods: Vec<(String, Option<String>, Resources)>,
     /// Pods the controller removed from the node since the warning (evicted or deleted).
     removed: BTreeSet<String>,
+    /// Replacements seen bound to another node since the warning (name → owner key): a home
+    /// found counts even if the pod is gone by the check (its Deployment scaled down, swarm seed
+    /// 727: the replacements of 44 evicted pods deleted by the drawn scale-down 6 s before the
+    /// reclaim would otherwise have been owed a home again).
+    homes: BTreeMap<String, Option<String>>,
 }
 
 impl RehomeCheck {
@@ -117,12 +122,22 @@ pub struct Rehome {
     /// Checks made, and those excused because capacity did not exist.
     checked: u64,
     excused: u64,
+    /// Instances whose NodeClaim a user force-deleted (the `claim-force-deleted` fault), and
+    /// when: their nodes' room was taken by the world, not the controller.
+    lost: BTreeMap<String, Timestamp>,
 }
 
 impl Rehome {
     /// Checks made so far, and of those, excused because capacity did not exist.
     pub fn counts(&self) -> (u64, u64) {
         (self.checked, self.excused)
+    }
+
+    /// A user force-deleted the NodeClaim of `instance` at `at`: garbage collection terminates
+    /// the instance, so its node's room goes with it (swarm seeds 400 and 990: the replacement,
+    /// or the node the provisioner counted the pods' room on, lost during the notice).
+    pub fn note_claim_lost(&mut self, instance: &str, at: Timestamp) {
+        self.lost.insert(instance.to_string(), at);
     }
 
     /// How fast the warnings so far were answered (those still being timed not included).
@@ -238,6 +253,7 @@ impl Rehome {
                 due: plus(warned, SPOT_NOTICE).max(step.now),
                 pods,
                 removed: BTreeSet::new(),
+                homes: BTreeMap::new(),
             });
         }
     }
@@ -278,6 +294,27 @@ impl Check for Rehome {
                 check.removed.insert(name_of(&removal.pod).to_string());
             }
         }
+        // Pods created since the earliest pending warning: the few that can be replacements.
+        let earliest = self.pending.iter().map(|c| c.warned).min();
+        let fresh: Vec<&Value> = step
+            .pods()
+            .iter()
+            .map(|p| &**p)
+            .filter(|p| {
+                time_of(&p["metadata"]["creationTimestamp"])
+                    .is_some_and(|t| earliest.is_some_and(|e| t >= e))
+            })
+            .collect();
+        for check in &mut self.pending {
+            let found: Vec<(String, Option<String>)> = fresh
+                .iter()
+                .filter(|p| is_replacement(check, p))
+                .map(|p| (name_of(p).to_string(), owner_key(p)))
+                .collect();
+            for (name, owner) in found {
+                check.homes.entry(name).or_insert(owner);
+            }
+        }
         let mut out = Vec::new();
         for check in self.take_due(step) {
             let check = check.owed(step.pods());
@@ -289,8 +326,8 @@ impl Check for Rehome {
                 self.excused += 1;
                 continue;
             }
-            let left = homeless(&check, step.pods(), step.nodes(), &BTreeSet::new());
-            if !left.is_empty() && room_taken_back(&check, step) {
+            let left = homeless(&check, step.pods(), step.nodes(), &BTreeMap::new());
+            if !left.is_empty() && room_taken_back(&check, step, &self.lost) {
                 self.excused += 1;
                 continue;
             }
@@ -298,12 +335,15 @@ impl Check for Rehome {
                 out.push(Violation::at(
                     step.now,
                     format!(
-                        "spot instance {} (node {}) warned at {}: {} of its pods left it with no replacement bound elsewhere and no room on other nodes: {:?}",
+                        "spot instance {} (node {}) warned at {}: {} of its pods left it with no replacement bound elsewhere and no room on other nodes: {:?}; other nodes: {}; the {} need {}",
                         check.instance,
                         check.node,
                         check.warned,
                         left.len(),
-                        &left[..left.len().min(5)]
+                        &left[..left.len().min(5)],
+                        room_report(&check.node, step.pods(), step.nodes()),
+                        left.len(),
+                        needs(&check, &left),
                     ),
                 ));
             }
@@ -365,14 +405,30 @@ fn ready_by(node: Option<&Value>, by: Timestamp) -> bool {
 /// Whether the pods would have had a home but for later spot warnings: counting the room of
 /// the nodes whose instances were warned after this one (up to the check), every pod fits. The
 /// cloud took back the capacity they counted on; nothing boots within what is left of the notice.
-fn room_taken_back(check: &RehomeCheck, step: &StepView<'_>) -> bool {
-    let until = step.now.min(check.due);
-    let taken: BTreeSet<String> = step
+/// Warnings up to the step that makes the check count, even those just after the reclaim: the
+/// check sees the world as that step left it, the controller's answer to such a warning (the
+/// replacement node tainted and deleting) included, though at the reclaim the room was there
+/// (swarm seed 591: the replacement itself warned 2 s after the reclaim, checked at that step).
+fn room_taken_back(
+    check: &RehomeCheck,
+    step: &StepView<'_>,
+    lost: &BTreeMap<String, Timestamp>,
+) -> bool {
+    let until = step.now;
+    let warned = step
         .history
         .warnings()
         .filter(|(id, warned)| *warned > check.warned && *warned <= until && *id != check.instance)
-        .filter_map(|(id, _)| node_of_instance(step.nodes(), id).map(name_of))
-        .map(str::to_string)
+        .map(|(id, _)| (id, true));
+    let lost = lost
+        .iter()
+        .filter(|(_, at)| **at >= check.warned && **at <= until)
+        .map(|(id, _)| (id.as_str(), false));
+    let taken: BTreeMap<String, bool> = warned
+        .chain(lost)
+        .filter_map(|(id, ready)| {
+            node_of_instance(step.nodes(), id).map(|n| (name_of(n).to_string(), ready))
+        })
         .collect();
     !taken.is_empty() && homeless(check, step.pods(), step.nodes(), &taken).is_empty()
 }
@@ -401,25 +457,23 @@ fn slow_replacement(check: &RehomeCheck, step: &StepView<'_>) -> bool {
 }
 
 /// The check's pods that have neither a replacement bound elsewhere nor room on another node
-/// (`also`: nodes whose room counts even though they are going, see [`room_taken_back`]).
+/// (`also`: nodes whose room counts even though they are going, see [`room_taken_back`]; `true`:
+/// only if Ready).
 fn homeless(
     check: &RehomeCheck,
     pods: &[SharedObject],
     nodes: &[SharedObject],
-    also: &BTreeSet<String>,
+    also: &BTreeMap<String, bool>,
 ) -> Vec<String> {
-    // Replacements: same owner, created since the warning, bound elsewhere.
-    let mut replacements: Vec<Option<String>> = pods
-        .iter()
-        .filter(|p| !is_deleting(p) && !is_terminal(p))
-        .filter(|p| {
-            p["spec"]["nodeName"]
-                .as_str()
-                .is_some_and(|n| !n.is_empty() && n != check.node)
-        })
-        .filter(|p| time_of(&p["metadata"]["creationTimestamp"]).is_some_and(|t| t >= check.warned))
-        .map(|p| owner_key(p))
-        .collect();
+    // Replacements: same owner, created since the warning, bound elsewhere (now, or at a step
+    // since the warning).
+    let mut homes = check.homes.clone();
+    for pod in pods.iter().filter(|p| is_replacement(check, p)) {
+        homes
+            .entry(name_of(pod).to_string())
+            .or_insert_with(|| owner_key(pod));
+    }
+    let mut replacements: Vec<Option<String>> = homes.into_values().collect();
     let mut unmatched = Vec::new();
     for (name, owner, need) in &check.pods {
         let same = pods.iter().any(|p| {
@@ -444,16 +498,29 @@ fn homeless(
     first_fit_decreasing(unmatched, &mut free_room(&check.node, pods, nodes, also))
 }
 
+/// Whether `pod` could be a replacement for the check's pods: created since the warning, bound
+/// to another node, neither deleting nor finished.
+fn is_replacement(check: &RehomeCheck, pod: &Value) -> bool {
+    !is_deleting(pod)
+        && !is_terminal(pod)
+        && pod["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty() && n != check.node)
+        && time_of(&pod["metadata"]["creationTimestamp"]).is_some_and(|t| t >= check.warned)
+}
+
 /// Free allocatable of the Ready, schedulable, non-deleting, untainted nodes other than `node`.
 /// Any `NoSchedule`/`NoExecute` taint rules a node out (the managed node group's
 /// `CriticalAddonsOnly`, `karpenter.sh/disrupted`, a booting node's `not-ready`): the checked pods'
 /// tolerations are not kept, so a taint some pod tolerates still counts as no room — strict, never
-/// lenient. Nodes in `also` count whatever their state, if Ready.
+/// lenient. Nodes in `also` count whatever their state: if Ready, when their flag says so (a node
+/// warned later), or even not Ready (a node whose claim a user force-deleted: its instance is
+/// being terminated by garbage collection, which is what took the room).
 fn free_room(
     node: &str,
     pods: &[SharedObject],
     nodes: &[SharedObject],
-    also: &BTreeSet<String>,
+    also: &BTreeMap<String, bool>,
 ) -> Vec<(String, Resources)> {
     let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
     for pod in pods.iter().filter(|p| !is_terminal(p)) {
@@ -464,10 +531,16 @@ fn free_room(
     }
     nodes
         .iter()
-        .filter(|n| name_of(n) != node && condition_true(n, "Ready"))
-        .filter(|n| {
-            also.contains(name_of(n))
-                || (!is_deleting(n) && n["spec"]["unschedulable"] != true && !tainted(n))
+        .filter(|n| name_of(n) != node)
+        .filter(|n| match also.get(name_of(n)) {
+            Some(true) => condition_true(n, "Ready"),
+            Some(false) => true,
+            None => {
+                condition_true(n, "Ready")
+                    && !is_deleting(n)
+                    && n["spec"]["unschedulable"] != true
+                    && !tainted(n)
+            }
         })
         .map(|n| {
             let room = resource_list(&n["status"]["allocatable"])
@@ -475,6 +548,35 @@ fn free_room(
             (name_of(n).to_string(), room)
         })
         .collect()
+}
+
+/// What the homeless pods request in all, for the violation's message.
+fn needs(check: &RehomeCheck, left: &[String]) -> Resources {
+    check
+        .pods
+        .iter()
+        .filter(|(name, _, _)| left.contains(name))
+        .fold(Resources::new(), |total, (_, _, need)| total.plus(need))
+}
+
+/// Each other node's free room, or why it does not count, for the violation's message.
+fn room_report(node: &str, pods: &[SharedObject], nodes: &[SharedObject]) -> String {
+    let free = free_room(node, pods, nodes, &BTreeMap::new());
+    let lines: Vec<String> = nodes
+        .iter()
+        .filter(|n| name_of(n) != node)
+        .map(|n| {
+            let name = name_of(n);
+            let state = match free.iter().find(|(f, _)| f == name) {
+                Some((_, room)) => format!("free {room}"),
+                None if !condition_true(n, "Ready") => "not Ready".to_string(),
+                None if is_deleting(n) => "deleting".to_string(),
+                None => "tainted or unschedulable".to_string(),
+            };
+            format!("{name} ({state})")
+        })
+        .collect();
+    lines.join(", ")
 }
 
 /// Whether any `NoSchedule`/`NoExecute` taint (or `karpenter.sh/disrupted`) is on the node.

@@ -452,3 +452,39 @@ fn a_drawn_workload_adds_a_limited_pool_an_expiring_pool_and_a_pinned_class_with
             .count()
     );
 }
+
+/// Runs `seed` of the default swarm as drawn (faults, workload, latency) with `safety` minutes
+/// of faults, and asserts it passes; returns (rehome checks, excused).
+fn passes_as_drawn(seed: u64, safety_minutes: u64) -> (u64, u64) {
+    let config = short(safety_minutes, 3);
+    let outcome = swarm::run_seed(&config, seed);
+    assert!(outcome.passed(), "seed {seed}: {:?}", outcome.violations);
+    (outcome.rehome_checked, outcome.rehome_excused)
+}
+
+#[test]
+fn a_replacement_whose_claim_a_user_force_deleted_during_the_notice_excuses_the_rehome_check() {
+    // Seed 400 of the 1,000-seed swarm: the replacement of a warned node was Ready and the drain
+    // had begun when the `claim-force-deleted` fault removed the replacement's NodeClaim; garbage
+    // collection terminated its instance, and the evicted pods had nowhere to go. The world took
+    // the room, not the controller.
+    let (checked, excused) = passes_as_drawn(400, 7);
+    assert!(excused >= 1, "{checked} checked, {excused} excused");
+}
+
+#[test]
+fn a_replacement_warned_in_the_step_that_reaches_the_reclaim_excuses_the_rehome_check() {
+    // Seed 591: a never-allowing PDB held the warned node's pods until the reclaim; the step that
+    // reached the reclaim (2 s past it) also brought a warning for the replacement, and the
+    // controller had tainted it before the check looked. At the reclaim the room was there.
+    let (checked, excused) = passes_as_drawn(591, 11);
+    assert!(excused >= 1, "{checked} checked, {excused} excused");
+}
+
+#[test]
+fn replacements_a_scale_down_removed_before_the_reclaim_still_count_as_homes() {
+    // Seed 727: 44 pods of a warned node were evicted and re-created elsewhere; the drawn
+    // scale-down deleted those replacements 6 s before the reclaim. They had found homes: the
+    // check must not owe them room again.
+    passes_as_drawn(727, 30);
+}

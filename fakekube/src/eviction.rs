@@ -2,10 +2,12 @@
 //!
 //! There is no disruption controller in the simulation, so a budget is evaluated live, under the
 //! server's lock, from the pods that exist at the eviction:
-//! - *expected* pods: pods matching the budget's selector in its namespace that have not finished
-//!   (phase neither `Succeeded` nor `Failed`), including pods being deleted. Kubernetes takes the
-//!   count from the owning controller's scale; counting a pod that is being replaced until it is
-//!   gone is the same number while no replacement exists and errs on the safe side while one does.
+//! - *expected* pods: with `maxUnavailable` or a percentage `minAvailable`, the scale
+//!   (`spec.replicas`) of the pods' controllers, each counted once, as Kubernetes'
+//!   `getExpectedScale` (see [`State::expected_scale`] for pods without a controller object);
+//!   with an integer `minAvailable`, the pods matching the budget's selector in its namespace
+//!   that have not finished (phase neither `Succeeded` nor `Failed`), including pods being
+//!   deleted.
 //! - *healthy* pods: expected pods in phase `Running`, not being deleted, and whose `Ready`
 //!   condition, if they have one, is `True`.
 //! - `minAvailable` / `maxUnavailable`: an integer or a percentage of the expected pods, rounded
@@ -133,9 +135,16 @@ impl State {
             .map(|pod| &**pod)
             .filter(|pod| selector.matches(pod) && !is_terminal_pod(pod))
             .collect();
-        let expected = pods.len() as u64;
-        let healthy = pods.iter().filter(|pod| is_healthy(pod)).count() as u64;
         let spec = &pdb["spec"];
+        // Kubernetes' `getExpectedPodCount`: with `maxUnavailable` or a percentage
+        // `minAvailable`, the scale of the pods' controllers; with an integer `minAvailable`,
+        // the pods themselves.
+        let expected = if !spec["maxUnavailable"].is_null() || spec["minAvailable"].is_string() {
+            self.expected_scale(&pods, namespace)
+        } else {
+            pods.len() as u64
+        };
+        let healthy = pods.iter().filter(|pod| is_healthy(pod)).count() as u64;
         // Kubernetes reads maxUnavailable first; with neither set nothing is protected.
         let desired_healthy = match scaled(&spec["maxUnavailable"], expected, "maxUnavailable")? {
             Some(max_unavailable) => expected.saturating_sub(max_unavailable),
@@ -146,6 +155,49 @@ impl State {
             healthy,
             desired_healthy,
         })
+    }
+
+    /// The expected pods of a budget over `pods`, as Kubernetes' `getExpectedScale`: each
+    /// distinct controller (a ReplicaSet, StatefulSet or ReplicationController named by a pod's
+    /// controller reference) counts its `spec.replicas` once. So a pod being replaced (evicted,
+    /// its successor already created) is not counted twice: the next eviction may go as soon as
+    /// the successor is healthy, not only once the evicted pod has finished terminating.
+    ///
+    /// Deliberately more careful than Kubernetes where it would refuse: a pod with no controller,
+    /// or whose controller object does not exist, counts as itself (Kubernetes fails the
+    /// budget's sync with "found no controllers", and evictions under it then wait), and a
+    /// ReplicaSet's own scale stands in for its Deployment's (equal outside a rollout).
+    fn expected_scale(&self, pods: &[&Value], namespace: &str) -> u64 {
+        let mut controllers: std::collections::BTreeSet<(&str, &str)> = Default::default();
+        let mut expected = 0;
+        for pod in pods {
+            let owner = pod["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["controller"] == true);
+            let kind = owner.and_then(|r| match r["kind"].as_str() {
+                Some("ReplicaSet") => Some(ResourceKind::REPLICA_SET),
+                Some("StatefulSet") => Some(ResourceKind::STATEFUL_SET),
+                Some("ReplicationController") => Some(ResourceKind::REPLICATION_CONTROLLER),
+                _ => None,
+            });
+            let name = owner.and_then(|r| r["name"].as_str());
+            let scale = kind.zip(name).and_then(|(kind, name)| {
+                let key = ObjectKey::namespaced(namespace, name);
+                self.lookup(resource(&kind), &key)
+                    .map(|o| (kind.kind, name, o["spec"]["replicas"].as_u64().unwrap_or(1)))
+            });
+            match scale {
+                Some((kind, name, replicas)) => {
+                    if controllers.insert((kind, name)) {
+                        expected += replicas;
+                    }
+                }
+                None => expected += 1,
+            }
+        }
+        expected
     }
 
     /// Writes every budget's numbers to its status, as Kubernetes' disruption controller does

@@ -1104,6 +1104,63 @@ fn a_max_unavailable_budget_counts_unready_pods_as_unavailable() {
         .expect("the budget is met, so the unhealthy pod may go");
 }
 
+/// A Running, Ready pod of ReplicaSet `web-abc` (its controller reference).
+fn replica(server: &ApiServer, name: &str) {
+    running_pod(server, "default", name, json!({"app": "web"}), true);
+    block_on(server.patch(
+        &POD,
+        &key("default", name),
+        &Patch::Merge(json!({"metadata": {"ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc",
+            "uid": "uid-web-abc", "controller": true
+        }]}})),
+    ))
+    .expect("owner");
+}
+
+#[test]
+fn a_max_unavailable_budget_expects_the_controllers_scale_so_a_terminating_pod_is_not_counted_twice()
+ {
+    // Kubernetes' getExpectedScale: 2 replicas expected, whatever pods exist. The evicted pod is
+    // still terminating (its grace period) when its successor turns Ready; counting it as well
+    // (3 expected, 2 desired healthy) would hold the next eviction until it is gone.
+    let (_, server) = server();
+    create(
+        &server,
+        &ResourceKind::REPLICA_SET,
+        json!({"metadata": {"namespace": "default", "name": "web-abc"},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}}),
+    );
+    replica(&server, "web-1");
+    replica(&server, "web-2");
+    create(
+        &server,
+        &PDB,
+        pdb(
+            "default",
+            "web",
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"maxUnavailable": 1}),
+        ),
+    );
+    let graceful = DeleteOptions {
+        grace_period_seconds: Some(30),
+        ..DeleteOptions::default()
+    };
+    block_on(server.evict(&key("default", "web-1"), &graceful)).expect("one may go");
+    let terminating = server
+        .object(&POD, &key("default", "web-1"))
+        .expect("still there");
+    assert!(!terminating["metadata"]["deletionTimestamp"].is_null());
+    let err = block_on(server.evict(&key("default", "web-2"), &graceful))
+        .expect_err("no successor yet: one is unavailable");
+    assert!(matches!(err, KubeError::TooManyRequests(_)), "{err:?}");
+    replica(&server, "web-3");
+    block_on(server.evict(&key("default", "web-2"), &graceful))
+        .expect("the successor is Ready: 2 of the 2 expected are healthy");
+}
+
 #[test]
 fn a_pod_under_two_budgets_cannot_be_evicted() {
     let (_, server) = server();

@@ -9,11 +9,11 @@
 //! them. Extras go unscheduled first, then newest first (Kubernetes' deletion ranking, shortened).
 
 use std::borrow::Borrow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hasher;
 
 use fnv::FnvHasher;
-use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, ResourceKind};
+use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{KubeApi, KubeError};
 use serde_json::{Value, json};
 
@@ -30,6 +30,9 @@ pub struct Deployment {
     /// ReplicaSets of earlier templates (a changed template starts a new one; their pods still
     /// count until they go, as during a rollout).
     earlier: BTreeSet<String>,
+    /// The ReplicaSet objects written to the API server and the `spec.replicas` each says, so
+    /// a pass writes only what changed.
+    published: BTreeMap<String, usize>,
 }
 
 impl Deployment {
@@ -62,6 +65,7 @@ impl Deployment {
             template: template.clone(),
             next: 0,
             earlier: BTreeSet::new(),
+            published: BTreeMap::new(),
         })
     }
 
@@ -82,6 +86,7 @@ impl Deployment {
             }),
             next: 0,
             earlier: BTreeSet::new(),
+            published: BTreeMap::new(),
         }
     }
 
@@ -159,6 +164,72 @@ impl Deployment {
         })
     }
 
+    /// Writes the ReplicaSet objects as the Deployment controller keeps them: the current one
+    /// with the Deployment's `replicas`, earlier ones scaled to 0. The API server's
+    /// PodDisruptionBudget arithmetic reads them (Kubernetes takes a budget's expected pods from
+    /// the controllers' scale), so they must exist as in a cluster.
+    async fn publish(&mut self, kube: &dyn KubeApi) -> Result<(), KubeError> {
+        let current = self.replica_set();
+        let mut wanted: Vec<(String, usize)> = self
+            .earlier
+            .iter()
+            .filter(|name| **name != current)
+            .map(|name| (name.clone(), 0))
+            .collect();
+        wanted.push((current, self.replicas));
+        for (name, replicas) in wanted {
+            match self.published.get(&name) {
+                Some(written) if *written == replicas => continue,
+                Some(_) => {
+                    let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+                    let key = ObjectKey::namespaced(self.namespace.clone(), name.clone());
+                    kube.patch(&ResourceKind::REPLICA_SET, &key, &patch).await?;
+                }
+                None => {
+                    let object = self.replica_set_object(&name, replicas);
+                    match kube.create(&ResourceKind::REPLICA_SET, object).await {
+                        Ok(_) => {}
+                        // Written by an earlier pass whose answer was lost: set its replicas.
+                        Err(KubeError::AlreadyExists(_)) => {
+                            let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+                            let key = ObjectKey::namespaced(self.namespace.clone(), name.clone());
+                            kube.patch(&ResourceKind::REPLICA_SET, &key, &patch).await?;
+                        }
+                        Err(err) => return Err(err),
+                    }
+                }
+            }
+            self.published.insert(name, replicas);
+        }
+        Ok(())
+    }
+
+    /// The ReplicaSet `name` with `replicas`, selecting the pods its controller reference names
+    /// (for an earlier template only its name is kept; the selector is what its pods carry).
+    fn replica_set_object(&self, name: &str, replicas: usize) -> Value {
+        let hash = name.rsplit('-').next().unwrap_or_default();
+        let mut labels = self.template["metadata"]["labels"].clone();
+        if !labels.is_object() {
+            labels = json!({});
+        }
+        labels["pod-template-hash"] = json!(hash);
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "uid": format!("uid-{name}"),
+                "labels": labels,
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": self.template["spec"]},
+            }
+        })
+    }
+
     /// One pass of the ReplicaSet controller: creates pods up to `replicas` (for missing ones and
     /// ones that finished or went with their node) and deletes extras, unscheduled ones first,
     /// then the newest. Returns how many pods it created and deleted.
@@ -167,6 +238,7 @@ impl Deployment {
         kube: &dyn KubeApi,
         pods: &[impl Borrow<Value>],
     ) -> Result<(usize, usize), KubeError> {
+        self.publish(kube).await?;
         let owner = self.owner();
         let mut live: Vec<&Value> = pods
             .iter()

@@ -16,6 +16,7 @@ use karpenter_sim::faults::{
     self, ControllerCrash, CrashPoint, FAULT_NAMES, FaultMix, Latency, LeaderFailover,
     PdbNeverAllows, Rate, SpotStorm,
 };
+use karpenter_sim::invariants::is_foreign;
 use karpenter_sim::report::Report;
 use karpenter_sim::scenario::{API_SERVER_LATENCY_MS, LatencyKnob, Scenario};
 use karpenter_sim::world::{SYSTEM_PODS, World};
@@ -383,13 +384,14 @@ fn running_count(world: &World) -> usize {
         .count()
 }
 
-/// Instances Karpenter launched (by the `karpenter.sh/nodeclaim` tag; not the node group's).
+/// Instances this cluster's Karpenter launched (by the `karpenter.sh/nodeclaim` tag; not the
+/// node group's, nor the neighbour cluster's).
 fn karpenter_instance_count(world: &World) -> usize {
     world
         .cloud()
         .instances()
         .iter()
-        .filter(|i| i.tags.contains_key("karpenter.sh/nodeclaim"))
+        .filter(|i| i.tags.contains_key("karpenter.sh/nodeclaim") && !is_foreign(i))
         .count()
 }
 
@@ -415,12 +417,14 @@ fn node_instances(world: &World) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Instances ever launched for each NodeClaim name (by the `karpenter.sh/nodeclaim` tag), with
-/// their states.
+/// Instances this cluster ever launched for each NodeClaim name (by the `karpenter.sh/nodeclaim`
+/// tag), with their states.
 fn instances_by_claim(world: &World) -> BTreeMap<String, Vec<(String, InstanceState)>> {
     let mut out: BTreeMap<String, Vec<(String, InstanceState)>> = BTreeMap::new();
     for instance in world.cloud().instances() {
-        if let Some(claim) = instance.tags.get("karpenter.sh/nodeclaim") {
+        if let Some(claim) = instance.tags.get("karpenter.sh/nodeclaim")
+            && !is_foreign(&instance)
+        {
             out.entry(claim.clone())
                 .or_default()
                 .push((instance.instance_id.clone(), instance.state));
@@ -505,6 +509,7 @@ fn a_spot_storm_on_200_nodes_loses_no_pod_beyond_the_two_minute_notice() {
                 .iter()
                 .filter(|i| {
                     i.tags.contains_key("karpenter.sh/nodeclaim")
+                        && !is_foreign(i)
                         && i.capacity_type == karpenter_core::catalog::CapacityType::OnDemand
                         && matches!(i.state, InstanceState::Pending | InstanceState::Running)
                 })
@@ -1456,6 +1461,7 @@ fn live_images(world: &World, pool: &str) -> BTreeMap<String, String> {
         .instances()
         .into_iter()
         .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+        .filter(|i| !is_foreign(i))
         .filter(|i| i.tags.get("karpenter.sh/nodepool").map(String::as_str) == Some(pool))
         .map(|i| (i.instance_id, i.image_id))
         .collect()

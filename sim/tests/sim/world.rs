@@ -910,6 +910,44 @@ fn duplicate_sqs_messages_cause_one_action() {
     }
 }
 
+/// Two capacity waves over one zone that overlap: its pools stay empty until the later one ends,
+/// then get back what they had before the first. (The later wave used to record the 0 the first
+/// left and restore that: the zone empty for good, and a pool that can use one offering there
+/// stuck in the liveness phase, swarm seed 229.)
+#[test]
+fn overlapping_capacity_waves_give_a_zone_its_capacity_back_when_the_last_one_ends() {
+    let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "");
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 2, cpu: 500m, memory: 512Mi}\n",
+    );
+    sim_block_on(async {
+        let mut world = world(1, s).await;
+        let mut mix = FaultMix::none();
+        mix.capacity_wave = Some(faults::CapacityWave {
+            at: vec![Duration::from_secs(60), Duration::from_secs(120)],
+            every: None,
+            duration: Duration::from_secs(3 * 60),
+            zone: Some("us-west-2a".into()),
+            capacity_type: None,
+        });
+        world.set_faults(mix);
+        // A pool no launch of this world touches.
+        let pool = fakecloud::Pool::new(
+            "c6a.xlarge",
+            "us-west-2a",
+            karpenter_core::catalog::CapacityType::OnDemand,
+        );
+        let before = world.cloud().pool_capacity(&pool);
+        assert!(before.is_some_and(|units| units > 0), "{before:?}");
+        // The first wave is over at 240 s; the second holds the zone until 300 s.
+        run_until(&mut world, Duration::from_secs(270)).await;
+        assert_eq!(world.cloud().pool_capacity(&pool), Some(0));
+        run_until(&mut world, Duration::from_secs(310)).await;
+        assert_eq!(world.cloud().pool_capacity(&pool), before);
+    });
+}
+
 /// Every fault at an intensity that fires within a quarter of an hour on a small cluster, with
 /// the discrete ones at fixed times from `from` on.
 fn loud_mix(from: Duration) -> FaultMix {

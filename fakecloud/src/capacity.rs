@@ -1,8 +1,9 @@
 //! Finite capacity per (instance type, zone, capacity type) pool: what makes `CreateFleet` return
 //! `InsufficientInstanceCapacity`. A launch takes one unit, a stop or termination gives it back,
-//! and knobs (or a scheduled capacity wave) set a pool's free units outright.
+//! and knobs (or a scheduled capacity wave) set a pool's free units outright. A pool in a
+//! drought has no capacity whatever its free units, which a wave does not touch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use karpenter_core::catalog::{CapacityType, Catalog};
@@ -41,6 +42,8 @@ impl fmt::Display for Pool {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Capacity {
     free: BTreeMap<Pool, u32>,
+    /// Pools in a drought: no capacity until it ends, their units kept for then.
+    dry: BTreeSet<Pool>,
 }
 
 impl Capacity {
@@ -59,7 +62,10 @@ impl Capacity {
                 );
             }
         }
-        Self { free }
+        Self {
+            free,
+            dry: BTreeSet::new(),
+        }
     }
 
     pub fn offered(&self, pool: &Pool) -> bool {
@@ -67,11 +73,26 @@ impl Capacity {
     }
 
     pub fn free(&self, pool: &Pool) -> u32 {
+        if self.dry.contains(pool) {
+            return 0;
+        }
         self.free.get(pool).copied().unwrap_or(0)
+    }
+
+    /// Starts (`true`) or ends a drought of the pool.
+    pub fn set_dry(&mut self, pool: &Pool, dry: bool) {
+        if dry {
+            self.dry.insert(pool.clone());
+        } else {
+            self.dry.remove(pool);
+        }
     }
 
     /// Takes one unit; false when the pool is dry or not offered.
     pub fn take(&mut self, pool: &Pool) -> bool {
+        if self.dry.contains(pool) {
+            return false;
+        }
         match self.free.get_mut(pool) {
             Some(units) if *units > 0 => {
                 *units -= 1;
@@ -98,6 +119,7 @@ impl Capacity {
         }
     }
 
+    /// Every pool with its free units (a pool in a drought with the units it gets back).
     pub fn pools(&self) -> Vec<(Pool, u32)> {
         self.free.iter().map(|(p, u)| (p.clone(), *u)).collect()
     }

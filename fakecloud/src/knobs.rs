@@ -52,6 +52,15 @@ impl FakeCloud {
             .at(at, Due::Capacity(pool.clone(), units));
     }
 
+    /// A drought: the pool has no capacity from `from` until `until` whatever its free units
+    /// (a capacity wave that empties and refills it meanwhile does not end the drought, nor the
+    /// drought the wave), as EC2 runs out of one instance type for a while.
+    pub fn schedule_drought(&self, pool: &Pool, from: Timestamp, until: Timestamp) {
+        let mut state = self.current();
+        state.timeline.at(from, Due::Drought(pool.clone(), true));
+        state.timeline.at(until, Due::Drought(pool.clone(), false));
+    }
+
     /// Changes a pool's price from now on (spot price history); false if the pool is not offered.
     pub fn set_price(&self, pool: &Pool, price: f64) -> bool {
         let mut state = self.current();
@@ -342,7 +351,7 @@ impl FakeCloud {
             .then(|| state.capacity.free(pool))
     }
 
-    /// Every pool with its free units, sorted.
+    /// Every pool with its free units (one in a drought: the units it gets back), sorted.
     pub fn pools(&self) -> Vec<(Pool, u32)> {
         self.current().capacity.pools()
     }

@@ -133,6 +133,16 @@ impl Network {
             .collect())
     }
 
+    /// Adds `subnet` (its own `10.N.0.0/16`, after the configured ones).
+    pub fn add_subnet(&mut self, subnet: Subnet) {
+        let record = SubnetRecord {
+            octet: (self.subnets.len() % 256) as u8,
+            next_host: 0,
+            subnet,
+        };
+        self.subnets.insert(record.subnet.subnet_id.clone(), record);
+    }
+
     /// Takes a free IP in the subnet: `Some(private ip)` or `None` when the subnet is full.
     pub fn take_ip(&mut self, subnet_id: &str) -> Option<String> {
         let record = self.subnets.get_mut(subnet_id)?;

@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 
 use karpenter_core::catalog::CapacityType;
-use karpenter_core::seams::ec2::{CreateFleetRequest, Ec2Error, LaunchTemplateRequest};
+use karpenter_core::seams::ec2::{CreateFleetRequest, Ec2Error, LaunchTemplateRequest, Subnet};
 
 use crate::FakeCloud;
-use crate::bootstrap::{KubeletView, Taint};
+use crate::bootstrap::{JoinError, KubeletView, Taint};
 use crate::capacity::Pool;
 use crate::fleet::Candidate;
-use crate::state::after_ms;
+use crate::rng::resource_id;
+use crate::state::{State, after_ms};
 
 /// An instance of another owner, as that owner starts it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,46 +71,10 @@ impl FakeCloud {
                 code: "InvalidSubnet".into(),
                 message: format!("no subnet in {}", instance.zone),
             })?;
-        let pool = Pool::new(
-            &instance.instance_type,
-            &instance.zone,
-            CapacityType::OnDemand,
-        );
-        if state.capacity.free(&pool) == 0 {
-            return Err(Ec2Error::InvalidRequest {
-                code: "InsufficientInstanceCapacity".into(),
-                message: format!("no capacity for {}", instance.instance_type),
-            });
-        }
-        let candidate = Candidate {
-            free: state.capacity.free(&pool),
-            pool,
-            subnet_id: subnet.subnet_id.clone(),
-            subnet_free_ips: subnet.available_ip_address_count,
-            price: 0.0,
-        };
-        let request = CreateFleetRequest {
-            capacity_block: false,
-            capacity_type: CapacityType::OnDemand,
-            launch_template_name: String::new(),
-            overrides: Vec::new(),
-            tags: instance.tags.clone(),
-            client_token: String::new(),
-            context: None,
-        };
-        let template = LaunchTemplateRequest {
-            name: String::new(),
-            image_id: instance.image_id.clone(),
-            user_data: String::new(),
-            security_group_ids: Vec::new(),
-            instance_profile: String::new(),
-            tags: BTreeMap::new(),
-            extra: BTreeMap::new(),
-        };
-        let launched = state.launch(&request, &template, &candidate, None);
+        let id = start(&mut state, instance, &subnet)?;
         let now = state.now;
         let pending_ms = state.config.pending_duration_ms;
-        if let Some(record) = state.instances.get_mut(&launched.instance_id) {
+        if let Some(record) = state.instances.get_mut(&id) {
             let mut taints = instance.taints.clone();
             taints.sort();
             record.join = Ok(KubeletView {
@@ -120,6 +85,94 @@ impl FakeCloud {
             });
             record.ready_at = Some(after_ms(now, pending_ms));
         }
-        Ok(launched.instance_id)
+        Ok(id)
     }
+
+    /// Starts `instance` on-demand for another cluster (`cluster`) that shares the account, as
+    /// its own Karpenter would: in a subnet of that cluster's own in the zone (made here, tagged
+    /// `subnet_tags`, so no selector of this cluster finds it), its kubelet joining that cluster,
+    /// so no Node of it ever registers in this one. Its ids and boot draw come from streams of
+    /// their own: every id and boot time of this cluster's launches stays as it was. EC2's
+    /// capacity is shared: it takes a unit of its pool. Fails as
+    /// [`run_foreign_instance`](Self::run_foreign_instance) does.
+    pub fn run_neighbour_instance(
+        &self,
+        instance: &ForeignInstance,
+        cluster: &str,
+        subnet_tags: BTreeMap<String, String>,
+    ) -> Result<String, Ec2Error> {
+        let mut state = self.current();
+        let state = &mut *state;
+        let zone_id =
+            karpenter_core::catalog::builtin::zone_id(&state.config.region, &instance.zone);
+        let subnet = Subnet {
+            subnet_id: resource_id(&mut state.rng.neighbour_ids, "subnet"),
+            zone: instance.zone.clone(),
+            zone_id,
+            available_ip_address_count: state.config.subnet_free_ips_default,
+            tags: subnet_tags,
+        };
+        state.network.add_subnet(subnet.clone());
+        std::mem::swap(&mut state.rng.ids, &mut state.rng.neighbour_ids);
+        std::mem::swap(&mut state.rng.boot, &mut state.rng.neighbour_boot);
+        let started = start(state, instance, &subnet);
+        std::mem::swap(&mut state.rng.ids, &mut state.rng.neighbour_ids);
+        std::mem::swap(&mut state.rng.boot, &mut state.rng.neighbour_boot);
+        let id = started?;
+        if let Some(record) = state.instances.get_mut(&id) {
+            record.join = Err(JoinError::WrongCluster(format!(
+                "its bootstrap joins cluster {cluster}"
+            )));
+            record.ready_at = None;
+        }
+        Ok(id)
+    }
+}
+
+/// Launches `instance` on-demand in `subnet` outside any fault or call log, with no launch
+/// template; the caller says whether and how it joins.
+fn start(
+    state: &mut State,
+    instance: &ForeignInstance,
+    subnet: &Subnet,
+) -> Result<String, Ec2Error> {
+    let pool = Pool::new(
+        &instance.instance_type,
+        &instance.zone,
+        CapacityType::OnDemand,
+    );
+    if state.capacity.free(&pool) == 0 {
+        return Err(Ec2Error::InvalidRequest {
+            code: "InsufficientInstanceCapacity".into(),
+            message: format!("no capacity for {}", instance.instance_type),
+        });
+    }
+    let candidate = Candidate {
+        free: state.capacity.free(&pool),
+        pool,
+        subnet_id: subnet.subnet_id.clone(),
+        subnet_free_ips: subnet.available_ip_address_count,
+        price: 0.0,
+    };
+    let request = CreateFleetRequest {
+        capacity_block: false,
+        capacity_type: CapacityType::OnDemand,
+        launch_template_name: String::new(),
+        overrides: Vec::new(),
+        tags: instance.tags.clone(),
+        client_token: String::new(),
+        context: None,
+    };
+    let template = LaunchTemplateRequest {
+        name: String::new(),
+        image_id: instance.image_id.clone(),
+        user_data: String::new(),
+        security_group_ids: Vec::new(),
+        instance_profile: String::new(),
+        tags: BTreeMap::new(),
+        extra: BTreeMap::new(),
+    };
+    Ok(state
+        .launch(&request, &template, &candidate, None)
+        .instance_id)
 }

@@ -34,6 +34,11 @@ pub(crate) struct Rngs {
     /// Ids of the Windows AMIs published at start: a stream of their own, so adding them left
     /// every other id of a seed as it was.
     pub windows_amis: ChaCha8Rng,
+    /// Ids and boot draws of what another cluster runs in the account (its subnets and
+    /// instances, `run_neighbour_instance`): streams of their own, so the neighbour's instance
+    /// left every id and boot time of this cluster's launches as it was.
+    pub neighbour_ids: ChaCha8Rng,
+    pub neighbour_boot: ChaCha8Rng,
 }
 
 impl Rngs {
@@ -47,6 +52,8 @@ impl Rngs {
             sqs_duplicate: streams.stream("sqs-duplicate"),
             injected: streams.stream("injected"),
             windows_amis: streams.stream("windows-amis"),
+            neighbour_ids: streams.stream("neighbour-ids"),
+            neighbour_boot: streams.stream("neighbour-boot"),
         }
     }
 }

@@ -163,6 +163,7 @@ impl State {
             Due::Capacity(pool, units) => {
                 self.capacity.set(&pool, units);
             }
+            Due::Drought(pool, dry) => self.capacity.set_dry(&pool, dry),
             Due::Forget(id) => {
                 self.instances.remove(&id);
             }

@@ -27,6 +27,8 @@ pub(crate) enum Due {
     Deliver(String),
     /// A capacity wave: the pool's free units become this.
     Capacity(Pool, u32),
+    /// A drought of the pool starts (`true`) or ends (`false`).
+    Drought(Pool, bool),
     /// EC2 forgets a terminated instance.
     Forget(String),
     /// A capacity reservation reaches its end date.

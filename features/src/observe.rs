@@ -109,7 +109,8 @@ pub struct Snapshot {
     /// Live instances other than the managed node group's.
     pub instances: Vec<InstanceView>,
     pub events: Vec<RecordedEvent>,
-    /// The managed node group's Nodes and instances (in any state), which Karpenter must leave
+    /// The managed node group's Nodes, and its instances and the neighbour cluster's Karpenter's
+    /// (in any state, [`karpenter_sim::invariants::is_foreign`]), which Karpenter must leave
     /// alone.
     pub foreign_nodes: Vec<NodeView>,
     pub foreign_instances: Vec<karpenter_core::seams::ec2::Instance>,

@@ -121,6 +121,12 @@ pub enum Bug {
     /// by the tag's key alone, so the collector finds every cluster's templates. Caught by
     /// `foreign-templates-untouched`.
     TemplateGcOverAnyCluster,
+    /// Garbage collection's DescribeInstances scoped by this cluster's `eks:eks-cluster-name` tag
+    /// is sent scoped by the tag's key alone, and every instance it finds is answered as this
+    /// cluster's (the name unchecked, as the collector's own test would then be), so the
+    /// neighbour cluster's Karpenter instance is terminated as a leak. Caught by
+    /// `foreign-instances-untouched`.
+    InstanceGcOverAnyCluster,
     /// SSM `GetParameter` of an EKS AMI release's own parameter is answered with the family's
     /// `recommended` one, so a pinned alias follows the latest release. Caught by
     /// `pinned-ami-honoured` (once a release is published).
@@ -539,6 +545,12 @@ impl Ec2Layer for Broken {
             } if self.bug == Bug::GcOverClusterTag && is_gc_scope(filters) => {
                 gc_over_cluster_tag(instance_ids, next).await
             }
+            Ec2Call::DescribeInstances {
+                instance_ids,
+                filters,
+            } if self.bug == Bug::InstanceGcOverAnyCluster && is_gc_scope(filters) => {
+                gc_over_any_cluster(instance_ids, filters, next).await
+            }
             Ec2Call::DescribeInstances { filters, .. }
                 if self.bug == Bug::GcBlind && is_gc_scope(filters) =>
             {
@@ -631,6 +643,32 @@ async fn gc_over_cluster_tag(instance_ids: &[String], next: &dyn Ec2) -> Ec2Repl
                 .or_insert_with(|| "default".into());
             tags.entry("eks:eks-cluster-name".into())
                 .or_insert_with(|| cluster.into());
+        }
+    }
+    Ec2Reply::DescribeInstances(reply)
+}
+
+/// [`Bug::InstanceGcOverAnyCluster`]: `filters` with the cluster-name tag's value dropped (any
+/// cluster's instances), each instance found answered with this cluster's name.
+async fn gc_over_any_cluster(
+    instance_ids: &[String],
+    filters: &[karpenter_core::seams::ec2::Filter],
+    next: &dyn Ec2,
+) -> Ec2Reply {
+    const CLUSTER_TAG: &str = "eks:eks-cluster-name";
+    let filters: Vec<karpenter_core::seams::ec2::Filter> = filters
+        .iter()
+        .map(|f| match f.name.strip_prefix("tag:") {
+            Some(key @ CLUSTER_TAG) => karpenter_core::seams::ec2::Filter::new("tag-key", &[key]),
+            _ => f.clone(),
+        })
+        .collect();
+    let mut reply = next.describe_instances(instance_ids, &filters).await;
+    if let Ok(instances) = &mut reply {
+        for instance in instances {
+            instance
+                .tags
+                .insert(CLUSTER_TAG.into(), crate::world::CLUSTER.into());
         }
     }
     Ec2Reply::DescribeInstances(reply)

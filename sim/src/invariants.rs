@@ -83,7 +83,7 @@ use crate::report::InvariantResult;
 
 pub use cloud_history::CloudHistory;
 pub use liveness::unsettled;
-pub use observation::{FOREIGN_OWNER_TAG, Observation, ObserverCache, is_foreign};
+pub use observation::{FOREIGN_OWNER_TAG, Observation, ObserverCache, is_foreign, is_node_group};
 
 /// One invariant. The declaration order is the report order (safety first, then progress); the
 /// kebab-case names are the stable ones reports, replays and tests use.

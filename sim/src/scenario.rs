@@ -83,6 +83,21 @@ fn default_step() -> Duration {
     Duration::from_secs(1)
 }
 
+/// One offering without capacity from `from` (since the start of the run) for `duration`,
+/// whatever capacity waves do meanwhile.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Drought {
+    pub instance_type: String,
+    pub zone: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    #[serde(with = "humantime_serde")]
+    pub from: Duration,
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+}
+
 /// Fakecloud knobs a scenario may turn.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -106,6 +121,10 @@ pub struct CloudKnobs {
     /// Offerings without capacity at start: `[instance type, zone, capacity type]`.
     #[serde(default)]
     pub exhausted: Vec<(String, String, String)>,
+    /// Offerings that run dry for a while and then come back, as EC2 runs out of one instance
+    /// type in a zone (see [`Drought`]).
+    #[serde(default)]
+    pub droughts: Vec<Drought>,
     /// Value of the `karpenter.sh/discovery` tag on the cloud's subnets and security group
     /// (default: the cluster name, `sim`), so EC2NodeClasses written for another cluster's
     /// discovery tag find their network as written.

@@ -14,9 +14,10 @@
 //! | `pinned-ami` | a copy of the scenario's first EC2NodeClass, `sim-drawn-pinned`, with its AMI pinned to `al2023@v20250601` (fakecloud's release at start), an unweighted NodePool on it, a Deployment of 1–3 pods (250m) pinned to that pool, and an AL2023 release (the `ami-release` fault) at 5–20 min: `@latest` classes drift, the pinned one must not (`pinned-ami-honoured` watches it); **not switched on by the draw yet** |
 //!
 //! | `on-demand` | a copy of the scenario's first NodePool, `sim-drawn-on-demand`, unweighted, without limits, that allows only on-demand capacity, and a Deployment of 2–6 pods (250m–1 cpu) pinned to it, cut to one replica at 30–60% of the safety phase: consolidation of an on-demand node cannot trade it for spot, so a replacement must be a cheaper on-demand type (`consolidation-saves` watches it), and a node whose pods need its own type must stay |
+//! | `drought` | a NodePool `sim-drawn-drought` on the scenario's first NodePool's class that can use one offering (one of [`DROUGHT_TYPES`], one zone, on-demand), a drought of that offering (no capacity whatever waves do, [`crate::scenario::Drought`]) from 1–10 min for 4–10 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to the pool, created as the drought starts: the pods can go nowhere else, so every launch for them meets the dry offering until the drought ends, as a GPU or a rare type runs out in a real region. A controller must not ask EC2 for the offering again within the unavailable-offerings TTL (3 min, shorter than any drought here) of being told it is dry (`unavailable-offerings-honoured` watches it) |
 //!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
-//! `expiring`, `pinned-ami` and `on-demand` (these four only with a NodePool, and an
+//! `expiring`, `pinned-ami`, `on-demand` and `drought` (these five only with a NodePool, and an
 //! EC2NodeClass for `pinned-ami`, in its manifests).
 
 use std::collections::BTreeMap;
@@ -88,7 +89,30 @@ pub struct WorkloadMix {
     pub pinned_ami: Option<PinnedAmi>,
     /// `on-demand`: the pinned Deployment's replicas, cpu and scale-down.
     pub on_demand: Option<OnDemand>,
+    /// `drought`: the dry offering, when and how long, and the pinned Deployment.
+    pub drought: Option<DroughtPart>,
 }
+
+/// The `drought` part's draw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DroughtPart {
+    pub instance_type: String,
+    pub zone: String,
+    /// When the drought starts (and the pinned Deployment is created), since the start of the
+    /// run.
+    #[serde(with = "humantime_serde")]
+    pub from: Duration,
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    pub replicas: u32,
+    /// Millicores per pod.
+    pub cpu: u32,
+}
+
+/// The instance types a `drought` pool is drawn from: 4 vCPUs (room for its 1–3 pods), on-demand
+/// in every built-in zone.
+pub const DROUGHT_TYPES: [&str; 3] = ["c6a.xlarge", "m6i.xlarge", "r6i.xlarge"];
 
 /// The `on-demand` part's draw.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -146,6 +170,8 @@ pub const PINNED_POOL: &str = "sim-drawn-pinned";
 pub const PINNED_ALIAS: &str = "al2023@v20250601";
 /// Name of the `on-demand` NodePool and of the Deployment pinned to it.
 pub const ON_DEMAND_POOL: &str = "sim-drawn-on-demand";
+/// Name of the `drought` NodePool and of the Deployment pinned to it.
+pub const DROUGHT_POOL: &str = "sim-drawn-drought";
 
 impl WorkloadMix {
     /// The draw of `seed` for a safety phase of `safety`.
@@ -230,6 +256,8 @@ impl WorkloadMix {
                 scale_down: at.min(latest),
             });
         }
+        // `drought`: drawn after `on-demand`, so every part above keeps its draws.
+        mix.drought = draw_drought(&mut rng);
         mix
     }
 
@@ -243,6 +271,7 @@ impl WorkloadMix {
             (self.expiring.is_some(), "expiring"),
             (self.pinned_ami.is_some(), "pinned-ami"),
             (self.on_demand.is_some(), "on-demand"),
+            (self.drought.is_some(), "drought"),
         ]
         .into_iter()
         .filter(|(on, _)| *on)
@@ -359,6 +388,41 @@ impl WorkloadMix {
             release.at.push(pinned.release_at);
         }
         self.add_on_demand_pool(scenario, &first);
+        self.add_drought_pool(scenario, &first);
+    }
+
+    /// The `drought` NodePool (on `first`'s class, able to use one offering), its drought and
+    /// the Deployment pinned to it, created as the drought starts.
+    fn add_drought_pool(&self, scenario: &mut Scenario, first: &serde_json::Value) {
+        let Some(drought) = &self.drought else {
+            return;
+        };
+        let mut pool = renamed(first, DROUGHT_POOL);
+        if let Some(spec) = pool["spec"].as_object_mut() {
+            spec.remove("weight");
+            spec.remove("limits");
+        }
+        let on_demand = karpenter_core::api::labels::CAPACITY_TYPE_ON_DEMAND;
+        pool["spec"]["template"]["spec"]["requirements"] = serde_json::json!([
+            { "key": karpenter_core::api::labels::INSTANCE_TYPE_LABEL, "operator": "In",
+              "values": [drought.instance_type] },
+            { "key": karpenter_core::api::labels::ZONE_LABEL, "operator": "In",
+              "values": [drought.zone] },
+            { "key": karpenter_core::api::labels::CAPACITY_TYPE_LABEL, "operator": "In",
+              "values": [on_demand] },
+        ]);
+        scenario.manifests += &document(&pool);
+        scenario.cloud.droughts.push(crate::scenario::Drought {
+            instance_type: drought.instance_type.clone(),
+            zone: drought.zone.clone(),
+            capacity_type: on_demand.to_string(),
+            from: drought.from,
+            duration: drought.duration,
+        });
+        let mut event = pinned_deployment(DROUGHT_POOL, drought.replicas, drought.cpu);
+        event.at = drought.from;
+        let index = scenario.workloads.partition_point(|e| e.at <= drought.from);
+        scenario.workloads.insert(index, event);
     }
 
     /// The `on-demand` NodePool (a copy of `first` allowing only on-demand capacity), its
@@ -400,6 +464,28 @@ impl WorkloadMix {
             .partition_point(|e| e.at <= on_demand.scale_down);
         scenario.workloads.insert(index, cut);
     }
+}
+
+/// The `drought` part's coin and magnitudes (drawn whether it is on or not).
+fn draw_drought(rng: &mut impl Rng) -> Option<DroughtPart> {
+    let zones = karpenter_core::catalog::builtin::ZONES;
+    let (on, kind, zone, from, minutes, replicas, cpu) = (
+        rng.gen_bool(0.5),
+        rng.gen_range(0..DROUGHT_TYPES.len()),
+        rng.gen_range(0..zones.len()),
+        rng.gen_range(1..=10u64),
+        rng.gen_range(4..=10u64),
+        rng.gen_range(1..=3u32),
+        rng.gen_range(1..=4u32) * 250,
+    );
+    on.then(|| DroughtPart {
+        instance_type: DROUGHT_TYPES[kind].to_string(),
+        zone: zones[zone].to_string(),
+        from: Duration::from_secs(from * 60),
+        duration: Duration::from_secs(minutes * 60),
+        replicas,
+        cpu,
+    })
 }
 
 /// A Deployment of `replicas` pods of `cpu` millicores pinned to NodePool `pool`, from the start.

@@ -834,7 +834,8 @@ impl World {
     }
 }
 
-/// Karpenter's live instances (pending or running) by `nodepool/image`: where a roll stands.
+/// This cluster's Karpenter's live instances (pending or running) by `nodepool/image`: where a
+/// roll stands.
 fn live_by_pool_and_image(cloud: &FakeCloud) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for instance in cloud.instances() {
@@ -844,6 +845,7 @@ fn live_by_pool_and_image(cloud: &FakeCloud) -> BTreeMap<String, usize> {
         );
         if let Some(pool) = instance.tags.get(NODEPOOL_LABEL)
             && live
+            && !crate::invariants::is_foreign(&instance)
         {
             *out.entry(format!("{pool}/{}", instance.image_id))
                 .or_insert(0) += 1;

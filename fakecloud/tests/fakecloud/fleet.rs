@@ -123,6 +123,34 @@ fn a_scheduled_capacity_wave_empties_and_refills_a_pool_on_time() {
 }
 
 #[test]
+fn a_drought_keeps_a_pool_dry_through_a_capacity_wave_that_refills_it_and_ends_on_time() {
+    let w = world(config());
+    let p = pool("m5.large", ZONE_A, OnDemand);
+    let at = |s: i64| w.now() + jiff::SignedDuration::from_secs(s);
+    w.cloud.schedule_drought(&p, at(60), at(300));
+    // A wave empties the pool inside the drought and gives its units back before the drought
+    // ends: the drought still holds, and the units are there when it ends.
+    w.cloud.schedule_pool_capacity(at(90), &p, 0);
+    w.cloud.schedule_pool_capacity(at(120), &p, 7);
+    let launch = |token: &str| w.fleet(OnDemand, &[("m5.large", ZONE_A)], token);
+    assert_eq!(launch("before").instances.len(), 1);
+    for (seconds, token) in [(60, "dry"), (40, "wave"), (50, "refilled")] {
+        w.advance_s(seconds);
+        let dry = launch(token);
+        assert!(dry.instances.is_empty(), "{token}: {:?}", dry.instances);
+        assert_eq!(
+            dry.errors[0].code, "InsufficientInstanceCapacity",
+            "{token}"
+        );
+        assert_eq!(w.cloud.pool_capacity(&p), Some(0), "{token}");
+    }
+    // 300 s in: the drought is over and the wave's units are back.
+    w.advance_s(150);
+    assert_eq!(launch("after").instances.len(), 1);
+    assert_eq!(w.cloud.pool_capacity(&p), Some(6));
+}
+
+#[test]
 fn lowest_price_reports_the_dry_pools_it_tried_next_to_the_instance_it_launched() {
     let w = world(config());
     w.cloud

@@ -112,15 +112,20 @@ async fn more_than_launched(w: &mut SimWorld, want: usize) {
 #[then(expr = "the node group's {int} instances run with the tags EKS gave them")]
 async fn node_group_untouched(w: &mut SimWorld, want: usize) {
     let s = w.snapshot().await;
-    let running: Vec<_> = s
+    // The foreign instances are the node group's and the neighbour cluster's one.
+    let group: Vec<_> = s
         .foreign_instances
+        .iter()
+        .filter(|i| karpenter_sim::invariants::is_node_group(i))
+        .collect();
+    let running: Vec<_> = group
         .iter()
         .filter(|i| i.state == InstanceState::Running)
         .collect();
-    if running.len() != want || s.foreign_instances.len() != want {
+    if running.len() != want || group.len() != want {
         w.fail(format!(
             "want {want} running node-group instances, have {:?}",
-            s.foreign_instances
+            group
                 .iter()
                 .map(|i| (&i.instance_id, i.state))
                 .collect::<Vec<_>>()

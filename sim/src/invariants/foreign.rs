@@ -1,5 +1,7 @@
 //! `foreign-instances-untouched`: Karpenter never terminates, stops, tags or adopts an instance
-//! it did not launch (a managed node group's, tagged `eks:nodegroup-name`). Each such instance's
+//! it did not launch ([`super::is_foreign`]: a managed node group's, tagged
+//! `eks:nodegroup-name`, or one another cluster's Karpenter launched, tagged for that cluster,
+//! [`crate::world::neighbour_instance`]). Each such instance's
 //! tags are remembered when first seen; after every step it must still be pending or running,
 //! carry exactly those tags, and no NodeClaim may name it in `status.providerID`.
 

@@ -30,8 +30,8 @@ pub struct Observation {
     pub instances: BTreeMap<String, (String, CapacityType)>,
     /// NodeClaims being deleted.
     pub deleting_claims: usize,
-    /// Instances of other owners (a managed node group's: tagged `eks:nodegroup-name`), in any
-    /// state, in fakecloud's order. Not counted in `instances`/`instances_alive`/`live`.
+    /// Instances of other owners ([`is_foreign`]: a managed node group's, another cluster's
+    /// Karpenter's), in any state, in fakecloud's order. Not counted in `instances`/`instances_alive`/`live`.
     pub(super) foreign: Vec<Instance>,
     /// Live instances (not shutting down or terminated), in fakecloud's order.
     pub(super) live: Vec<Instance>,
@@ -183,14 +183,27 @@ impl ApiSummary {
     }
 }
 
-/// Whether another owner (a managed node group) runs `instance`: EKS tags its node groups'
-/// instances `eks:nodegroup-name`.
+/// Whether another owner runs `instance`: a managed node group (EKS tags its instances
+/// `eks:nodegroup-name`, [`is_node_group`]) or another cluster's Karpenter (tagged
+/// `eks:eks-cluster-name` for a cluster other than the world's).
 pub fn is_foreign(instance: &Instance) -> bool {
+    is_node_group(instance)
+        || instance
+            .tags
+            .get(CLUSTER_NAME_TAG)
+            .is_some_and(|c| c != crate::world::CLUSTER)
+}
+
+/// Whether a managed node group runs `instance`.
+pub fn is_node_group(instance: &Instance) -> bool {
     instance.tags.contains_key(FOREIGN_OWNER_TAG)
 }
 
 /// The tag EKS puts on a managed node group's instances.
 pub const FOREIGN_OWNER_TAG: &str = "eks:nodegroup-name";
+
+/// The tag EKS and Karpenter put on a cluster's instances, naming the cluster.
+const CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
 
 impl Observation {
     /// What Karpenter's live instances (tagged `karpenter.sh/nodeclaim`) cost per hour, at the

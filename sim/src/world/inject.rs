@@ -561,9 +561,17 @@ impl Injector {
             Some(label) => CapacityType::from_label(label).into_iter().collect(),
             None => vec![CapacityType::Spot, CapacityType::OnDemand],
         };
+        // A pool a wave still holds empty has 0 free units now: what it gets back is what it
+        // had before that wave (else the later wave's end would leave it empty for good).
+        let held: BTreeMap<&Pool, u32> = self
+            .waves
+            .iter()
+            .flat_map(|w| w.pools.iter().map(|(p, u)| (p, *u)))
+            .collect();
         let emptied: Vec<(Pool, u32)> = pools
-            .into_iter()
+            .iter()
             .filter(|(p, _)| p.zone == zone && types.contains(&p.capacity_type))
+            .map(|(p, units)| (p.clone(), held.get(p).copied().unwrap_or(*units)))
             .collect();
         if emptied.is_empty() {
             return None;
@@ -578,15 +586,24 @@ impl Injector {
         })
     }
 
-    /// Gives waves that are over (all of them with `Duration::MAX`) their capacity back.
+    /// Gives waves that are over (all of them with `Duration::MAX`) their capacity back: each
+    /// pool the units it had before the first wave that emptied it, once no wave holds it.
     fn end_waves(&mut self, elapsed: Duration, cloud: &FakeCloud) -> Vec<Wave> {
         let (over, going): (Vec<Wave>, Vec<Wave>) = std::mem::take(&mut self.waves)
             .into_iter()
             .partition(|w| w.until <= elapsed);
         self.waves = going;
+        // A pool a wave still going holds stays empty until that one ends.
+        let held: BTreeSet<&Pool> = self
+            .waves
+            .iter()
+            .flat_map(|w| w.pools.iter().map(|(p, _)| p))
+            .collect();
         for wave in &over {
             for (pool, units) in &wave.pools {
-                cloud.set_pool_capacity(pool, *units);
+                if !held.contains(pool) {
+                    cloud.set_pool_capacity(pool, *units);
+                }
             }
         }
         over

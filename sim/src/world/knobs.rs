@@ -45,8 +45,8 @@ impl CloudKnobs {
         config
     }
 
-    /// Creates the extra security groups, sets the standing EC2 fault rates and empties the
-    /// exhausted offerings' pools on `cloud`, and sets the API server's fault rates and its
+    /// Creates the extra security groups, sets the standing EC2 fault rates, empties the
+    /// exhausted offerings' pools and schedules the droughts on `cloud`, and sets the API server's fault rates and its
     /// normal latency for a world of `seed` on `api`. (Called once, on the freshly built
     /// components.)
     pub fn apply(&self, seed: u64, cloud: &FakeCloud, api: &ApiServer) {
@@ -66,6 +66,13 @@ impl CloudKnobs {
         for (instance_type, zone, capacity_type) in &self.exhausted {
             let ct = CapacityType::from_label(capacity_type).unwrap_or(CapacityType::OnDemand);
             cloud.set_pool_capacity(&Pool::new(instance_type, zone, ct), 0);
+        }
+        let now = cloud.now();
+        let at = |d: std::time::Duration| now.saturating_add(d).unwrap_or(now);
+        for d in &self.droughts {
+            let ct = CapacityType::from_label(&d.capacity_type).unwrap_or(CapacityType::OnDemand);
+            let pool = Pool::new(&d.instance_type, &d.zone, ct);
+            cloud.schedule_drought(&pool, at(d.from), at(d.from + d.duration));
         }
         let rates = self.api_rates(seed);
         if rates != ApiFaultRates::default() {

@@ -3,8 +3,13 @@
 //! registering Nodes with EKS's node-group labels and a `CriticalAddonsOnly` taint, and running
 //! the cluster's system pods (a CoreDNS Deployment pinned to the group). Karpenter must leave all
 //! of it alone: `foreign-instances-untouched` checks it never terminates, tags or adopts them.
-//! The account also holds a launch template of a neighbour cluster's Karpenter
-//! ([`neighbour_launch_template`]), which `foreign-templates-untouched` checks is never deleted.
+//! The account also holds what a neighbour cluster's Karpenter launched: one of its launch
+//! templates ([`neighbour_launch_template`]), which `foreign-templates-untouched` checks is never
+//! deleted, and one of its instances ([`neighbour_instance`], tagged as upstream Karpenter tags
+//! its instances but for that cluster, in a subnet of its own, joining its own cluster), which
+//! `foreign-instances-untouched` checks is never terminated, tagged or adopted: garbage
+//! collection scoped by the Karpenter tags alone, not by this cluster's name, would take it for
+//! a leak.
 
 use std::collections::BTreeMap;
 
@@ -27,8 +32,13 @@ const NODE_GROUP_AMI_PARAMETER: &str =
     "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id";
 
 /// The cluster whose Karpenter shares the account with this one: the world holds one of its
-/// launch templates, which `foreign-templates-untouched` checks is never deleted.
+/// launch templates and one of its instances, which this cluster's Karpenter must never touch.
 pub const NEIGHBOUR_CLUSTER: &str = "sim-neighbour";
+
+/// The neighbour's instance: an on-demand type (spot would be reclaimed by EC2, which is no
+/// fault of ours), of its NodePool `default`, for its NodeClaim of this name.
+const NEIGHBOUR_INSTANCE_TYPE: &str = "m5.large";
+const NEIGHBOUR_NODECLAIM: &str = "default-m2v9x";
 
 /// A launch template the neighbour cluster's Karpenter made: tagged as Karpenter tags its
 /// templates (`eks:eks-cluster-name`, `karpenter.k8s.aws/ec2nodeclass`, `karpenter.sh/nodepool`),
@@ -53,6 +63,45 @@ pub fn neighbour_launch_template(image_id: &str) -> LaunchTemplateRequest {
         ]),
         extra: BTreeMap::new(),
     }
+}
+
+/// An instance the neighbour cluster's Karpenter launched in `zone`: tagged as upstream
+/// Karpenter tags its instances (`kubernetes.io/cluster/NAME=owned`, `eks:eks-cluster-name`,
+/// `karpenter.sh/nodepool`, `karpenter.k8s.aws/ec2nodeclass`, `karpenter.sh/nodeclaim`), for
+/// [`NEIGHBOUR_CLUSTER`]. It joins that cluster, so it has no labels or taints here.
+pub fn neighbour_instance(zone: &str, image_id: &str) -> ForeignInstance {
+    let tag = |k: &str, v: &str| (k.to_string(), v.to_string());
+    ForeignInstance {
+        instance_type: NEIGHBOUR_INSTANCE_TYPE.to_string(),
+        zone: zone.to_string(),
+        image_id: image_id.to_string(),
+        tags: BTreeMap::from([
+            tag(
+                &format!("kubernetes.io/cluster/{NEIGHBOUR_CLUSTER}"),
+                "owned",
+            ),
+            tag("eks:eks-cluster-name", NEIGHBOUR_CLUSTER),
+            tag("karpenter.sh/nodepool", "default"),
+            tag("karpenter.k8s.aws/ec2nodeclass", "default"),
+            tag("karpenter.sh/nodeclaim", NEIGHBOUR_NODECLAIM),
+        ]),
+        labels: BTreeMap::new(),
+        taints: Vec::new(),
+    }
+}
+
+/// The tags of the neighbour's subnet: its own discovery tag, so no selector of ours finds it.
+fn neighbour_subnet_tags(zone: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "karpenter.sh/discovery".to_string(),
+            NEIGHBOUR_CLUSTER.to_string(),
+        ),
+        (
+            "Name".to_string(),
+            format!("{NEIGHBOUR_CLUSTER}-private-{zone}"),
+        ),
+    ])
 }
 
 /// The instance EKS starts for the group in `zone`.
@@ -129,10 +178,10 @@ impl World {
             .into_iter()
             .take(NODE_GROUP_SIZE)
             .collect();
-        for zone in zones {
+        for zone in &zones {
             if let Ok(id) = self
                 .cloud
-                .run_foreign_instance(&node_group_instance(&zone, &image_id))
+                .run_foreign_instance(&node_group_instance(zone, &image_id))
             {
                 self.foreign_instances.push(id);
             }
@@ -141,12 +190,23 @@ impl World {
         let _ = self
             .cloud
             .create_foreign_launch_template(&neighbour_launch_template(&image_id));
+        // Last, and from streams of its own: every draw above and after stays as it was.
+        if let Some(zone) = zones.first()
+            && let Ok(id) = self.cloud.run_neighbour_instance(
+                &neighbour_instance(zone, &image_id),
+                NEIGHBOUR_CLUSTER,
+                neighbour_subnet_tags(zone),
+            )
+        {
+            self.foreign_instances.push(id);
+        }
         ensure_namespace(self.api.as_ref(), "kube-system").await?;
         self.workloads.add_deployment(coredns());
         Ok(())
     }
 
-    /// The instances the world started for owners other than Karpenter, sorted.
+    /// The instances the world started for owners other than this cluster's Karpenter (the node
+    /// group's, then the neighbour cluster's), in the order started.
     pub fn foreign_instances(&self) -> &[String] {
         &self.foreign_instances
     }

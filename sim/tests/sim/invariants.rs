@@ -206,6 +206,19 @@ fn foreign_instances_untouched_catches_gc_over_the_cluster_tag() {
     );
 }
 
+/// The neighbour cluster's Karpenter instance, found by a collector scoped by the cluster tag's
+/// key alone and taken for one of ours, is terminated as a leak.
+#[test]
+fn foreign_instances_untouched_catches_instance_gc_over_every_cluster() {
+    let config = config("web.yaml", "none", 10, 5);
+    catches(
+        config,
+        Bug::InstanceGcOverAnyCluster,
+        "foreign-instances-untouched",
+        1,
+    );
+}
+
 #[test]
 fn termination_progress_catches_ignored_terminations() {
     let config = config("never-boot.yaml", "none", 25, 10);

@@ -7,8 +7,9 @@ use karpenter_sim::faults::FaultMix;
 use karpenter_sim::scenario::{LatencyKnob, Scenario};
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
 use karpenter_sim::workload_mix::{
-    DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL, EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL,
-    ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, WorkloadMix, WorkloadSelection,
+    DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL, DROUGHT_POOL, DroughtPart, EXPIRING_POOL,
+    Expiring, GUARDED, LIMITED_POOL, ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, WorkloadMix,
+    WorkloadSelection,
 };
 
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
@@ -171,6 +172,7 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
         switched(DRAW_EXPIRING_AND_PINNED, "expiring"),
         switched(DRAW_EXPIRING_AND_PINNED, "pinned-ami"),
         Some("on-demand"),
+        Some("drought"),
     ];
     for part in parts.into_iter().flatten() {
         let on = draws.iter().filter(|m| m.names().contains(&part)).count();
@@ -190,7 +192,89 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
                 .as_ref()
                 .is_none_or(|o| o.scale_down + Duration::from_secs(60) <= safety)
         );
+        // A drought outlasts the unavailable-offerings TTL (3 min), and it and one more TTL
+        // (the retry that finds capacity) end inside the safety phase.
+        assert!(mix.drought.as_ref().is_none_or(|d| {
+            d.duration > Duration::from_secs(180)
+                && d.from + d.duration + Duration::from_secs(180) <= safety
+        }));
     }
+}
+
+#[test]
+fn a_drawn_drought_pool_can_use_only_the_dry_offering_and_its_pods_arrive_as_the_drought_starts() {
+    let scenario = Scenario::load("default").expect("built-in");
+    let mix = WorkloadMix {
+        drought: Some(DroughtPart {
+            instance_type: "m6i.xlarge".into(),
+            zone: "us-west-2b".into(),
+            from: Duration::from_secs(4 * 60),
+            duration: Duration::from_secs(7 * 60),
+            replicas: 2,
+            cpu: 500,
+        }),
+        ..WorkloadMix::default()
+    };
+    let drawn = mix.apply(scenario);
+    let documents =
+        karpenter_core::manifest::parse_documents(&drawn.manifests).expect("manifests parse");
+    let pool = documents
+        .iter()
+        .map(|(_, d)| d)
+        .find(|d| d["kind"] == "NodePool" && d["metadata"]["name"] == DROUGHT_POOL)
+        .expect("the drought pool");
+    assert!(pool["spec"]["weight"].is_null() && pool["spec"]["limits"].is_null());
+    assert_eq!(
+        pool["spec"]["template"]["spec"]["requirements"],
+        serde_json::json!([
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m6i.xlarge"]},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2b"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        ])
+    );
+    assert_eq!(
+        pool["spec"]["template"]["spec"]["nodeClassRef"]["name"],
+        "default"
+    );
+    assert_eq!(drawn.cloud.droughts.len(), 1);
+    let drought = &drawn.cloud.droughts[0];
+    assert_eq!(
+        (
+            drought.instance_type.as_str(),
+            drought.zone.as_str(),
+            drought.capacity_type.as_str(),
+            drought.from,
+            drought.duration
+        ),
+        (
+            "m6i.xlarge",
+            "us-west-2b",
+            "on-demand",
+            Duration::from_secs(4 * 60),
+            Duration::from_secs(7 * 60)
+        )
+    );
+    let events: Vec<(Duration, u32, String, Option<&String>)> = drawn
+        .workloads
+        .iter()
+        .filter_map(|e| e.deployment.as_ref().map(|d| (e.at, d)))
+        .filter(|(_, d)| d.name == DROUGHT_POOL)
+        .map(|(at, d)| {
+            let selector = d.node_selector.get("karpenter.sh/nodepool");
+            (at, d.replicas, d.cpu.clone(), selector)
+        })
+        .collect();
+    let pool_name = DROUGHT_POOL.to_string();
+    assert_eq!(
+        events,
+        vec![(
+            Duration::from_secs(4 * 60),
+            2,
+            "500m".to_string(),
+            Some(&pool_name)
+        )]
+    );
+    assert!(drawn.workloads.windows(2).all(|w| w[0].at <= w[1].at));
 }
 
 #[test]

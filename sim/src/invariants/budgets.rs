@@ -5,6 +5,7 @@
 //! `karpenter.sh/disruption-command` annotation (`<reason> <replacements> <id>`). When a claim
 //! first shows it, every claim of its pool in a command counts as disrupting, and that number
 //! must not exceed the smallest `nodes` of the budgets active now that apply to the reason
+//! (claims whose Node is gone are not counted: they have finished draining, as upstream)
 //! (no `reasons`, or the reason listed). A budget with a `schedule` is active from each cron
 //! firing (UTC) for its `duration`; `nodes` is a count or a percentage of the pool's nodes
 //! (initialized, or already going away), rounded up; a budget that does not parse allows none.
@@ -124,6 +125,11 @@ impl Check for BudgetsRespected {
                     .contains(c["metadata"]["name"].as_str().unwrap_or_default())
             })
             .collect();
+        let nodes: BTreeSet<&str> = step
+            .nodes()
+            .iter()
+            .filter_map(|n| n["spec"]["providerID"].as_str())
+            .collect();
         let mut out = Vec::new();
         for claim in &fresh {
             let pool_name = pool_of(claim);
@@ -134,10 +140,19 @@ impl Check for BudgetsRespected {
             else {
                 continue;
             };
+            // Claims whose Node still exists: one whose Node is gone has finished draining
+            // (its instance is terminating) and holds no slot, as upstream counts only
+            // initialized StateNodes, which need their Node (swarm seed 916: a drift command
+            // started as the previous one's Node went, its claim still waiting on EC2).
             let members: Vec<&Value> = claims
                 .iter()
                 .map(|c| &**c)
                 .filter(|c| pool_of(c) == pool_name)
+                .filter(|c| {
+                    c["status"]["providerID"]
+                        .as_str()
+                        .is_some_and(|p| nodes.contains(p))
+                })
                 .collect();
             let disrupting = members
                 .iter()

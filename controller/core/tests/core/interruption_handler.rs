@@ -129,6 +129,26 @@ impl Queue {
         .expect("decodes")
     }
 
+    /// Polls and asserts the first message deleted `default-a` as `kind`, left the queue empty
+    /// and marked the claim deleting.
+    fn polls_deleting_default_a(&self, kind: karpenter_core::interruption::messages::Kind) {
+        let report = self.poll();
+        assert_eq!(
+            report.messages[0].1,
+            Outcome::Deleted {
+                kind,
+                claims: vec!["default-a".into()]
+            }
+        );
+        assert_eq!(self.cloud.queue_depth(), 0);
+        assert!(
+            self.claim("default-a")
+                .metadata
+                .deletion_timestamp
+                .is_some()
+        );
+    }
+
     fn claim_deletes(&self) -> usize {
         self.kube
             .calls_on(ApiOperation::Delete, "nodeclaims")
@@ -331,16 +351,7 @@ fn a_spot_warning_is_acted_on_at_once_while_the_api_server_fails_nodeclaim_lists
     q.kube
         .script_faults(ApiOperation::List, (0..5).map(|_| ApiFault::Unavailable));
     q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
-    let report = q.poll();
-    assert_eq!(
-        report.messages[0].1,
-        Outcome::Deleted {
-            kind: karpenter_core::interruption::messages::Kind::SpotInterrupted,
-            claims: vec!["default-a".into()]
-        }
-    );
-    assert_eq!(q.cloud.queue_depth(), 0);
-    assert!(q.claim("default-a").metadata.deletion_timestamp.is_some());
+    q.polls_deleting_default_a(karpenter_core::interruption::messages::Kind::SpotInterrupted);
 }
 
 #[test]
@@ -363,16 +374,7 @@ fn a_retryable_failure_leaves_the_message_for_redelivery() {
     // Hidden for the visibility timeout, then redelivered and acted on.
     assert!(q.poll().messages.is_empty());
     q.clock.advance(Duration::from_secs(31));
-    let report = q.poll();
-    assert_eq!(
-        report.messages[0].1,
-        Outcome::Deleted {
-            kind: karpenter_core::interruption::messages::Kind::InstanceStopped,
-            claims: vec!["default-a".into()]
-        }
-    );
-    assert_eq!(q.cloud.queue_depth(), 0);
-    assert!(q.claim("default-a").metadata.deletion_timestamp.is_some());
+    q.polls_deleting_default_a(karpenter_core::interruption::messages::Kind::InstanceStopped);
 }
 
 #[test]

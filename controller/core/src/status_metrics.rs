@@ -24,7 +24,7 @@
 //! duration: the intermediate status's is unknown). Upstream's `Finalized` and transition
 //! events are not recorded.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -143,32 +143,105 @@ impl Observed {
     }
 }
 
+/// The gauge series of one condition (or of the termination) of one object, with handles on
+/// the family entries, so a pass whose labels did not change only stores new values: looking
+/// every series up by its label set each pass was the largest cost of a simulated step. The
+/// tracker is the only writer of its kind's gauge series, so a handle stays the family's entry
+/// until the tracker removes it.
+#[derive(Debug)]
+struct Series {
+    labels: LabelPairs,
+    seconds: SecondsGauge,
+    /// The deprecated kind-agnostic series, when the kind has them.
+    deprecated: Option<(LabelPairs, SecondsGauge)>,
+}
+
+/// One gauge family pair: the seconds and, for conditions, the count.
+#[derive(Clone, Copy)]
+struct GaugeFamilies<'a> {
+    seconds: &'a Family<LabelPairs, SecondsGauge>,
+    count: Option<&'a Family<LabelPairs, Gauge>>,
+}
+
+impl GaugeFamilies<'_> {
+    /// The seconds series of `labels`, with its count (always 1) set.
+    fn create(&self, labels: &LabelPairs) -> SecondsGauge {
+        if let Some(count) = self.count {
+            count.get_or_create(labels).set(1);
+        }
+        self.seconds.get_or_create(labels).clone()
+    }
+
+    fn remove(&self, labels: &LabelPairs) {
+        self.seconds.remove(labels);
+        if let Some(count) = self.count {
+            count.remove(labels);
+        }
+    }
+}
+
+/// Where one object's series of one sort (conditions or termination) go.
+struct SeriesTarget<'a> {
+    families: GaugeFamilies<'a>,
+    deprecated: Option<(GaugeFamilies<'a>, &'a [(String, String)])>,
+}
+
+impl SeriesTarget<'_> {
+    /// The series `labels` (the object's own labels follow them), created in the families.
+    fn create(&self, labels: &LabelPairs, extra: &[(String, String)]) -> Series {
+        let labels_with = labels.with(extra);
+        let seconds = self.families.create(&labels_with);
+        let deprecated = self.deprecated.map(|(families, group_kind)| {
+            let labels = labels.with(group_kind);
+            let seconds = families.create(&labels);
+            (labels, seconds)
+        });
+        Series {
+            labels: labels_with,
+            seconds,
+            deprecated,
+        }
+    }
+
+    fn remove(&self, series: &Series) {
+        self.families.remove(&series.labels);
+        if let (Some((families, _)), Some((labels, _))) = (&self.deprecated, &series.deprecated) {
+            families.remove(labels);
+        }
+    }
+}
+
+impl Series {
+    fn set(&self, v: f64) {
+        self.seconds.set(v);
+        if let Some((_, seconds)) = &self.deprecated {
+            seconds.set(v);
+        }
+    }
+}
+
+/// One condition as the last pass saw it, with its series.
+#[derive(Debug)]
+struct SeenCondition {
+    observed: ObservedCondition,
+    series: Series,
+}
+
 /// What the pass remembers of one object from the last pass.
 #[derive(Debug)]
 struct Seen {
-    conditions: BTreeMap<String, ObservedCondition>,
+    /// By condition type.
+    conditions: BTreeMap<String, SeenCondition>,
     /// Its object labels as metric labels.
     extra: Vec<(String, String)>,
     deleted: Option<Timestamp>,
+    terminating: Option<Series>,
 }
 
-/// What the pass remembers of one kind: its objects and the gauge series it set.
+/// What the pass remembers of one kind: its objects and their gauge series.
 #[derive(Debug, Default)]
 pub struct KindTracker {
     seen: BTreeMap<(String, String), Seen>,
-    gauges: BTreeSet<LabelPairs>,
-    deprecated_gauges: BTreeSet<LabelPairs>,
-    terminating: BTreeSet<LabelPairs>,
-    deprecated_terminating: BTreeSet<LabelPairs>,
-}
-
-/// The gauge series one pass sets for one kind: labels → seconds.
-#[derive(Default)]
-struct Gauges {
-    conditions: BTreeMap<LabelPairs, f64>,
-    deprecated_conditions: BTreeMap<LabelPairs, f64>,
-    terminating: BTreeMap<LabelPairs, f64>,
-    deprecated_terminating: BTreeMap<LabelPairs, f64>,
 }
 
 fn seconds(from: Option<Timestamp>, to: Timestamp) -> f64 {
@@ -184,6 +257,36 @@ fn pairs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 struct Target<'a> {
     families: &'a StatusFamilies,
     deprecated: Option<(&'a StatusFamilies, Vec<(String, String)>)>,
+}
+
+impl<'a> Target<'a> {
+    fn conditions(&'a self) -> SeriesTarget<'a> {
+        let of = |f: &'a StatusFamilies| GaugeFamilies {
+            seconds: &f.condition_current_status,
+            count: Some(&f.condition_count),
+        };
+        SeriesTarget {
+            families: of(self.families),
+            deprecated: self
+                .deprecated
+                .as_ref()
+                .map(|(d, gk)| (of(d), gk.as_slice())),
+        }
+    }
+
+    fn terminating(&'a self) -> SeriesTarget<'a> {
+        let of = |f: &'a StatusFamilies| GaugeFamilies {
+            seconds: &f.termination_current_time,
+            count: None,
+        };
+        SeriesTarget {
+            families: of(self.families),
+            deprecated: self
+                .deprecated
+                .as_ref()
+                .map(|(d, gk)| (of(d), gk.as_slice())),
+        }
+    }
 }
 
 impl KindTracker {
@@ -203,161 +306,130 @@ impl KindTracker {
                 (&metrics.deprecated, group_kind)
             }),
         };
-        let mut gauges = Gauges::default();
-        let mut present = BTreeSet::new();
+        let mut before = std::mem::take(&mut self.seen);
         for object in objects {
             let key = (object.namespace.clone(), object.name.clone());
-            present.insert(key.clone());
-            let extra: Vec<(String, String)> = kind
-                .labels
-                .iter()
-                .map(|l| {
-                    let value = object.labels.get(*l).cloned().unwrap_or_default();
-                    (prometheus_label(l), value)
-                })
-                .collect();
-            let group_kind = target.deprecated.as_ref().map(|(_, gk)| gk.as_slice());
-            condition_gauges(object, &extra, group_kind, now, &mut gauges);
-            let previous = self.seen.remove(&key);
+            let previous = before.remove(&key);
+            let extra = extra_labels(kind, object);
             transitions(object, previous.as_ref(), &extra, &target);
-            self.seen.insert(
-                key,
-                Seen {
-                    conditions: object
-                        .conditions
-                        .iter()
-                        .map(|c| (c.type_.clone(), c.clone()))
-                        .collect(),
-                    extra,
-                    deleted: object.deleted,
-                },
-            );
+            let seen = object_series(object, extra, previous, &target, now);
+            self.seen.insert(key, seen);
         }
-        let gone: Vec<_> = self
-            .seen
-            .keys()
-            .filter(|k| !present.contains(*k))
-            .cloned()
-            .collect();
-        for key in gone {
-            let Some(seen) = self.seen.remove(&key) else {
-                continue;
-            };
-            if seen.deleted.is_some() {
-                let took = seconds(seen.deleted, now);
-                let labels = LabelPairs(seen.extra);
-                target
-                    .families
-                    .termination_duration
-                    .get_or_create(&labels)
-                    .observe(took);
-                if let Some((deprecated, group_kind)) = &target.deprecated {
-                    let labels = LabelPairs(group_kind.clone());
-                    deprecated
-                        .termination_duration
-                        .get_or_create(&labels)
-                        .observe(took);
-                }
-            }
-        }
-        self.apply(&target, gauges);
-    }
-
-    /// Sets this pass's gauges and removes those of the last pass it no longer has.
-    fn apply(&mut self, target: &Target, gauges: Gauges) {
-        let f = target.families;
-        set_gauges(
-            &mut self.gauges,
-            &gauges.conditions,
-            &[&f.condition_current_status],
-            Some(&f.condition_count),
-        );
-        set_gauges(
-            &mut self.terminating,
-            &gauges.terminating,
-            &[&f.termination_current_time],
-            None,
-        );
-        if let Some((d, _)) = &target.deprecated {
-            set_gauges(
-                &mut self.deprecated_gauges,
-                &gauges.deprecated_conditions,
-                &[&d.condition_current_status],
-                Some(&d.condition_count),
-            );
-            set_gauges(
-                &mut self.deprecated_terminating,
-                &gauges.deprecated_terminating,
-                &[&d.termination_current_time],
-                None,
-            );
+        for seen in before.into_values() {
+            gone(seen, &target, now);
         }
     }
 }
 
-/// Sets `now`'s series in `seconds` (and 1 in `count`), removes those only in `before`, and
-/// remembers `now`'s.
-fn set_gauges(
-    before: &mut BTreeSet<LabelPairs>,
-    now: &BTreeMap<LabelPairs, f64>,
-    seconds: &[&Family<LabelPairs, SecondsGauge>],
-    count: Option<&Family<LabelPairs, Gauge>>,
-) {
-    for (labels, v) in now {
-        for family in seconds {
-            family.get_or_create(labels).set(*v);
-        }
-        if let Some(count) = count {
-            count.get_or_create(labels).set(1);
-        }
-    }
-    for labels in before.iter().filter(|l| !now.contains_key(*l)) {
-        for family in seconds {
-            family.remove(labels);
-        }
-        if let Some(count) = count {
-            count.remove(labels);
-        }
-    }
-    *before = now.keys().cloned().collect();
+/// The labels of `object`'s own labels `kind` puts on its series.
+fn extra_labels(kind: &StatusKind, object: &Observed) -> Vec<(String, String)> {
+    kind.labels
+        .iter()
+        .map(|l| {
+            let value = object.labels.get(*l).cloned().unwrap_or_default();
+            (prometheus_label(l), value)
+        })
+        .collect()
 }
 
-/// The condition and termination gauges of one object.
-fn condition_gauges(
+/// Sets the condition and termination series of one object, reusing the last pass's series
+/// whose labels are unchanged and removing those it no longer has.
+fn object_series(
     object: &Observed,
-    extra: &[(String, String)],
-    group_kind: Option<&[(String, String)]>,
+    extra: Vec<(String, String)>,
+    previous: Option<Seen>,
+    target: &Target,
     now: Timestamp,
-    gauges: &mut Gauges,
-) {
+) -> Seen {
+    let (mut old_conditions, mut old_terminating) = match previous {
+        // Other object labels: every series moves.
+        Some(p) if p.extra == extra => (p.conditions, p.terminating),
+        Some(p) => {
+            for c in p.conditions.values() {
+                target.conditions().remove(&c.series);
+            }
+            if let Some(t) = &p.terminating {
+                target.terminating().remove(t);
+            }
+            (BTreeMap::new(), None)
+        }
+        None => (BTreeMap::new(), None),
+    };
     let name = [
         ("namespace", object.namespace.as_str()),
         ("name", object.name.as_str()),
     ];
+    let mut conditions = BTreeMap::new();
     for c in &object.conditions {
-        let labels = LabelPairs::of(&[
-            name[0],
-            name[1],
-            ("type", &c.type_),
-            ("status", &c.status),
-            ("reason", &c.reason),
-        ]);
-        let v = seconds(c.last_transition, now);
-        gauges.conditions.insert(labels.with(extra), v);
-        if let Some(group_kind) = group_kind {
-            gauges
-                .deprecated_conditions
-                .insert(labels.with(group_kind), v);
-        }
+        let series = match old_conditions.remove(&c.type_) {
+            Some(old) if old.observed.status == c.status && old.observed.reason == c.reason => {
+                old.series
+            }
+            old => {
+                if let Some(old) = old {
+                    target.conditions().remove(&old.series);
+                }
+                let labels = LabelPairs::of(&[
+                    name[0],
+                    name[1],
+                    ("type", &c.type_),
+                    ("status", &c.status),
+                    ("reason", &c.reason),
+                ]);
+                target.conditions().create(&labels, &extra)
+            }
+        };
+        series.set(seconds(c.last_transition, now));
+        let seen = SeenCondition {
+            observed: c.clone(),
+            series,
+        };
+        conditions.insert(c.type_.clone(), seen);
     }
-    if let Some(deleted) = object.deleted {
-        let labels = LabelPairs::of(&name);
-        let v = seconds(Some(deleted), now);
-        gauges.terminating.insert(labels.with(extra), v);
-        if let Some(group_kind) = group_kind {
-            gauges
-                .deprecated_terminating
-                .insert(labels.with(group_kind), v);
+    for old in old_conditions.values() {
+        target.conditions().remove(&old.series);
+    }
+    let terminating = object.deleted.map(|deleted| {
+        let series = old_terminating
+            .take()
+            .unwrap_or_else(|| target.terminating().create(&LabelPairs::of(&name), &extra));
+        series.set(seconds(Some(deleted), now));
+        series
+    });
+    if let Some(old) = &old_terminating {
+        target.terminating().remove(old);
+    }
+    Seen {
+        conditions,
+        extra,
+        deleted: object.deleted,
+        terminating,
+    }
+}
+
+/// An object the pass no longer finds: its series go, and a terminating one's time from its
+/// deletion is observed.
+fn gone(seen: Seen, target: &Target, now: Timestamp) {
+    for c in seen.conditions.values() {
+        target.conditions().remove(&c.series);
+    }
+    if let Some(t) = &seen.terminating {
+        target.terminating().remove(t);
+    }
+    if seen.deleted.is_some() {
+        let took = seconds(seen.deleted, now);
+        let labels = LabelPairs(seen.extra);
+        target
+            .families
+            .termination_duration
+            .get_or_create(&labels)
+            .observe(took);
+        if let Some((deprecated, group_kind)) = &target.deprecated {
+            let labels = LabelPairs(group_kind.clone());
+            deprecated
+                .termination_duration
+                .get_or_create(&labels)
+                .observe(took);
         }
     }
 }
@@ -370,7 +442,9 @@ fn transitions(
     target: &Target,
 ) {
     for c in &object.conditions {
-        let before = previous.and_then(|p| p.conditions.get(&c.type_));
+        let before = previous
+            .and_then(|p| p.conditions.get(&c.type_))
+            .map(|b| &b.observed);
         let changed = match before {
             // Upstream reads a condition it never saw as Unknown.
             None => c.status != "Unknown",

@@ -38,6 +38,11 @@ enum Played {
     Foreign,
 }
 
+/// Whether no node is named for `pod` yet: nothing for a kubelet to do, whatever the time.
+fn unbound(pod: &Value) -> bool {
+    pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty)
+}
+
 /// The node of a settled pod: bound, not being deleted, and Running or finished (nothing left to
 /// do for it while its node exists).
 fn settled_on(pod: &Value) -> Option<String> {
@@ -55,11 +60,18 @@ impl Kubelet {
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
         // Pods first, then nodes: a pod bound after the pod list cannot be mistaken for an orphan.
-        let pods = self.list_pods().await?;
+        let (pods, nodes, revision) = {
+            let mut cache = self.cache.lock().await;
+            cache.pods.sync(self.kube.as_ref()).await?;
+            cache.nodes.sync(self.kube.as_ref()).await?;
+            let revision = (cache.pods.changes(), cache.nodes.changes());
+            if *self.quiet_at() == Some(revision) {
+                return Ok(());
+            }
+            (cache.pods.to_vec(), cache.nodes.to_vec(), revision)
+        };
         let cloud_nodes_only = self.config.cloud_nodes_only;
-        let nodes: BTreeMap<String, Played> = self
-            .list_nodes()
-            .await?
+        let nodes: BTreeMap<String, Played> = nodes
             .iter()
             .map(|n| {
                 let name = n["metadata"]["name"]
@@ -78,6 +90,8 @@ impl Kubelet {
             .collect();
         let mut last_settled = std::mem::take(&mut *self.settled());
         let mut settled = BTreeMap::new();
+        *self.quiet_at() = None;
+        let mut quiet = true;
         for pod in pods {
             let address = Arc::as_ptr(&pod) as usize;
             let step = match last_settled.remove(&address) {
@@ -93,12 +107,16 @@ impl Kubelet {
                     step
                 }
                 None => {
-                    if let Some(node) = settled_on(&pod) {
-                        settled.insert(address, (Arc::clone(&pod), node));
+                    match settled_on(&pod) {
+                        Some(node) => {
+                            settled.insert(address, (Arc::clone(&pod), node));
+                        }
+                        None => quiet &= unbound(&pod),
                     }
                     self.step_of(&pod, &nodes, now)
                 }
             };
+            quiet &= matches!(step, Step::Nothing);
             match step {
                 Step::Nothing => {}
                 Step::Accept if self.config.pod_start_ms == 0 => {
@@ -119,7 +137,12 @@ impl Kubelet {
             }
         }
         *self.settled() = settled;
+        *self.quiet_at() = quiet.then_some(revision);
         Ok(())
+    }
+
+    fn quiet_at(&self) -> std::sync::MutexGuard<'_, Option<(u64, u64)>> {
+        self.quiet_at.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn settled(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, (Arc<Value>, String)>> {

@@ -24,6 +24,7 @@ pub mod launch;
 mod liveness;
 mod registration;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,12 +187,29 @@ fn key(claim: &NodeClaim) -> ObjectKey {
 }
 
 /// The node whose provider id is the claim's.
-fn node_of<'n>(claim: &NodeClaim, nodes: &'n [Arc<Node>]) -> Option<&'n Node> {
-    let provider_id = claim.status.as_ref()?.provider_id.as_deref()?;
-    nodes
-        .iter()
-        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
-        .map(|n| &**n)
+/// The nodes by `spec.providerID`, built once per pass: a claim's node is a lookup, not a scan
+/// of every node (a pass over 400 claims scanned 400 nodes for each, the largest cost of a
+/// simulated 3,000-pod burst). Where two nodes name one instance, the first in name order is
+/// the claim's, as the scan had it.
+#[derive(Debug, Default)]
+pub struct NodesByProviderId<'n>(BTreeMap<&'n str, &'n Node>);
+
+impl<'n> NodesByProviderId<'n> {
+    pub fn new(nodes: &'n [Arc<Node>]) -> Self {
+        let mut by_id = BTreeMap::new();
+        for node in nodes {
+            if let Some(id) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+                by_id.entry(id).or_insert(&**node);
+            }
+        }
+        Self(by_id)
+    }
+
+    /// The node of `claim` (by its `status.providerID`).
+    pub fn of(&self, claim: &NodeClaim) -> Option<&'n Node> {
+        let provider_id = claim.status.as_ref()?.provider_id.as_deref()?;
+        self.0.get(provider_id).copied()
+    }
 }
 
 /// Deletes a claim; one already gone is fine.
@@ -232,6 +250,7 @@ impl Lifecycle {
         // launches and registrations of the others. `buffered` keeps the results in name order
         // and polls the futures in that order, so a seed replays.
         let parallel = self.ctx.options.limits.lifecycle_reconciles_max.max(1);
+        let nodes = NodesByProviderId::new(&nodes);
         let mut reconciles: Vec<BoxFuture<'_, (String, Result<Step, LifecycleError>)>> =
             Vec::with_capacity(claims.len());
         for claim in &claims {
@@ -252,7 +271,7 @@ impl Lifecycle {
     pub async fn reconcile(
         &self,
         claim: &NodeClaim,
-        nodes: &[Arc<Node>],
+        nodes: &NodesByProviderId<'_>,
     ) -> Result<Step, LifecycleError> {
         // A deleting claim belongs to the termination controller (drain, instance, finalizers).
         if claim.metadata.deletion_timestamp.is_some() {
@@ -260,7 +279,7 @@ impl Lifecycle {
         }
         let finalized = self.ensure_finalizer(claim).await?;
         let claim = finalized.as_ref().unwrap_or(claim);
-        let node = node_of(claim, nodes);
+        let node = nodes.of(claim);
         for phase in PHASES {
             let flow = match phase {
                 Phase::Launch => self.launch_phase(claim).await?,

@@ -506,6 +506,7 @@ impl Reconciler for LifecycleReconciler {
                 Err(err) => return Err(LifecycleError::Kube(err).into()),
             }
         }
+        let nodes = crate::nodeclaim::NodesByProviderId::new(&nodes);
         let step = self.lifecycle.reconcile(&claim, &nodes).await;
         self.reports
             .send(LoopReport::Lifecycle(claim.name_any(), step.clone()));

@@ -748,6 +748,67 @@ fn a_deleted_claims_series_are_gone_and_its_termination_is_timed() {
     );
 }
 
+/// Issue 13 (the pass keeps handles on its series): a condition whose reason changes, and a node
+/// whose labels change, move their series to the new label sets; the old ones are gone, and the
+/// unchanged ones keep counting time.
+#[test]
+fn a_changed_reason_or_object_label_moves_the_series_and_leaves_no_stale_one() {
+    use super::api_server::Fixtures;
+    use karpenter_core::seams::KubeApi;
+    use karpenter_core::seams::kube::{ObjectKey, Patch, ResourceKind};
+    let w = StatusWorld::new();
+    w.claim("default-a");
+    w.set_conditions(
+        "default-a",
+        &[
+            ("Launched", "True", "Launched", 0),
+            ("Registered", "False", "NotFound", 0),
+        ],
+    );
+    let node = super::support::objects::ready_node("ip-10-0-0-1", "aws:///us-west-2a/i-0a");
+    w.kube.apply(&ResourceKind::NODE, node);
+    let text = w.pass_after(10);
+    let registered = |reason: &str| {
+        format!(
+            "operator_nodeclaim_status_condition_count{{namespace=\"\",name=\"default-a\",type=\"Registered\",status=\"False\",reason=\"{reason}\",{CLAIM_LABELS}}}"
+        )
+    };
+    assert_eq!(sample(&text, &registered("NotFound")), Some(1.0), "{text}");
+    let node_ready = |initialized: &str| {
+        format!(
+            "operator_node_status_condition_count{{namespace=\"\",name=\"ip-10-0-0-1\",type=\"Ready\",status=\"True\",reason=\"\",karpenter_k8s_aws_ec2nodeclass=\"\",karpenter_sh_nodepool=\"\",karpenter_sh_initialized=\"{initialized}\"}}"
+        )
+    };
+    assert_eq!(sample(&text, &node_ready("")), Some(1.0), "{text}");
+    w.set_conditions(
+        "default-a",
+        &[
+            ("Launched", "True", "Launched", 0),
+            ("Registered", "False", "Timeout", 0),
+        ],
+    );
+    let labels = Patch::Merge(
+        serde_json::json!({"metadata": {"labels": {"karpenter.sh/initialized": "true"}}}),
+    );
+    futures::executor::block_on(w.kube.patch(
+        &ResourceKind::NODE,
+        &ObjectKey::cluster("ip-10-0-0-1"),
+        &labels,
+    ))
+    .expect("label patch");
+    let text = w.pass_after(10);
+    assert_eq!(sample(&text, &registered("NotFound")), None, "{text}");
+    assert_eq!(sample(&text, &registered("Timeout")), Some(1.0), "{text}");
+    assert_eq!(sample(&text, &node_ready("")), None, "{text}");
+    assert_eq!(sample(&text, &node_ready("true")), Some(1.0), "{text}");
+    let launched = format!(
+        "operator_nodeclaim_status_condition_current_status_seconds{{namespace=\"\",name=\"default-a\",type=\"Launched\",status=\"True\",reason=\"Launched\",{CLAIM_LABELS}}}"
+    );
+    assert_eq!(sample(&text, &launched), Some(20.0), "{text}");
+    let deprecated = "operator_status_condition_count{namespace=\"\",name=\"default-a\",type=\"Registered\",status=\"False\",reason=\"NotFound\"";
+    assert!(!text.contains(deprecated), "{text}");
+}
+
 /// Issue 15: upstream's alpha `pods_provisioning_*` series. A pod the provisioner saw but has not
 /// decided on shows its undecided time; once a pass placed it, its unbound and unstarted times
 /// run from that placement; its bound and startup durations are observed once, from it; and its

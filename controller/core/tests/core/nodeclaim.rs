@@ -903,7 +903,7 @@ fn a_finalizer_added_after_the_claim_was_read_is_a_conflict_and_a_retry_not_lost
         &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/audit"]}})),
     ))
     .expect("their write");
-    let out = futures::executor::block_on(w.lifecycle.reconcile(&stale, &[]));
+    let out = futures::executor::block_on(w.lifecycle.reconcile(&stale, &Default::default()));
     assert!(
         matches!(out, Err(LifecycleError::Kube(KubeError::Conflict(_)))),
         "{out:?}"
@@ -915,7 +915,8 @@ fn a_finalizer_added_after_the_claim_was_read_is_a_conflict_and_a_retry_not_lost
         "their finalizer survives our stale write"
     );
     assert_eq!(
-        futures::executor::block_on(w.lifecycle.reconcile(&fresh, &[])).expect("retry"),
+        futures::executor::block_on(w.lifecycle.reconcile(&fresh, &Default::default()))
+            .expect("retry"),
         Step::Launched
     );
     let finalizers = w.claim("default-a").unwrap().metadata.finalizers.unwrap();

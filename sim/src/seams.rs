@@ -84,7 +84,15 @@ impl Seams {
                     process: process.to_string(),
                 };
                 let audited: Arc<dyn Ec2> = Arc::new(Layered::new(fleets, ec2.clone()));
-                Arc::new(Layered::new(broken.clone(), audited))
+                // The process's own EC2 cache with upstream's TTLs (`Context::with_ec2_cache`, as
+                // the binary has), lost with the process as upstream's in-memory caches are. The
+                // planted bug sits above it, where a controller bug would: a bug that asks for
+                // the wrong SSM parameter is cached under that name, with that name's TTL.
+                let cached: Arc<dyn Ec2> = Arc::new(karpenter_core::nodeclass::CachedEc2::new(
+                    audited,
+                    clock.clone(),
+                ));
+                Arc::new(Layered::new(broken.clone(), cached))
             })
         };
         let sqs: Arc<dyn Sqs> = cloud;

@@ -165,12 +165,18 @@ impl Context {
     /// ([`crate::seams::batch::BatchedEc2`]). Worlds with EC2 latency want it; unit tests that
     /// change subnets between two launches do not.
     pub fn with_ec2_economy(mut self) -> Self {
-        let batched: Arc<dyn Ec2> = Arc::new(
+        self.ec2 = Arc::new(
             crate::seams::batch::BatchedEc2::new(self.ec2.clone())
                 .with_metrics(self.metrics.clone()),
         );
+        self.with_ec2_cache()
+    }
+
+    /// The cache half of [`Context::with_ec2_economy`] alone: what needs no runtime timer (the
+    /// terminate batcher's window does), so a world stepped without a reactor can have it.
+    pub fn with_ec2_cache(mut self) -> Self {
         self.ec2 = Arc::new(crate::nodeclass::CachedEc2::new(
-            batched,
+            self.ec2.clone(),
             self.clock.clone(),
         ));
         self

@@ -478,7 +478,13 @@ fn a_spot_storm_on_200_nodes_loses_no_pod_beyond_the_two_minute_notice() {
             assert_eq!(running, replicas, "seed {seed}: converged before the storm");
             world.step().await.expect("step");
             let storm = world.storms().first().cloned().expect("the storm hit");
-            assert_eq!(storm.at, storm_at, "seed {seed}: on time");
+            // On time: in the first step at or after it (a step charged its calls' latency can
+            // end a fraction of a second past the whole second).
+            assert!(
+                storm.at >= storm_at && storm.at < storm_at + Duration::from_secs(2),
+                "seed {seed}: the storm hit at {:?}, due at {storm_at:?}",
+                storm.at
+            );
             assert_eq!(
                 storm.instances.len(),
                 (replicas * 3).div_ceil(10),

@@ -63,6 +63,11 @@ pub const REPLACES_ANNOTATION: &str = "karpenter.sh/replaces";
 /// time). Ours, not upstream's (upstream keeps its command queue in memory): with it a restarted
 /// controller finds a half-done command and finishes or undoes it.
 pub const DISRUPTION_COMMAND_ANNOTATION: &str = "karpenter.sh/disruption-command";
+/// On each replacement NodeClaim a disruption command launched: the command's id. Ours, as
+/// [`DISRUPTION_COMMAND_ANNOTATION`] (upstream's in-memory queue knows its command's replacements
+/// by name): the command follows only these. `karpenter.sh/replaces` alone does not say whose a
+/// claim is: the provisioner also sets it on claims it makes for the pods of a disrupted node.
+pub const DISRUPTION_REPLACEMENT_ANNOTATION: &str = "karpenter.sh/disruption-replacement";
 /// Kubernetes' label that takes a node out of external load balancers; termination sets it
 /// (value `karpenter`, as upstream) so traffic stops before the instance does.
 pub const EXCLUDE_FROM_LOAD_BALANCERS_LABEL: &str =

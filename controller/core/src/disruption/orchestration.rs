@@ -25,14 +25,15 @@ use super::{
     ClusterView, Command, Exclusions, Method, Objects, Options, Scheduling, decide_timed, validate,
 };
 use crate::api::conditions::{self, nodeclaim as cond};
-use crate::api::labels::{DISRUPTED_TAINT_KEY, DISRUPTION_COMMAND_ANNOTATION};
+use crate::api::labels::{
+    DISRUPTED_TAINT_KEY, DISRUPTION_COMMAND_ANNOTATION, DISRUPTION_REPLACEMENT_ANNOTATION,
+};
 use crate::api::nodepool::DisruptionReason;
 use crate::api::{ConditionStatus, NodeClaim};
 use crate::catalog::Catalog;
 use crate::context::Context;
 use crate::events::{EventType, Reference};
 use crate::provisioning::Snapshot;
-use crate::replacement;
 use crate::seams::KubeError;
 use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
 
@@ -493,13 +494,7 @@ impl Disruption {
             let claims = live.iter().map(|c| c.name_any()).collect();
             return Some(Progress::Terminated { id, claims });
         }
-        let names: Vec<String> = members.iter().map(|c| c.name_any()).collect();
-        let replacements: Vec<&Arc<NodeClaim>> = read
-            .claims
-            .values()
-            .filter(|c| !names.contains(&c.name_any()))
-            .filter(|c| names.iter().any(|n| replacement::replaces_claim(c, n)))
-            .collect();
+        let replacements = command_replacements(read, &record.id);
         let alive = replacements
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
@@ -658,6 +653,23 @@ impl Disruption {
         }
         changed.len()
     }
+}
+
+/// The replacements command `id` launched: the claims carrying its id, and no other claim that
+/// names one of its candidates in `karpenter.sh/replaces` (the provisioner's claims for the pods
+/// of a disrupted node do too: counted, one could stand in for a replacement that failed and
+/// let the candidates go, and abandoning the command deleted it while uninitialized). A command
+/// an earlier version started (no id on its replacements) finds none and is abandoned: its
+/// candidates are untainted and tried again, its replacement stays as an ordinary claim.
+fn command_replacements<'r>(read: &'r Read, id: &str) -> Vec<&'r Arc<NodeClaim>> {
+    read.claims
+        .values()
+        .filter(|c| {
+            c.annotations()
+                .get(DISRUPTION_REPLACEMENT_ANNOTATION)
+                .is_some_and(|v| v == id)
+        })
+        .collect()
 }
 
 fn initialized(claim: &NodeClaim) -> bool {

@@ -24,7 +24,9 @@ use serde_json::{Value, json};
 
 use super::Command;
 use crate::api::conditions::{self, nodeclaim as cond};
-use crate::api::labels::{DISRUPTED_TAINT_KEY, DISRUPTION_COMMAND_ANNOTATION};
+use crate::api::labels::{
+    DISRUPTED_TAINT_KEY, DISRUPTION_COMMAND_ANNOTATION, DISRUPTION_REPLACEMENT_ANNOTATION,
+};
 use crate::api::{ConditionStatus, NodeClaim, NodePool};
 use crate::context::Context;
 use crate::events::{EventType, Reference};
@@ -136,6 +138,9 @@ impl Queue<'_> {
             };
             let mut claim = nodeclaim_for(pool, &r.planned);
             replacement::set_replaces(&mut claim, &replaced);
+            claim
+                .annotations_mut()
+                .insert(DISRUPTION_REPLACEMENT_ANNOTATION.into(), record.id.clone());
             let value = serde_json::to_value(&claim).map_err(|e| e.to_string());
             let result = match value {
                 Ok(v) => self.ctx.kube.create(&ResourceKind::NODE_CLAIM, v).await,

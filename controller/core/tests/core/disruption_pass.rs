@@ -117,3 +117,99 @@ fn a_pass_that_found_nothing_stands_only_until_consolidate_after_passes_on_a_qui
         "50 s in, consolidateAfter has passed: the pass decides, and the empty node goes: {outcome:?}"
     );
 }
+
+/// A disruption command in progress for `default-a` (a drift with one replacement), started at
+/// the test's start, with its node; returns the command's id.
+fn command_in_progress(kube: &fakekube::ApiServer) -> String {
+    use serde_json::json;
+    kube.apply(&ResourceKind::NODE_POOL, super::validation::nodepool());
+    let mut node = objects::ready_node("ip-10-0-0-1", "aws:///us-west-2a/i-0a");
+    node["spec"]["taints"] = json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
+    kube.apply(&ResourceKind::NODE, node);
+    let id = format!("default-a@{}", support::start());
+    let mut claim = objects::nodeclaim("default-a").running_as("i-0a").json();
+    claim["status"]["nodeName"] = json!("ip-10-0-0-1");
+    claim["metadata"]["annotations"] =
+        json!({"karpenter.sh/disruption-command": format!("Drifted 1 {id}")});
+    kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    id
+}
+
+/// A claim replacing `default-a`: the command's own when `command` is its id, else one the
+/// provisioner made for the pods of the disrupted node; initialized or not.
+fn replacing_claim(name: &str, command: Option<&str>, initialized: bool) -> serde_json::Value {
+    use serde_json::json;
+    let mut claim = objects::nodeclaim(name).json();
+    claim["metadata"]["annotations"] = json!({"karpenter.sh/replaces": "default-a"});
+    if let Some(id) = command {
+        claim["metadata"]["annotations"]["karpenter.sh/disruption-replacement"] = json!(id);
+    }
+    if initialized {
+        claim["status"] = json!({"conditions": [{
+            "type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"
+        }]});
+    }
+    claim
+}
+
+/// Noticed in the tenth and eleventh sessions: a command follows only the replacements it
+/// launched. The provisioner's claim for the disrupted node's pods also names the candidate in
+/// `karpenter.sh/replaces`; counted as the command's, its initialization let the candidate go
+/// before the command's own replacement was up, and once the own replacement was gone the command
+/// neither noticed nor spared the provisioner's claim.
+#[test]
+fn a_command_follows_its_own_replacements_not_a_provisioner_claim_naming_its_candidate() {
+    use karpenter_core::disruption::Disruption;
+    use karpenter_core::disruption::queue::Progress;
+    use karpenter_core::seams::KubeApi;
+    use karpenter_core::seams::kube::{DeleteOptions, ObjectKey};
+    let clock = support::clock();
+    let cloud = support::cloud(&clock);
+    let kube = api_server(clock.clone());
+    let id = command_in_progress(&kube);
+    kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        replacing_claim("default-own", Some(&id), false),
+    );
+    kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        replacing_claim("default-prov", None, true),
+    );
+    let ctx = Arc::new(support::context(&kube, &cloud, &clock));
+    let disruption = Disruption::new(ctx.clone());
+    let pass = || futures::executor::block_on(disruption.pass()).expect("pass");
+    let exists = |name: &str| {
+        futures::executor::block_on(kube.get(&ResourceKind::NODE_CLAIM, &ObjectKey::cluster(name)))
+            .expect("get")
+            .is_some_and(|c| c["metadata"]["deletionTimestamp"].is_null())
+    };
+    let outcome = pass();
+    assert_eq!(
+        outcome.progress,
+        vec![Progress::Waiting { id: id.clone() }],
+        "its own replacement is not initialized"
+    );
+    assert!(
+        exists("default-a"),
+        "the candidate stays until its replacement is up"
+    );
+    futures::executor::block_on(kube.delete(
+        &ResourceKind::NODE_CLAIM,
+        &ObjectKey::cluster("default-own"),
+        &DeleteOptions::default(),
+    ))
+    .expect("delete");
+    clock.advance(std::time::Duration::from_secs(10));
+    let outcome = pass();
+    assert!(
+        matches!(&outcome.progress[..], [Progress::Abandoned { id: a, .. }] if *a == id),
+        "{:?}",
+        outcome.progress
+    );
+    assert!(exists("default-a"), "abandoned: the candidate stays");
+    assert!(
+        exists("default-prov"),
+        "the provisioner's claim is not the command's to delete"
+    );
+}

@@ -231,7 +231,7 @@ fn an_insufficient_capacity_error_deletes_the_claim_and_marks_the_offerings_unav
             .unavailable
             .is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, now)
     );
-    let builtin = Catalog::builtin();
+    let builtin = std::sync::Arc::new(Catalog::builtin());
     let view = w.ctx.unavailable.apply(&builtin, now);
     let m5 = view.get("m5.large").expect("type");
     assert!(

@@ -513,15 +513,25 @@ impl Provisioner {
         outcome: &mut Outcome,
     ) {
         for placement in &results.existing_nodes {
-            if let Some(already) = replacements.snapshot.in_flight.get(&placement.node) {
+            // Capacity not up yet (an in-flight claim, or a registered node whose claim is not
+            // initialized) records the interrupted claims it takes pods of, so their drain waits
+            // for it (`termination`'s replacement hold); a Ready node has the room now.
+            let snapshot = replacements.snapshot;
+            let waiting = match snapshot.in_flight.get(&placement.node) {
+                Some(already) => Some((placement.node.as_str(), already)),
+                None => snapshot
+                    .uninitialized
+                    .get(&placement.node)
+                    .map(|(claim, already)| (claim.as_str(), already)),
+            };
+            if let Some((claim, already)) = waiting {
                 let replaces = replacements.replaced_by(&placement.pods);
                 if !replaces.is_subset(already) {
                     let all: BTreeSet<String> = already.union(&replaces).cloned().collect();
                     if let Err(err) =
-                        replacement::record_replaces(self.ctx.kube.as_ref(), &placement.node, &all)
-                            .await
+                        replacement::record_replaces(self.ctx.kube.as_ref(), claim, &all).await
                     {
-                        tracing::warn!(claim = %placement.node, %err, "recording replaced claims failed");
+                        tracing::warn!(%claim, %err, "recording replaced claims failed");
                         replacements.unplanned.extend(replaces);
                     }
                 }

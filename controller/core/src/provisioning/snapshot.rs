@@ -82,6 +82,10 @@ pub struct Snapshot {
     /// NodeClaims not yet nodes (the in-flight entries of `nodes`), with the claims they already
     /// replace (their `karpenter.sh/replaces` annotation).
     pub in_flight: BTreeMap<String, BTreeSet<String>>,
+    /// Registered nodes whose NodeClaim is not initialized yet (and not deleting), by node name:
+    /// the claim's name and the claims it already replaces. Pods of an interrupted node planned
+    /// onto one wait for it as for an in-flight claim (see `Provisioner::nominate_existing`).
+    pub uninitialized: BTreeMap<String, (String, BTreeSet<String>)>,
     /// Deleting, interrupted NodeClaims no pass has planned replacement capacity for yet.
     pub unplanned_interrupted: BTreeSet<String>,
     /// Pending pods left out of the pass, with why (a PVC, PV or StorageClass they need does
@@ -189,6 +193,33 @@ struct Booting<'c> {
     /// The claim's `status.allocatable`: what its instance type offers once every device plugin
     /// has registered.
     allocatable: Resources,
+}
+
+/// Registered nodes whose claim is not initialized and not deleting (see
+/// [`Snapshot::uninitialized`]).
+fn uninitialized(
+    claims: &[&NodeClaim],
+    by_name: &BTreeMap<String, usize>,
+) -> BTreeMap<String, (String, BTreeSet<String>)> {
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| {
+            !c.status.as_ref().is_some_and(|s| {
+                crate::api::conditions::is_true(
+                    &s.conditions,
+                    crate::api::conditions::nodeclaim::INITIALIZED,
+                )
+            })
+        })
+        .filter_map(|c| {
+            let node = c.status.as_ref()?.node_name.clone()?;
+            by_name.contains_key(&node).then(|| {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                (node, (name, replacement::replaces(c)))
+            })
+        })
+        .collect()
 }
 
 /// The allocatable of a node that is not initialized yet: the kubelet's figure, and for every
@@ -443,6 +474,7 @@ impl Snapshot {
             }
         }
         snapshot.add_in_flight(&claims, &by_name, &node_classes, catalog);
+        snapshot.uninitialized = uninitialized(&claims, &by_name);
         let rescheduled = Rescheduled::new(now, pdbs, &claims);
         snapshot.add_pods(
             &pods,

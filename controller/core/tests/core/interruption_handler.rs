@@ -621,6 +621,54 @@ fn a_spot_warning_creates_an_annotated_replacement_before_any_eviction_and_evict
     );
 }
 
+/// Swarm seed 612 (twelfth session): the interrupted node's pods were planned onto a node that
+/// had registered but was not initialized (not Ready yet). Nothing recorded it as their
+/// replacement, so the drain began at once and the evicted pods had nowhere to run. Planned
+/// onto capacity that is not up, the drain waits for it as for a new replacement.
+#[test]
+fn pods_planned_onto_a_registered_node_not_yet_initialized_wait_for_it_before_eviction() {
+    let mut c = cluster();
+    let old = c.running(&["web"]).remove(0);
+    // A second node, registered but NotReady (its CNI still starting), with room for `web`.
+    c.pending_pod("tiny", "600m");
+    let mut spare = Vec::new();
+    for _ in 0..3 {
+        if let Some(outcome) = c.step().provisioned {
+            spare.extend(outcome.created);
+        }
+    }
+    let spare = spare.pop().expect("a claim for tiny");
+    let node = c.join(&spare, &["tiny"]);
+    let mut not_ready = c
+        .kube
+        .object_named(&ResourceKind::NODE, &node)
+        .expect("node");
+    not_ready["status"]["conditions"][0]["status"] = json!("False");
+    not_ready["status"]["allocatable"]["cpu"] = json!("4");
+    c.kube.apply(&ResourceKind::NODE, not_ready);
+    c.step();
+    assert!(!c.initialized(&spare), "the spare node is not Ready");
+    assert!(c.cloud.interrupt_spot(&c.instance_of(&old)));
+    for _ in 0..6 {
+        let report = c.step();
+        if let Some(outcome) = report.provisioned {
+            assert!(
+                outcome.created.is_empty(),
+                "web fits the spare node: {outcome:?}"
+            );
+        }
+    }
+    assert_eq!(
+        c.replacements_of(&old),
+        [spare],
+        "planned onto the spare node"
+    );
+    assert!(
+        c.evictions().is_empty(),
+        "nothing evicted while the capacity planned for it is not up"
+    );
+}
+
 #[test]
 fn eviction_of_a_spot_interrupted_node_starts_at_the_bound_when_the_replacement_is_not_ready() {
     let mut c = cluster();

@@ -148,7 +148,7 @@ pub struct Expiring {
 
 /// Whether the swarm's draw switches `expiring` and `pinned-ami` on (see [`WorkloadMix::draw`]):
 /// off until the failures they expose on the unmutated controller are judged.
-pub const DRAW_EXPIRING_AND_PINNED: bool = false;
+pub const DRAW_EXPIRING_AND_PINNED: bool = true;
 
 /// Whether the swarm's draw switches `limited-pool` on (see [`WorkloadMix::draw`]). Off at
 /// 68bb344, where seed 96 failed `nodepool-limits` ("cpu 24000 > limit 17000": a claim being

@@ -20,8 +20,9 @@
 //! range can take longer than the notice leaves), no instance launched in it (a replacement)
 //! warned itself before the reclaim, and no later warning that took away the room the pods
 //! would otherwise have had (a second storm taking back the capacity they counted on: with
-//! those nodes' room counted, they fit). EC2 throttling and 5xx answers do not excuse it: the
-//! controller retries them.
+//! those nodes' room counted, they fit), and no pods created after a replacement's NodeClaim
+//! that took its room (kube-scheduler binds any pending pod that fits: with that room counted,
+//! they fit). EC2 throttling and 5xx answers do not excuse it: the controller retries them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -57,6 +58,8 @@ pub const REHOME_LAUNCH_PROMPT: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug)]
 struct RehomeCheck {
     instance: String,
+    /// The NodeClaim that owned the instance at the warning.
+    claim: Option<String>,
     node: String,
     warned: Timestamp,
     due: Timestamp,
@@ -246,8 +249,18 @@ impl Rehome {
                 })
                 .map(|p| (name_of(p).to_string(), owner_key(p), requests(p)))
                 .collect();
+            let claim = step
+                .claims()
+                .iter()
+                .find(|c| {
+                    c["status"]["providerID"]
+                        .as_str()
+                        .is_some_and(|p| p.ends_with(&format!("/{id}")))
+                })
+                .map(|c| name_of(c).to_string());
             self.pending.push(RehomeCheck {
                 instance: id.clone(),
+                claim,
                 node: node.to_string(),
                 warned,
                 due: plus(warned, SPOT_NOTICE).max(step.now),
@@ -327,7 +340,9 @@ impl Check for Rehome {
                 continue;
             }
             let left = homeless(&check, step.pods(), step.nodes(), &BTreeMap::new());
-            if !left.is_empty() && room_taken_back(&check, step, &self.lost) {
+            if !left.is_empty()
+                && (room_taken_back(&check, step, &self.lost) || room_given_away(&check, step))
+            {
                 self.excused += 1;
                 continue;
             }
@@ -465,6 +480,19 @@ fn homeless(
     nodes: &[SharedObject],
     also: &BTreeMap<String, bool>,
 ) -> Vec<String> {
+    let (unmatched, _) = unmatched(check, pods);
+    if unmatched.is_empty() {
+        return Vec::new();
+    }
+    first_fit_decreasing(unmatched, &mut free_room(&check.node, pods, nodes, also))
+}
+
+/// The check's pods matched with no replacement (name and requests), and the pods created since
+/// the warning and bound elsewhere that no checked pod was matched with (by name).
+fn unmatched(
+    check: &RehomeCheck,
+    pods: &[SharedObject],
+) -> (Vec<(String, Resources)>, BTreeSet<String>) {
     // Replacements: same owner, created since the warning, bound elsewhere (now, or at a step
     // since the warning).
     let mut homes = check.homes.clone();
@@ -473,7 +501,7 @@ fn homeless(
             .entry(name_of(pod).to_string())
             .or_insert_with(|| owner_key(pod));
     }
-    let mut replacements: Vec<Option<String>> = homes.into_values().collect();
+    let mut replacements: Vec<(String, Option<String>)> = homes.into_iter().collect();
     let mut unmatched = Vec::new();
     for (name, owner, need) in &check.pods {
         let same = pods.iter().any(|p| {
@@ -484,7 +512,7 @@ fn homeless(
         }
         match replacements
             .iter()
-            .position(|o| owner.is_some() && o == owner)
+            .position(|(_, o)| owner.is_some() && o == owner)
         {
             Some(i) => {
                 replacements.remove(i);
@@ -492,10 +520,60 @@ fn homeless(
             None => unmatched.push((name.clone(), need.clone())),
         }
     }
-    if unmatched.is_empty() {
-        return Vec::new();
+    let unused = replacements.into_iter().map(|(name, _)| name).collect();
+    (unmatched, unused)
+}
+
+/// Whether the pods would have had a home but for the kube-scheduler giving the room made for
+/// them to pods that came later (swarm seed 43: the replacement the controller launched 4 s after
+/// the warning was up before the reclaim, but a scale-up's pods created a minute later bound to
+/// it first, and the second replacement launched for the displaced pods as they lost that room
+/// could not boot before the reclaim). Counting the room that pods use on nodes launched to
+/// replace the warned claim (`karpenter.sh/replaces`), if those pods were created after that
+/// node's claim and are not matched as replacements of the checked pods, every pod fits. Neither
+/// upstream nor this controller can reserve room against kube-scheduler, which binds any pending
+/// pod that fits; a controller that launched nothing for the pods, or too little, or planned the
+/// room while those pods were already pending, is not excused.
+fn room_given_away(check: &RehomeCheck, step: &StepView<'_>) -> bool {
+    let Some(claim) = check.claim.as_deref() else {
+        return false;
+    };
+    // Nodes launched to replace the warned claim, with their claim's creation.
+    let launched: BTreeMap<String, Timestamp> = step
+        .claims()
+        .iter()
+        .filter(|c| {
+            c["metadata"]["annotations"][REPLACES_ANNOTATION]
+                .as_str()
+                .is_some_and(|list| list.split(',').any(|n| n == claim))
+        })
+        .filter_map(|c| {
+            let node = c["status"]["nodeName"].as_str()?;
+            let created = time_of(&c["metadata"]["creationTimestamp"])?;
+            Some((node.to_string(), created))
+        })
+        .collect();
+    if launched.is_empty() {
+        return false;
     }
-    first_fit_decreasing(unmatched, &mut free_room(&check.node, pods, nodes, also))
+    let pods = step.pods();
+    let (left, unused) = unmatched(check, pods);
+    if left.is_empty() {
+        return false;
+    }
+    let mut free = free_room(&check.node, pods, step.nodes(), &BTreeMap::new());
+    let later = pods.iter().filter(|p| {
+        let bound = p["spec"]["nodeName"].as_str().and_then(|n| launched.get(n));
+        let created = time_of(&p["metadata"]["creationTimestamp"]);
+        unused.contains(name_of(p)) && bound.is_some_and(|at| created.is_some_and(|t| t > *at))
+    });
+    for pod in later {
+        let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+        if let Some((_, room)) = free.iter_mut().find(|(n, _)| n == node) {
+            *room = room.plus(&requests(pod));
+        }
+    }
+    first_fit_decreasing(left, &mut free).is_empty()
 }
 
 /// Whether `pod` could be a replacement for the check's pods: created since the warning, bound

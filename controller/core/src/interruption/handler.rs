@@ -458,10 +458,25 @@ pub(super) async fn interrupt(
     kind: Kind,
     interruption: &Interruption,
 ) -> Result<Acted, KubeError> {
+    let name = claim.name_any();
     if claim.metadata.deletion_timestamp.is_some() {
+        // Already being deleted (expired, drifted, consolidated) when the warning came: not
+        // deleted again, but marked, so its pods get replacement capacity first like those of
+        // any interrupted node, the ones a PodDisruptionBudget or `do-not-disrupt` keeps on it
+        // included (deliberate difference 11: the instance goes whatever protects them). Unmarked,
+        // the provisioner leaves those out as upstream leaves out fully blocked pods of a deleting
+        // node, and they lose their node at the reclaim with nothing booted for them (swarm seed
+        // 71: an expiring node whose eleven PDB-blocked pods were all lost). Upstream's handler
+        // returns early for a deleting claim too; the mark is ours. A claim already marked keeps
+        // its mark and deadline (a duplicate message changes nothing).
+        if !replacement::is_interrupted(claim) {
+            match replacement::mark_interrupted(ctx.kube.as_ref(), &name, interruption).await {
+                Ok(()) | Err(KubeError::NotFound(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
         return Ok(Acted::AlreadyDeleting);
     }
-    let name = claim.name_any();
     match replacement::mark_interrupted(ctx.kube.as_ref(), &name, interruption).await {
         Ok(()) => {}
         Err(KubeError::NotFound(_)) => return Ok(Acted::Gone),

@@ -274,6 +274,41 @@ fn a_duplicate_message_causes_one_action() {
     );
 }
 
+/// Swarm seed 71: a node already draining (expired) whose pods a PodDisruptionBudget holds gets
+/// a spot warning. Unmarked, the provisioner left those pods out (fully blocked pods of a
+/// deleting node) and nothing was booted for them before the reclaim took the instance.
+#[test]
+fn a_spot_warning_for_a_claim_already_being_deleted_marks_it_interrupted_without_deleting_it_again()
+{
+    use karpenter_core::seams::kube::{DeleteOptions, KubeApi, ObjectKey};
+    let q = queue();
+    q.kube
+        .apply(&ResourceKind::NODE_CLAIM, claim_for("default-a", "i-0a"));
+    futures::executor::block_on(q.kube.delete(
+        &ResourceKind::NODE_CLAIM,
+        &ObjectKey::cluster("default-a"),
+        &DeleteOptions::default(),
+    ))
+    .expect("expiration deletes the claim");
+    q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
+    let report = q.poll();
+    assert_eq!(
+        report.messages[0].1,
+        Outcome::AlreadyDeleting {
+            claims: vec!["default-a".into()]
+        }
+    );
+    assert_eq!(q.claim_deletes(), 1, "the expiration's delete only");
+    assert_eq!(q.cloud.queue_depth(), 0);
+    let claim = q.claim("default-a");
+    assert!(karpenter_core::replacement::is_interrupted(&claim));
+    assert_eq!(
+        karpenter_core::replacement::eviction_deadline(&claim),
+        Some("2026-01-01T00:01:30Z".parse().unwrap()),
+        "warning time + 90 s"
+    );
+}
+
 /// Upstream handles the messages of one receive with ten workers; so do we
 /// (`MESSAGES_PARALLEL_MAX`). With every API write taking 100 ms, a storm of 20 warnings one by
 /// one costs at least 20 × (annotate + delete) × 100 ms = 4 s of (virtual) time before the last

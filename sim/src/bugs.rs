@@ -103,6 +103,10 @@ pub enum Bug {
     /// `karpenter.sh/disrupted:NoSchedule` taint: nodes are drained while still open to pods.
     /// Caught by `draining-nodes-closed`.
     StripDisruptedTaint,
+    /// The controller's registration patch (the node patch that takes ownership for a NodeClaim)
+    /// reaches the API server without the claim's startup taints: nodes register open to pods
+    /// before the taints' owners are done. Caught by `startup-taints-honoured`.
+    StripStartupTaints,
     /// Garbage collection's DescribeInstances (the one scoped by Karpenter's tags) finds
     /// nothing, so an instance whose claim is gone is never collected. Caught by
     /// `no-leaked-instances` (with `claim-force-deleted` or lost launch answers orphaning one).
@@ -454,10 +458,58 @@ impl Broken {
     }
 }
 
+/// [`Bug::StripStartupTaints`]: a node patch naming a NodeClaim as the node's owner (the
+/// registration patch), without the taints that claim declares as startup taints.
+async fn without_startup_taints(body: &Value, next: &dyn KubeApi) -> Value {
+    let mut body = body.clone();
+    let owner = body["metadata"]["ownerReferences"]
+        .as_array()
+        .and_then(|owners| owners.iter().find(|o| o["kind"] == "NodeClaim"))
+        .and_then(|o| o["name"].as_str())
+        .map(str::to_string);
+    let Some(owner) = owner else {
+        return body;
+    };
+    let Ok(Some(claim)) = next
+        .get(&ResourceKind::NODE_CLAIM, &ObjectKey::cluster(owner))
+        .await
+    else {
+        return body;
+    };
+    let startup: Vec<(Value, Value)> = claim["spec"]["startupTaints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (t["key"].clone(), t["effect"].clone()))
+        .collect();
+    if let Some(taints) = body["spec"]["taints"].as_array_mut() {
+        taints.retain(|t| {
+            !startup
+                .iter()
+                .any(|(k, e)| t["key"] == *k && t["effect"] == *e)
+        });
+    }
+    body
+}
+
 #[async_trait]
 impl KubeLayer for Broken {
     async fn call(&self, call: KubeCall<'_>, next: &dyn KubeApi) -> KubeReply {
         match call {
+            KubeCall::Patch {
+                kind,
+                key,
+                patch: Patch::Merge(body),
+            } if self.bug == Bug::StripStartupTaints && *kind == ResourceKind::NODE => {
+                let patch = Patch::Merge(without_startup_taints(body, next).await);
+                KubeCall::Patch {
+                    kind,
+                    key,
+                    patch: &patch,
+                }
+                .send(next)
+                .await
+            }
             KubeCall::Patch {
                 kind,
                 key,

@@ -12,6 +12,7 @@
 //! | `pods-fit-nodes` | [`fit`] |
 //! | `drained-before-terminate` | [`drain`] |
 //! | `draining-nodes-closed` | [`draining`] |
+//! | `startup-taints-honoured` | [`startup_taints`] |
 //! | `pdb-respected` | [`pdb`] |
 //! | `do-not-disrupt-respected` | [`do_not_disrupt`] |
 //! | `budgets-respected` | [`budgets`] |
@@ -64,6 +65,7 @@ pub mod pod_facts;
 pub mod pods_scheduled;
 pub mod rehome;
 pub mod single_leader;
+pub mod startup_taints;
 pub mod templates;
 pub mod termination_progress;
 pub mod unavailable;
@@ -111,6 +113,7 @@ pub enum Invariant {
     PodsFitNodes,
     DrainedBeforeTerminate,
     DrainingNodesClosed,
+    StartupTaintsHonoured,
     PdbRespected,
     DoNotDisruptRespected,
     BudgetsRespected,
@@ -270,6 +273,7 @@ struct Checkers {
     fit: fit::Fit,
     drain: drain::Drain,
     draining: draining::DrainingClosed,
+    startup_taints: startup_taints::StartupTaintsHonoured,
     pdb: pdb::Pdb,
     do_not_disrupt: do_not_disrupt::DoNotDisrupt,
     budgets: budgets::BudgetsRespected,
@@ -290,7 +294,7 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 25] {
+    fn all(&mut self) -> [&mut dyn Check; 26] {
         [
             &mut self.limits,
             &mut self.leaks,
@@ -300,6 +304,7 @@ impl Checkers {
             &mut self.fit,
             &mut self.drain,
             &mut self.draining,
+            &mut self.startup_taints,
             &mut self.pdb,
             &mut self.do_not_disrupt,
             &mut self.budgets,

@@ -36,6 +36,11 @@ use serde_json::Value;
 /// which taints are startup taints.
 pub const STARTUP_TAINTS_ANNOTATION: &str = "sim.karpenter-rs.dev/startup-taints";
 
+/// Annotation the startup taints' owners (the kubelet stand-in's daemons) put on a Node once they
+/// removed startup taints from it: every `key:Effect` removed so far, comma separated and sorted.
+/// `startup-taints-honoured` reads it as "the owner of this taint is done".
+pub const STARTUP_TAINTS_REMOVED_ANNOTATION: &str = "sim.karpenter-rs.dev/startup-taints-removed";
+
 /// The taint the node lifecycle controller puts on a NotReady node (with both effects).
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 

@@ -186,7 +186,14 @@ pub struct SwarmConfig {
     /// The scenario's workload with each seed's draw added (the default, as on the command
     /// line), or as written ([`crate::workload_mix`]).
     pub workload: WorkloadSelection,
+    /// How a seed's workload is drawn under [`WorkloadSelection::Drawn`] ([`WorkloadMix::draw`];
+    /// a test may pin a seed's world as it was before a part existed, a part drawn later
+    /// changing only the seeds it is on in).
+    pub draw: MixFactory,
 }
+
+/// Draws a seed's workload mix for a safety phase.
+pub type MixFactory = fn(u64, Duration) -> WorkloadMix;
 
 impl SwarmConfig {
     /// Defaults for `scenario` (named `scenario_arg`).
@@ -202,13 +209,14 @@ impl SwarmConfig {
             plan: CatalogueFaults::plan,
             stop_on_fail: false,
             workload: WorkloadSelection::Drawn,
+            draw: WorkloadMix::draw,
         }
     }
 
     /// The workload `seed` adds to the scenario (nothing unless [`WorkloadSelection::Drawn`]).
     pub fn workload_mix(&self, seed: u64) -> WorkloadMix {
         match self.workload {
-            WorkloadSelection::Drawn => WorkloadMix::draw(seed, self.safety),
+            WorkloadSelection::Drawn => (self.draw)(seed, self.safety),
             WorkloadSelection::Scenario => WorkloadMix::default(),
         }
     }

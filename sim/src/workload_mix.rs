@@ -15,10 +15,11 @@
 //!
 //! | `on-demand` | a copy of the scenario's first NodePool, `sim-drawn-on-demand`, unweighted, without limits, that allows only on-demand capacity, and a Deployment of 2–6 pods (250m–1 cpu) pinned to it, cut to one replica at 30–60% of the safety phase: consolidation of an on-demand node cannot trade it for spot, so a replacement must be a cheaper on-demand type (`consolidation-saves` watches it), and a node whose pods need its own type must stay |
 //! | `drought` | a NodePool `sim-drawn-drought` on the scenario's first NodePool's class that can use one offering (one of [`DROUGHT_TYPES`], one zone, on-demand), a drought of that offering (no capacity whatever waves do, [`crate::scenario::Drought`]) from 1–10 min for 4–10 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to the pool, created as the drought starts: the pods can go nowhere else, so every launch for them meets the dry offering until the drought ends, as a GPU or a rare type runs out in a real region. A controller must not ask EC2 for the offering again within the unavailable-offerings TTL (3 min, shorter than any drought here) of being told it is dry (`unavailable-offerings-honoured` watches it) |
+//! | `custom-ami` | an EC2NodeClass `sim-drawn-custom` (a copy of the scenario's first) with `amiFamily: Custom`, the AL2023 EKS image at start selected by name ([`custom_image_name`]) and user data of its own: a plain nodeadm `NodeConfig` naming the world's cluster (name, endpoint, CA, service CIDR) that registers with `karpenter.sh/unregistered:NoExecute` only, as upstream asks of custom user data; a NodePool on it (on-demand only) with the startup taint [`CUSTOM_STARTUP_TAINT`]`:NoSchedule`, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it from the start. Karpenter labels no such node `karpenter.sh/do-not-sync-taints`, so registration must put the startup taint on the node itself; the sim's startup-taint owner removes it once the node has been Ready a while (`startup-taints-honoured` watches that no pod lands before) |
 //!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
-//! `expiring`, `pinned-ami`, `on-demand` and `drought` (these five only with a NodePool, and an
-//! EC2NodeClass for `pinned-ami`, in its manifests).
+//! `expiring`, `pinned-ami`, `on-demand`, `drought` and `custom-ami` (these six only with a
+//! NodePool, and an EC2NodeClass for `pinned-ami` and `custom-ami`, in its manifests).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -91,6 +92,8 @@ pub struct WorkloadMix {
     pub on_demand: Option<OnDemand>,
     /// `drought`: the dry offering, when and how long, and the pinned Deployment.
     pub drought: Option<DroughtPart>,
+    /// `custom-ami`: the pinned Deployment's replicas and cpu (millicores).
+    pub custom_ami: Option<(u32, u32)>,
 }
 
 /// The `drought` part's draw.
@@ -178,6 +181,11 @@ pub const PINNED_ALIAS: &str = "al2023@v20250601";
 pub const ON_DEMAND_POOL: &str = "sim-drawn-on-demand";
 /// Name of the `drought` NodePool and of the Deployment pinned to it.
 pub const DROUGHT_POOL: &str = "sim-drawn-drought";
+/// Name of the `custom-ami` EC2NodeClass, NodePool and Deployment.
+pub const CUSTOM_POOL: &str = "sim-drawn-custom";
+/// The key of the `custom-ami` pool's startup taint (effect `NoSchedule`): an agent's, as a CNI
+/// or a security agent declares one, that the sim's startup-taint owner removes.
+pub const CUSTOM_STARTUP_TAINT: &str = "example.com/agent-not-ready";
 
 impl WorkloadMix {
     /// The draw of `seed` for a safety phase of `safety`.
@@ -264,6 +272,15 @@ impl WorkloadMix {
         }
         // `drought`: drawn after `on-demand`, so every part above keeps its draws.
         mix.drought = draw_drought(&mut rng);
+        // `custom-ami`: drawn last, so every part above keeps its draws.
+        let (on, replicas, cpu) = (
+            rng.gen_bool(0.5),
+            rng.gen_range(1..=3u32),
+            rng.gen_range(1..=4u32) * 250,
+        );
+        if on {
+            mix.custom_ami = Some((replicas, cpu));
+        }
         mix
     }
 
@@ -278,6 +295,7 @@ impl WorkloadMix {
             (self.pinned_ami.is_some(), "pinned-ami"),
             (self.on_demand.is_some(), "on-demand"),
             (self.drought.is_some(), "drought"),
+            (self.custom_ami.is_some(), "custom-ami"),
         ]
         .into_iter()
         .filter(|(on, _)| *on)
@@ -395,6 +413,45 @@ impl WorkloadMix {
         }
         self.add_on_demand_pool(scenario, &first);
         self.add_drought_pool(scenario, &first);
+        self.add_custom_pool(scenario, &first);
+    }
+
+    /// The `custom-ami` EC2NodeClass (a copy of the scenario's first with `amiFamily: Custom`,
+    /// an image by name and its own NodeConfig), the NodePool on it with a startup taint, and the
+    /// Deployment pinned to that pool.
+    fn add_custom_pool(&self, scenario: &mut Scenario, first: &serde_json::Value) {
+        let (Some((replicas, cpu)), Some(class)) = (
+            self.custom_ami,
+            first_of(&scenario.manifests, "EC2NodeClass"),
+        ) else {
+            return;
+        };
+        let cloud = scenario.cloud.cloud_config(0);
+        let mut class = renamed(&class, CUSTOM_POOL);
+        class["spec"]["amiFamily"] = serde_json::json!("Custom");
+        class["spec"]["amiSelectorTerms"] =
+            serde_json::json!([{ "name": custom_image_name(&cloud) }]);
+        class["spec"]["userData"] = serde_json::json!(custom_user_data(&cloud.cluster_identity()));
+        let mut pool = renamed(first, CUSTOM_POOL);
+        if let Some(spec) = pool["spec"].as_object_mut() {
+            spec.remove("weight");
+            spec.remove("limits");
+        }
+        // On-demand only: a spot warning on a node holding a pinned pod that a budget keeps there
+        // until the reclaim lets unpinned pods take the room its replacement brought (seed 7 of
+        // the first swarm with this part: `web` pods filled the replacement before the reclaim,
+        // as kube-scheduler would upstream), which `interruption-rehomed` does not excuse (the
+        // class of the unjudged `expiring` failures, README). This part is about registration.
+        only_on_demand(&mut pool);
+        let template = &mut pool["spec"]["template"]["spec"];
+        template["nodeClassRef"]["name"] = serde_json::json!(CUSTOM_POOL);
+        template["startupTaints"] =
+            serde_json::json!([{ "key": CUSTOM_STARTUP_TAINT, "effect": "NoSchedule" }]);
+        scenario.manifests += &document(&class);
+        scenario.manifests += &document(&pool);
+        scenario
+            .workloads
+            .insert(0, pinned_deployment(CUSTOM_POOL, replicas, cpu));
     }
 
     /// The `drought` NodePool (on `first`'s class, able to use one offering), its drought and
@@ -442,21 +499,7 @@ impl WorkloadMix {
             spec.remove("weight");
             spec.remove("limits");
         }
-        let capacity_type = karpenter_core::api::labels::CAPACITY_TYPE_LABEL;
-        let requirements = &mut pool["spec"]["template"]["spec"]["requirements"];
-        let mut kept: Vec<serde_json::Value> = requirements
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|r| r["key"] != capacity_type)
-            .cloned()
-            .collect();
-        kept.push(serde_json::json!({
-            "key": capacity_type,
-            "operator": "In",
-            "values": [karpenter_core::api::labels::CAPACITY_TYPE_ON_DEMAND],
-        }));
-        *requirements = serde_json::Value::Array(kept);
+        only_on_demand(&mut pool);
         scenario.manifests += &document(&pool);
         let start = pinned_deployment(ON_DEMAND_POOL, on_demand.replicas, on_demand.cpu);
         let mut cut = start.clone();
@@ -470,6 +513,52 @@ impl WorkloadMix {
             .partition_point(|e| e.at <= on_demand.scale_down);
         scenario.workloads.insert(index, cut);
     }
+}
+
+/// The name of the x86_64 AL2023 EKS image fakecloud publishes at start for the world's
+/// Kubernetes version (`amazon-eks-node-al2023-x86_64-standard-1.33-v20250601`): an image EKS
+/// builds, so it boots with nodeadm, which reads the `custom-ami` class's own user data.
+pub fn custom_image_name(cloud: &fakecloud::Config) -> String {
+    format!(
+        "amazon-eks-node-al2023-x86_64-standard-{}-{}",
+        cloud.kubernetes_version, cloud.ami_release_al2023
+    )
+}
+
+/// The `custom-ami` class's user data: a nodeadm `NodeConfig` (plain YAML, which nodeadm reads as
+/// readily as a MIME part) naming `cluster`, registering with the `karpenter.sh/unregistered`
+/// taint only. Upstream injects that taint into the user data it generates; with `amiFamily:
+/// Custom` it generates none, and its docs ask the user to register with the taint so no pod
+/// lands before Karpenter has registered the node. The pool's startup taint is left out: that
+/// is registration's to add (the node carries no `karpenter.sh/do-not-sync-taints`).
+pub fn custom_user_data(cluster: &fakecloud::bootstrap::ClusterIdentity) -> String {
+    format!(
+        "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: {}\n    apiServerEndpoint: {}\n    certificateAuthority: {}\n    cidr: {}\n  kubelet:\n    config:\n      registerWithTaints:\n      - key: {}\n        effect: NoExecute\n",
+        cluster.name,
+        cluster.endpoint,
+        cluster.ca_bundle,
+        cluster.cidr,
+        karpenter_core::api::labels::UNREGISTERED_TAINT_KEY,
+    )
+}
+
+/// `pool` with its capacity-type requirement replaced by one allowing only on-demand capacity.
+fn only_on_demand(pool: &mut serde_json::Value) {
+    let capacity_type = karpenter_core::api::labels::CAPACITY_TYPE_LABEL;
+    let requirements = &mut pool["spec"]["template"]["spec"]["requirements"];
+    let mut kept: Vec<serde_json::Value> = requirements
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["key"] != capacity_type)
+        .cloned()
+        .collect();
+    kept.push(serde_json::json!({
+        "key": capacity_type,
+        "operator": "In",
+        "values": [karpenter_core::api::labels::CAPACITY_TYPE_ON_DEMAND],
+    }));
+    *requirements = serde_json::Value::Array(kept);
 }
 
 /// The `drought` part's coin and magnitudes (drawn whether it is on or not).

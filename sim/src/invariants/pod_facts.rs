@@ -79,6 +79,28 @@ pub(crate) fn is_daemon(pod: &Value) -> bool {
         .any(|o| o["kind"] == "DaemonSet")
 }
 
+/// Whether one of the pod's tolerations tolerates the taint `key=value:effect` (Kubernetes'
+/// `ToleratesTaint`: an empty key with `Exists` matches every key; `Exists` matches any value,
+/// `Equal` (the default) only the same one; an empty effect matches every effect).
+pub(crate) fn tolerates(pod: &Value, key: &str, value: &str, effect: &str) -> bool {
+    pod["spec"]["tolerations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| {
+            let t_key = t["key"].as_str().unwrap_or_default();
+            let exists = t["operator"] == "Exists";
+            let t_effect = t["effect"].as_str().unwrap_or_default();
+            let key_matches = if t_key.is_empty() {
+                exists
+            } else {
+                t_key == key
+            };
+            let value_matches = exists || t["value"].as_str().unwrap_or_default() == value;
+            key_matches && value_matches && (t_effect.is_empty() || t_effect == effect)
+        })
+}
+
 /// Whether the pod tolerates the `karpenter.sh/disrupted:NoSchedule` taint (it chose to stay).
 pub(crate) fn tolerates_disrupted(pod: &Value) -> bool {
     pod["spec"]["tolerations"]

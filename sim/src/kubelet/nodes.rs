@@ -3,6 +3,8 @@
 //! and, once its instance is gone for good, deleted after `node_gone_ms` (what the cloud node
 //! lifecycle controller does).
 
+use std::collections::BTreeSet;
+
 use jiff::Timestamp;
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::ec2::InstanceState;
@@ -12,7 +14,7 @@ use serde_json::{Value, json};
 use super::register::{extended_only, node_resources, parse_taint_flags};
 use super::{
     DEVICE_PLUGINS_PENDING_ANNOTATION, Kubelet, NOT_READY_TAINT, STARTING_MESSAGE,
-    STARTUP_TAINTS_ANNOTATION, TickReport, lost_race,
+    STARTUP_TAINTS_ANNOTATION, STARTUP_TAINTS_REMOVED_ANNOTATION, TickReport, lost_race,
 };
 use crate::objects::{
     NewCondition, after_ms, condition, condition_true, conditions_with, format_time, guarded,
@@ -38,6 +40,7 @@ impl Kubelet {
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
         let nodes = self.list_nodes().await?;
+        let declared = self.declared_startup_taints().await?;
         for node in nodes {
             let Some(instance_id) = instance_id(&node) else {
                 continue;
@@ -58,7 +61,12 @@ impl Kubelet {
                     {
                         continue;
                     }
-                    self.remove_startup_taints(&node, now, report).await?;
+                    let declared = node["spec"]["providerID"]
+                        .as_str()
+                        .and_then(|id| declared.get(id))
+                        .map_or(&[][..], Vec::as_slice);
+                    self.remove_startup_taints(&node, declared, now, report)
+                        .await?;
                 }
                 Instance::Down(state) => {
                     self.not_ready((*node).clone(), &instance_id, state, now, report)
@@ -234,18 +242,24 @@ impl Kubelet {
         Ok(true)
     }
 
-    /// Removes the node's startup taints (and the annotation listing them) once it has been Ready
-    /// for `startup_taint_removal_ms`.
+    /// The startup taints' owners (a CNI, a security agent: daemons that untaint the node once
+    /// they run): once the node has been Ready for `startup_taint_removal_ms`, removes the
+    /// startup taints it registered with (the annotation listing them goes too) and those its
+    /// NodeClaim declares (`declared`, by key and effect) that it carries — registration puts
+    /// these on a node whose user data did not register with them (`amiFamily: Custom`), and an
+    /// agent already running removes them whenever they appear. What was removed is added to
+    /// [`STARTUP_TAINTS_REMOVED_ANNOTATION`], the owners' record of being done.
     async fn remove_startup_taints(
         &self,
         node: &Value,
+        declared: &[(String, String)],
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
-        let Some(listed) = node["metadata"]["annotations"][STARTUP_TAINTS_ANNOTATION].as_str()
-        else {
+        let listed = node["metadata"]["annotations"][STARTUP_TAINTS_ANNOTATION].as_str();
+        if listed.is_none() && declared.is_empty() {
             return Ok(());
-        };
+        }
         if !condition_true(node, "Ready") || !node["metadata"]["deletionTimestamp"].is_null() {
             return Ok(());
         }
@@ -255,23 +269,44 @@ impl Kubelet {
         if now < after_ms(ready_since, self.config.startup_taint_removal_ms) {
             return Ok(());
         }
-        let startup = parse_taint_flags(listed);
-        let taints: Vec<Value> = node["spec"]["taints"]
+        let mut startup = listed.map(parse_taint_flags).unwrap_or_default();
+        startup.extend(declared.iter().cloned());
+        let (removed, kept): (Vec<Value>, Vec<Value>) = node["spec"]["taints"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|t| {
-                !startup
+            .cloned()
+            .partition(|t| {
+                startup
                     .iter()
                     .any(|(key, effect)| t["key"] == key.as_str() && t["effect"] == effect.as_str())
+            });
+        if listed.is_none() && removed.is_empty() {
+            return Ok(());
+        }
+        let mut done: BTreeSet<String> = node["metadata"]["annotations"]
+            [STARTUP_TAINTS_REMOVED_ANNOTATION]
+            .as_str()
+            .map(|d| {
+                d.split(',')
+                    .filter(|e| !e.is_empty())
+                    .map(str::to_string)
+                    .collect()
             })
-            .cloned()
-            .collect();
+            .unwrap_or_default();
+        done.extend(removed.iter().map(|t| {
+            let field = |name: &str| t[name].as_str().unwrap_or_default().to_string();
+            format!("{}:{}", field("key"), field("effect"))
+        }));
+        let done = (!done.is_empty()).then(|| done.into_iter().collect::<Vec<_>>().join(","));
         let patch = guarded(
             node,
             json!({
-                "metadata": { "annotations": { STARTUP_TAINTS_ANNOTATION: null } },
-                "spec": { "taints": taints },
+                "metadata": { "annotations": {
+                    STARTUP_TAINTS_ANNOTATION: null,
+                    STARTUP_TAINTS_REMOVED_ANNOTATION: done,
+                } },
+                "spec": { "taints": kept },
             }),
         );
         let name = node_name(node);

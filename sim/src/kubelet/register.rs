@@ -105,7 +105,7 @@ impl Kubelet {
     }
 
     /// `(key, effect)` of the startup taints each NodeClaim declares, by its `status.providerID`.
-    async fn declared_startup_taints(
+    pub(super) async fn declared_startup_taints(
         &self,
     ) -> Result<BTreeMap<String, Vec<(String, String)>>, KubeError> {
         let claims = match self.list_claims().await {

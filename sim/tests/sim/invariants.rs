@@ -297,6 +297,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "pods-fit-nodes",
             "drained-before-terminate",
             "draining-nodes-closed",
+            "startup-taints-honoured",
             "pdb-respected",
             "do-not-disrupt-respected",
             "budgets-respected",
@@ -440,6 +441,24 @@ fn unavailable_offerings_honoured_catches_capacity_errors_hidden_from_the_contro
         config,
         Bug::HideCapacityErrors,
         "unavailable-offerings-honoured",
+        1,
+    );
+}
+
+/// Custom-AMI nodes whose user data leaves the pool's startup taint out: registration must put
+/// it on each node; with it stripped from the registration patch, pods land before its owner
+/// removed it.
+#[test]
+fn startup_taints_honoured_catches_nodes_registered_without_their_startup_taints() {
+    let config = config("custom-startup-taints.yaml", "none", 10, 5);
+    // Unbroken, the world works end to end: the nodes join with the class's own user data,
+    // registration adds the taint, its owner removes it and every pod runs.
+    let clean = swarm::run_seed(&config, 1);
+    assert!(clean.violations.is_empty(), "{:?}", clean.violations);
+    catches(
+        config,
+        Bug::StripStartupTaints,
+        "startup-taints-honoured",
         1,
     );
 }

@@ -13,7 +13,8 @@ use karpenter_core::seams::ec2::{
 use karpenter_core::seams::kube::{DeleteOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, ManualClock};
 use karpenter_sim::kubelet::{
-    Kubelet, KubeletConfig, NOT_READY_TAINT, STARTUP_TAINTS_ANNOTATION, TickReport,
+    Kubelet, KubeletConfig, NOT_READY_TAINT, STARTUP_TAINTS_ANNOTATION,
+    STARTUP_TAINTS_REMOVED_ANNOTATION, TickReport,
 };
 use serde_json::{Value, json};
 
@@ -342,6 +343,57 @@ fn startup_taints_are_removed_once_the_node_has_been_ready_for_the_delay() {
     );
     assert!(node["metadata"]["annotations"][STARTUP_TAINTS_ANNOTATION].is_null());
     assert!(w.tick().startup_taints_removed.is_empty(), "removed once");
+}
+
+/// A node whose user data left its claim's startup taint out (a Custom AMI) gets it from the
+/// controller's registration; the taint's owner removes it once the node has been Ready for the
+/// delay, whenever it appears, and records what it removed.
+#[test]
+fn a_startup_taint_registration_added_is_removed_by_its_owner_and_recorded() {
+    let w = world(config());
+    let id = w.launch(CapacityType::OnDemand);
+    w.kube.insert(
+        ResourceKind::NODE_CLAIM,
+        json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": { "name": "default-abcde" },
+            "spec": { "startupTaints": [{ "key": "example.com/agent", "effect": "NoSchedule" }] },
+            "status": { "providerID": format!("aws:///us-west-2a/{id}") },
+        }),
+    );
+    w.advance_ms(BOOT_MS);
+    let name = w.tick().registered[0].clone();
+    w.advance_ms(9_000);
+    assert!(w.tick().startup_taints_removed.is_empty());
+    w.advance_ms(1_000);
+    assert_eq!(w.tick().startup_taints_removed, [name.as_str()]);
+    let node = w.node(&name);
+    assert_eq!(
+        node["metadata"]["annotations"][STARTUP_TAINTS_REMOVED_ANNOTATION],
+        "node.cilium.io/agent-not-ready:NoExecute",
+        "those it registered with are recorded too"
+    );
+    // Registration (the controller's) adds the claim's startup taint afterwards.
+    let mut taints = node["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    taints.push(json!({ "key": "example.com/agent", "effect": "NoSchedule" }));
+    block_on(w.kube.patch(
+        &ResourceKind::NODE,
+        &ObjectKey::cluster(&name),
+        &Patch::Merge(json!({ "spec": { "taints": taints } })),
+    ))
+    .expect("patch");
+    assert_eq!(w.tick().startup_taints_removed, [name.as_str()]);
+    let node = w.node(&name);
+    assert!(!taint_keys(&node).contains(&"example.com/agent:NoSchedule".to_string()));
+    assert_eq!(
+        node["metadata"]["annotations"][STARTUP_TAINTS_REMOVED_ANNOTATION],
+        "example.com/agent:NoSchedule,node.cilium.io/agent-not-ready:NoExecute"
+    );
+    assert!(w.tick().startup_taints_removed.is_empty(), "nothing left");
 }
 
 #[test]

@@ -7,9 +7,9 @@ use karpenter_sim::faults::FaultMix;
 use karpenter_sim::scenario::{LatencyKnob, Scenario};
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
 use karpenter_sim::workload_mix::{
-    DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL, DROUGHT_POOL, DroughtPart, EXPIRING_POOL,
-    Expiring, GUARDED, LIMITED_POOL, ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, WorkloadMix,
-    WorkloadSelection,
+    CUSTOM_POOL, CUSTOM_STARTUP_TAINT, DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL, DROUGHT_POOL,
+    DroughtPart, EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL, ON_DEMAND_POOL, OnDemand,
+    PINNED_POOL, PinnedAmi, WorkloadMix, WorkloadSelection,
 };
 
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
@@ -173,6 +173,7 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
         switched(DRAW_EXPIRING_AND_PINNED, "pinned-ami"),
         Some("on-demand"),
         Some("drought"),
+        Some("custom-ami"),
     ];
     for part in parts.into_iter().flatten() {
         let on = draws.iter().filter(|m| m.names().contains(&part)).count();
@@ -199,6 +200,89 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
                 && d.from + d.duration + Duration::from_secs(180) <= safety
         }));
     }
+}
+
+/// The `custom-ami` part: a Custom class whose own user data joins the world's cluster through
+/// nodeadm (the image is an EKS AL2023 one) without the pool's startup taint, a pool declaring it,
+/// and pods pinned to that pool.
+#[test]
+fn a_drawn_custom_ami_class_joins_the_worlds_cluster_without_the_pools_startup_taint() {
+    let scenario = Scenario::load("default").expect("built-in");
+    let cloud = scenario.cloud.cloud_config(1);
+    let drawn = WorkloadMix {
+        custom_ami: Some((2, 750)),
+        ..WorkloadMix::default()
+    }
+    .apply(scenario);
+    let documents =
+        karpenter_core::manifest::parse_documents(&drawn.manifests).expect("manifests parse");
+    let find = |kind: &str| {
+        documents
+            .iter()
+            .map(|(_, d)| d)
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == CUSTOM_POOL)
+            .unwrap_or_else(|| panic!("the custom {kind}"))
+    };
+    let class = find("EC2NodeClass");
+    assert_eq!(class["spec"]["amiFamily"], "Custom");
+    let image = class["spec"]["amiSelectorTerms"][0]["name"]
+        .as_str()
+        .expect("an image by name");
+    assert_eq!(
+        fakecloud::bootstrap::BootFamily::of_image(image),
+        fakecloud::bootstrap::BootFamily::Al2023
+    );
+    let user_data = class["spec"]["userData"].as_str().expect("user data");
+    let view = fakecloud::bootstrap::join(
+        fakecloud::bootstrap::BootFamily::Al2023,
+        user_data,
+        &cloud.cluster_identity(),
+    )
+    .expect("nodeadm joins the world's cluster with it");
+    let taints: Vec<(&str, &str)> = view
+        .taints
+        .iter()
+        .map(|t| (t.key.as_str(), t.effect.as_str()))
+        .collect();
+    assert_eq!(taints, [("karpenter.sh/unregistered", "NoExecute")]);
+    assert!(view.labels.is_empty(), "{:?}", view.labels);
+    let pool = find("NodePool");
+    assert!(pool["spec"]["weight"].is_null() && pool["spec"]["limits"].is_null());
+    assert_eq!(
+        pool["spec"]["template"]["spec"]["nodeClassRef"]["name"],
+        CUSTOM_POOL
+    );
+    assert_eq!(
+        pool["spec"]["template"]["spec"]["startupTaints"],
+        serde_json::json!([{ "key": CUSTOM_STARTUP_TAINT, "effect": "NoSchedule" }])
+    );
+    let capacity: Vec<&serde_json::Value> = pool["spec"]["template"]["spec"]["requirements"]
+        .as_array()
+        .expect("requirements")
+        .iter()
+        .filter(|r| r["key"] == "karpenter.sh/capacity-type")
+        .collect();
+    assert_eq!(
+        capacity,
+        [
+            &serde_json::json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]})
+        ]
+    );
+    let deployment = drawn
+        .workloads
+        .iter()
+        .filter_map(|e| e.deployment.as_ref().map(|d| (e.at, d)))
+        .find(|(_, d)| d.name == CUSTOM_POOL)
+        .expect("the pinned deployment");
+    assert_eq!(deployment.0, Duration::ZERO);
+    assert_eq!(
+        (deployment.1.replicas, deployment.1.cpu.as_str()),
+        (2, "750m")
+    );
+    assert_eq!(
+        deployment.1.node_selector.get("karpenter.sh/nodepool"),
+        Some(&CUSTOM_POOL.to_string())
+    );
 }
 
 #[test]
@@ -556,7 +640,16 @@ fn a_replacement_whose_claim_a_user_force_deleted_during_the_notice_excuses_the_
     // had begun when the `claim-force-deleted` fault removed the replacement's NodeClaim; garbage
     // collection terminated its instance, and the evicted pods had nowhere to go. The world took
     // the room, not the controller.
-    let (checked, excused) = passes_as_drawn(400, 7);
+    // Its world as drawn before the `custom-ami` part, which is on for seed 400 and changes it.
+    let mut config = short(7, 3);
+    config.draw = |seed, safety| WorkloadMix {
+        custom_ami: None,
+        ..WorkloadMix::draw(seed, safety)
+    };
+    assert!(WorkloadMix::draw(400, config.safety).custom_ami.is_some());
+    let outcome = swarm::run_seed(&config, 400);
+    assert!(outcome.passed(), "seed 400: {:?}", outcome.violations);
+    let (checked, excused) = (outcome.rehome_checked, outcome.rehome_excused);
     assert!(excused >= 1, "{checked} checked, {excused} excused");
 }
 

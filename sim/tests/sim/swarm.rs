@@ -680,14 +680,16 @@ fn a_drift_command_may_start_once_the_previous_commands_node_is_gone() {
 }
 
 #[test]
-fn room_a_scale_up_took_on_the_replacement_excuses_the_rehome_check() {
+fn seed_43_where_a_scale_up_took_the_replacements_room_passes_as_drawn() {
     // Seed 43 (expiring part on): the controller launched a replacement 4 s after the warning and
     // it was Ready before the hold ended, but the scenario's scale-up a minute later had its pods
     // bound there first; the PDB-held pod it was launched for lost that room, and the second
     // replacement launched 8 s after the scale-up could not boot before the reclaim. The
     // kube-scheduler gave the room away; no controller can reserve it.
-    let (checked, excused) = passes_as_drawn(43, 30);
-    assert!(excused >= 1, "{checked} checked, {excused} excused");
+    // Since the worlds' EC2 caches and the uninitialized-node replacement fix (twelfth session)
+    // seed 43's world no longer meets that situation: it passes without the excuse, so this test
+    // no longer shows the excuse is needed (seeds 104 and 43 tried; another seed to find).
+    passes_as_drawn(43, 30);
 }
 
 #[test]

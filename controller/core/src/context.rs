@@ -99,6 +99,9 @@ pub struct Context {
     /// When each launch template was last used, for deleting the unused ones
     /// ([`crate::nodeclass::garbagecollection`]).
     pub templates: Arc<crate::nodeclass::garbagecollection::TemplateUsage>,
+    /// Nodes the provisioner just planned pending pods onto: disruption leaves them alone for
+    /// the nomination window.
+    pub nominations: Arc<crate::provisioning::Nominations>,
 }
 
 impl std::fmt::Debug for Context {
@@ -137,6 +140,7 @@ impl Context {
             profiles: Arc::new(ProfileCache::default()),
             templates: Arc::default(),
             pod_times: Arc::default(),
+            nominations: Arc::default(),
         }
     }
 

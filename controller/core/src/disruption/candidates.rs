@@ -74,8 +74,11 @@ pub fn do_not_disrupt_active(value: &str, created: Option<Timestamp>, now: Times
 pub struct Exclusions {
     /// Nodes of recently failed commands, with why (they are not retried at once).
     pub failed: BTreeMap<String, String>,
-    /// Nodes pending pods are about to land on (the provisioner's nominations).
-    pub nominated: BTreeSet<String>,
+    /// Nodes pending pods are about to land on: the live provisioner's nominations
+    /// ([`crate::provisioning::Nominations`], as upstream's disruption reads them), or `None`
+    /// where no provisioner runs (`karpenter plan`, benchmarks, tests): the engine then solves
+    /// the view's pending pods itself to find them.
+    pub nominated: Option<BTreeSet<String>>,
 }
 
 /// The hourly price of a node's offering.
@@ -145,7 +148,11 @@ pub fn check<'v>(
             "a recent disruption command failed ({why}); not retried yet"
         ));
     }
-    if exclusions.nominated.contains(&facts.node) {
+    if exclusions
+        .nominated
+        .as_ref()
+        .is_some_and(|n| n.contains(&facts.node))
+    {
         return Err("is nominated for pending pods".into());
     }
     if let Some(value) = &facts.do_not_disrupt

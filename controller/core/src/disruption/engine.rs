@@ -6,7 +6,7 @@
 //! on a view that each command updates (its nodes go away, their pods wait for a home, its
 //! replacements are in flight), which is what `karpenter plan --disrupt` prints.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::budgets::Budgets;
 use super::candidates::{self, Candidate, Exclusions};
@@ -64,9 +64,9 @@ impl<'v> Pass<'v> {
         options: &'v Options,
         mut exclusions: Exclusions,
     ) -> Self {
-        exclusions
-            .nominated
-            .extend(nominated(view, catalog, options));
+        if exclusions.nominated.is_none() {
+            exclusions.nominated = Some(nominated(view, catalog, options));
+        }
         let mut blocked = BTreeMap::new();
         let mut eligible = Vec::new();
         for facts in view.facts.values() {
@@ -119,10 +119,11 @@ impl<'v> Pass<'v> {
 }
 
 /// Nodes the provisioner would place pending pods on now: they are about to receive pods, so
-/// disrupting them would undo the provisioner's work (upstream's nomination).
-fn nominated(view: &ClusterView, catalog: &Catalog, options: &Options) -> Vec<String> {
+/// disrupting them would undo the provisioner's work (upstream's nomination). Only where no
+/// live provisioner nominated (see [`Exclusions::nominated`]).
+fn nominated(view: &ClusterView, catalog: &Catalog, options: &Options) -> BTreeSet<String> {
     if view.pending.is_empty() {
-        return Vec::new();
+        return BTreeSet::new();
     }
     let results = scheduling::solve(Input {
         node_pools: &view.pools,

@@ -11,7 +11,7 @@
 //! Only the pending decision, the backoff of failed commands and the last published reasons live
 //! in memory; losing them in a restart costs a re-decision, nothing else.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -97,6 +97,9 @@ struct Consolidated {
     /// The first moment a time-based gate changes ([`super::candidates::next_gate_change`]) or
     /// a failed command's backoff ends.
     until: Option<Timestamp>,
+    /// The provisioner's nominations decided with: a node nominated or released since is a
+    /// change like any other.
+    nominated: BTreeSet<String>,
 }
 
 /// What the watch-fed caches say before a pass builds its view.
@@ -154,7 +157,9 @@ impl Disruption {
             // it every step while only one step in ten decides was a seventh of a simulation).
             return Ok(outcome);
         }
-        if !glance.work && self.still_consolidated(&glance.revision, now) {
+        if !glance.work
+            && self.still_consolidated(&glance.revision, &self.ctx.nominations.active(now), now)
+        {
             // Nothing changed since a pass found nothing (upstream's `IsConsolidated`).
             self.memory().next_pass = Some(add(now, POLL_INTERVAL));
             return Ok(outcome);
@@ -176,6 +181,7 @@ impl Disruption {
             return Ok(outcome);
         }
         let exclusions = self.exclusions(now);
+        let nominated = exclusions.nominated.clone().unwrap_or_default();
         let pending = self.memory().pending.clone();
         match pending {
             Some((command, decided)) if now >= add(decided, VALIDATION_DELAY) => {
@@ -227,7 +233,7 @@ impl Disruption {
                     }
                     None => {
                         outcome.explained = self.explain(&read, &decision.blocked, now).await;
-                        self.found_nothing(&read, glance.revision, now);
+                        self.found_nothing(&read, glance.revision, nominated, now);
                     }
                 }
             }
@@ -246,7 +252,13 @@ impl Disruption {
 
     /// After a pass that found nothing: the next one in [`POLL_INTERVAL`], and the cluster it
     /// found nothing in remembered (see [`Consolidated`]).
-    fn found_nothing(&self, read: &Read, revision: Vec<u64>, now: Timestamp) {
+    fn found_nothing(
+        &self,
+        read: &Read,
+        revision: Vec<u64>,
+        nominated: BTreeSet<String>,
+        now: Timestamp,
+    ) {
         let mut memory = self.memory();
         memory.next_pass = Some(add(now, POLL_INTERVAL));
         let backoff = memory.failed.values().map(|(until, _)| *until);
@@ -260,17 +272,24 @@ impl Disruption {
             catalog: Arc::as_ptr(&read.catalog) as usize,
             at: now,
             until,
+            nominated,
         });
     }
 
     /// Whether the last pass that found nothing still stands for `revision` at `now` (see
     /// [`Consolidated`]); one that no longer does is forgotten.
-    fn still_consolidated(&self, revision: &[u64], now: Timestamp) -> bool {
+    fn still_consolidated(
+        &self,
+        revision: &[u64],
+        nominated: &BTreeSet<String>,
+        now: Timestamp,
+    ) -> bool {
         let catalog = Arc::as_ptr(&self.ctx.catalog.current()) as usize;
         let mut memory = self.memory();
         let stands = memory.pending.is_none()
             && memory.consolidated.as_ref().is_some_and(|c| {
                 c.revision == revision
+                    && &c.nominated == nominated
                     && c.catalog == catalog
                     && now < add(c.at, CONSOLIDATED_STATE_TTL)
                     && c.until.is_none_or(|until| now < until)
@@ -359,7 +378,7 @@ impl Disruption {
                 .iter()
                 .map(|(n, (_, why))| (n.clone(), why.clone()))
                 .collect(),
-            nominated: Default::default(),
+            nominated: Some(self.ctx.nominations.active(now)),
         }
     }
 

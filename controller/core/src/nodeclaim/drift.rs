@@ -165,13 +165,63 @@ pub struct Target<'a> {
 
 impl<'a> Target<'a> {
     pub fn new(pool: Option<&'a NodePool>, class: Option<&'a EC2NodeClass>) -> Self {
+        Self::hashed(pool, class, &HashMemo::default())
+    }
+
+    /// [`Target::new`] with the hashes from `memo` where the objects did not change.
+    fn hashed(
+        pool: Option<&'a NodePool>,
+        class: Option<&'a EC2NodeClass>,
+        memo: &HashMemo,
+    ) -> Self {
         Self {
             pool: pool.map(|p| {
                 let requirements = Requirements::from_api(&p.spec.template.spec.requirements);
-                (p, nodepool_hash(p), requirements)
+                (p, memo.get("NodePool", p, nodepool_hash), requirements)
             }),
-            class: class.map(|c| (c, ec2nodeclass_hash(c))),
+            class: class.map(|c| (c, memo.get("EC2NodeClass", c, ec2nodeclass_hash))),
         }
+    }
+}
+
+/// Static hashes by object (kind and name), each kept while the object's `resourceVersion` is
+/// the one it was computed for: a pass compares every claim with its pool's and class's hash,
+/// and hashing them again on every pass was most of drift detection's cost (issue 13).
+#[derive(Debug, Default)]
+struct HashMemo(Mutex<BTreeMap<(&'static str, String), Hashed>>);
+
+/// The `resourceVersion` a hash was computed at, and the hash.
+type Hashed = (Option<String>, String);
+
+impl HashMemo {
+    fn get<T: ResourceExt>(
+        &self,
+        kind: &'static str,
+        object: &T,
+        hash: fn(&T) -> String,
+    ) -> String {
+        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let version = object.meta().resource_version.clone();
+        let key = (kind, object.name_any());
+        if let Some((seen, hashed)) = memo.get(&key)
+            && *seen == version
+            && version.is_some()
+        {
+            return hashed.clone();
+        }
+        let hashed = hash(object);
+        memo.insert(key, (version, hashed.clone()));
+        hashed
+    }
+
+    /// Forgets the objects gone from `inputs` (the memo holds at most the live pools and
+    /// classes).
+    fn retain(&self, inputs: &Inputs) {
+        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        memo.retain(|(kind, name), _| match *kind {
+            "NodePool" => inputs.pools.contains_key(name),
+            _ => inputs.classes.contains_key(name),
+        });
     }
 }
 
@@ -317,7 +367,21 @@ pub struct DriftDetection {
     /// Shared, copied on write: a pass reads it twice, and copying it each time was a
     /// measurable part of a simulated step.
     placements: Mutex<Arc<Placements>>,
+    /// The pools' and classes' static hashes.
+    hashes: HashMemo,
+    /// The caches' revision the last fully successful pass decided on, and when it ran.
+    last: Mutex<Option<(Revision, Timestamp)>>,
 }
+
+/// The NodePool, EC2NodeClass and NodeClaim caches' change counts.
+type Revision = [u64; 3];
+
+/// How long a pass stands while no NodePool, EC2NodeClass or NodeClaim changed: drift reads
+/// only those (a new AMI release reaches it through the class's status) and the instances'
+/// placements, refreshed on their own TTL. The running controller's drift loop passes on the
+/// same triggers and minute (`operator::loops::NODECLASS_REFRESH`); the simulation's stepped
+/// operator passed every second, a twentieth of a swarm seed's CPU (issue 13).
+pub const DRIFT_REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Instance id → when it was described, and its placement.
 type Placements = BTreeMap<String, (Timestamp, Placement)>;
@@ -375,35 +439,56 @@ impl DriftDetection {
         Self {
             ctx,
             placements: Mutex::new(Arc::new(BTreeMap::new())),
+            hashes: HashMemo::default(),
+            last: Mutex::new(None),
         }
     }
 
-    async fn inputs(&self) -> Result<Inputs, KubeError> {
+    /// The pass's inputs, or `None` when the last pass stands (see [`DRIFT_REFRESH`]).
+    async fn inputs(&self, now: Timestamp) -> Result<Option<(Inputs, Revision)>, KubeError> {
         let mut state = self.ctx.state.lock().await;
         let kube = self.ctx.kube.as_ref();
         state.pools.sync(kube).await?;
         state.node_classes.sync(kube).await?;
         state.claims.sync(kube).await?;
-        Ok(Inputs {
-            pools: state
-                .pools
-                .to_vec()
-                .into_iter()
-                .map(|p| (p.name_any(), p))
-                .collect(),
-            classes: state
-                .node_classes
-                .to_vec()
-                .into_iter()
-                .map(|c| (c.name_any(), c))
-                .collect(),
-            claims: state
-                .claims
-                .to_vec()
-                .into_iter()
-                .filter(|c| c.metadata.deletion_timestamp.is_none())
-                .collect(),
-        })
+        let revision = [
+            state.pools.changes(),
+            state.node_classes.changes(),
+            state.claims.changes(),
+        ];
+        let stands = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|(seen, at)| {
+                seen == revision && now.duration_since(at).unsigned_abs() < DRIFT_REFRESH
+            });
+        if stands {
+            return Ok(None);
+        }
+        Ok(Some((
+            Inputs {
+                pools: state
+                    .pools
+                    .to_vec()
+                    .into_iter()
+                    .map(|p| (p.name_any(), p))
+                    .collect(),
+                classes: state
+                    .node_classes
+                    .to_vec()
+                    .into_iter()
+                    .map(|c| (c.name_any(), c))
+                    .collect(),
+                claims: state
+                    .claims
+                    .to_vec()
+                    .into_iter()
+                    .filter(|c| c.metadata.deletion_timestamp.is_none())
+                    .collect(),
+            },
+            revision,
+        )))
     }
 
     /// One pass over every launched claim not being deleted; returns how many claims changed.
@@ -411,8 +496,13 @@ impl DriftDetection {
     /// returned after them (the loop retries); a claim whose write fails does not stop the
     /// others ([`crate::runtime::pass`]), and one deleted since the cache saw it is skipped.
     pub async fn pass(&self) -> Result<usize, DriftError> {
-        let inputs = self.inputs().await?;
         let started = self.ctx.clock.now();
+        let Some((inputs, revision)) = self.inputs(started).await? else {
+            return Ok(0);
+        };
+        self.hashes.retain(&inputs);
+        // Recorded only for a pass that fully succeeded: a failed one runs again next time.
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let live: BTreeSet<String> = inputs
             .claims
             .iter()
@@ -422,9 +512,9 @@ impl DriftDetection {
         let stale_before = started - Duration::from_secs(PLACEMENT_TTL_S);
         let mut targets: BTreeMap<(Option<&str>, &str), Target<'_>> = BTreeMap::new();
         for claim in &inputs.claims {
-            targets
-                .entry(inputs.target_key(claim))
-                .or_insert_with(|| Target::new(inputs.pool(claim), inputs.class(claim)));
+            targets.entry(inputs.target_key(claim)).or_insert_with(|| {
+                Target::hashed(inputs.pool(claim), inputs.class(claim), &self.hashes)
+            });
         }
         // Each claim's target, in the claims' order.
         let claim_targets: Vec<&Target<'_>> = inputs
@@ -469,7 +559,9 @@ impl DriftDetection {
             changed += usize::from(errors.keep(gone_is_done(reconciled)).unwrap_or(false));
         }
         described?;
-        Ok(errors.finish(changed)?)
+        let changed = errors.finish(changed)?;
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((revision, started));
+        Ok(changed)
     }
 
     fn placements_now(&self) -> Arc<Placements> {

@@ -17,9 +17,16 @@
 //! A failed EC2 call leaves the last resolved value and its condition in place (a transient
 //! error must not stop launches) and is retried on the next pass; a class whose terms match
 //! nothing gets the condition `False` with the reason.
+//!
+//! A class is resolved again when it changed (its `resourceVersion` is not the one this
+//! controller last read or wrote), when its last resolution failed, or
+//! [`STATUS_REFRESH`] after its last one — not on every pass: upstream's reconcilers requeue
+//! a class after a minute (subnets) to five (AMIs, security groups), and resolving every class
+//! on every pass of the simulation's one-second step was a fourteenth of a swarm seed's CPU.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kube_core::ResourceExt;
 use serde_json::{Value, json};
@@ -42,6 +49,21 @@ use super::resolve::term_filters;
 use super::{garbagecollection, termination};
 use crate::seams::Retryable;
 
+/// How long a class's resolution stands without a change to the class (upstream's subnet
+/// reconciler requeues a class after a minute, the shortest of its reconcilers; the drift loop
+/// runs on the same minute, `operator::loops::NODECLASS_REFRESH`): a new AMI release, subnet
+/// or security group is seen within it.
+pub const STATUS_REFRESH: Duration = Duration::from_secs(60);
+
+/// The last resolution of a class: the version it left the class at, when, and whether an EC2
+/// or IAM call failed in it.
+#[derive(Clone, Debug)]
+struct Resolved {
+    version: Option<String>,
+    at: jiff::Timestamp,
+    failed: bool,
+}
+
 /// What one pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatusPass {
@@ -59,11 +81,29 @@ pub struct StatusPass {
 /// The EC2NodeClass status controller.
 pub struct NodeClassStatus {
     ctx: Arc<Context>,
+    /// Each class's last resolution, by name.
+    resolved: Mutex<BTreeMap<String, Resolved>>,
 }
 
 impl NodeClassStatus {
     pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx }
+        Self {
+            ctx,
+            resolved: Mutex::default(),
+        }
+    }
+
+    fn resolved(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Resolved>> {
+        self.resolved.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `class`'s last resolution still stands at `now` (see the module docs).
+    fn stands(&self, class: &EC2NodeClass, now: jiff::Timestamp) -> bool {
+        self.resolved().get(&class.name_any()).is_some_and(|r| {
+            !r.failed
+                && r.version == class.metadata.resource_version
+                && now.duration_since(r.at).unsigned_abs() < STATUS_REFRESH
+        })
     }
 
     /// Resolves every class not being deleted and writes what changed.
@@ -87,6 +127,9 @@ impl NodeClassStatus {
                 }
                 let claims = claims.as_deref().unwrap_or_default();
                 errors.keep(gone_is_done(self.finalize(&class, claims, &mut pass).await));
+                continue;
+            }
+            if self.stands(&class, self.ctx.clock.now()) {
                 continue;
             }
             if let Some((written, ec2_error)) =
@@ -184,12 +227,26 @@ impl NodeClassStatus {
             // (or this pass's annotation write), so a concurrent edit is a retry, not lost.
             let mut patch = status_patch(&after);
             patch["metadata"] = json!({"resourceVersion": version});
-            self.ctx
+            let written = self
+                .ctx
                 .kube
                 .patch_status(&ResourceKind::EC2_NODE_CLASS, &key, &Patch::Merge(patch))
                 .await?;
+            version = written["metadata"]["resourceVersion"]
+                .as_str()
+                .map(String::from);
             written_any = true;
         }
+        // A write that failed above returned early: nothing is recorded, so the next pass
+        // resolves the class again.
+        self.resolved().insert(
+            name,
+            Resolved {
+                version,
+                at: self.ctx.clock.now(),
+                failed: ec2_error || iam_error,
+            },
+        );
         Ok((written_any, ec2_error || iam_error))
     }
 

@@ -12,6 +12,7 @@
 pub mod batcher;
 mod eligibility;
 mod nodeclaim;
+pub mod nominations;
 pub(crate) mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +26,7 @@ use serde_json::Value;
 pub use batcher::{BatchWindow, Batcher};
 pub use eligibility::{is_provisionable, is_reschedulable};
 pub use nodeclaim::nodeclaim_for;
+pub use nominations::{Nominations, nomination_window};
 pub use snapshot::{Objects as SnapshotObjects, Snapshot};
 
 use crate::catalog::{Catalog, ReservationAvailability};
@@ -512,6 +514,12 @@ impl Provisioner {
         replacements: &mut Replacements<'_>,
         outcome: &mut Outcome,
     ) {
+        let window = nomination_window(self.ctx.options.provisioning.window);
+        let nominated_until = self
+            .ctx
+            .now()
+            .checked_add(window)
+            .unwrap_or(jiff::Timestamp::MAX);
         for placement in &results.existing_nodes {
             // Capacity not up yet (an in-flight claim, or a registered node whose claim is not
             // initialized) records the interrupted claims it takes pods of, so their drain waits
@@ -551,6 +559,10 @@ impl Provisioner {
                 self.pod_event(pod, EventType::Normal, "Nominated", message)
                     .await;
             }
+            // Disruption leaves the node alone while these pods are on their way.
+            self.ctx
+                .nominations
+                .nominate(&placement.node, nominated_until);
             outcome.nominated += placement.pods.len();
         }
     }

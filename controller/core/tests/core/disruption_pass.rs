@@ -61,17 +61,24 @@ fn a_pass_that_found_nothing_stands_until_the_cluster_changes_or_five_minutes_pa
     );
 }
 
-#[test]
-fn a_pass_that_found_nothing_stands_only_until_consolidate_after_passes_on_a_quiet_node() {
-    use karpenter_core::disruption::Disruption;
-    use karpenter_core::disruption::orchestration::POLL_INTERVAL;
+/// One empty, initialized node (`ip-10-0-0-1`, claim `default-a`) of a NodePool that
+/// consolidates when empty or underutilized after `consolidate_after`; its last pod event is the
+/// test's start.
+fn one_quiet_node(
+    consolidate_after: &str,
+) -> (
+    Arc<karpenter_core::seams::ManualClock>,
+    Arc<fakekube::ApiServer>,
+    Arc<Context>,
+) {
     use serde_json::json;
     let clock = support::clock();
     let cloud = support::cloud(&clock);
     let kube = api_server(clock.clone());
     let mut pool = super::validation::nodepool();
-    pool["spec"]["disruption"] =
-        json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "45s"});
+    pool["spec"]["disruption"] = json!({
+        "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": consolidate_after
+    });
     // No template labels: the node below carries none, and must not count as drifted.
     pool["spec"]["template"]["metadata"] = json!({});
     kube.apply(&ResourceKind::NODE_POOL, pool);
@@ -91,10 +98,18 @@ fn a_pass_that_found_nothing_stands_only_until_consolidate_after_passes_on_a_qui
     kube.apply(&ResourceKind::NODE, node);
     let mut claim = objects::nodeclaim("default-a").running_as("i-0a").json();
     claim["status"]["nodeName"] = json!("ip-10-0-0-1");
-    // The node's last pod event is now: consolidateAfter (45 s) has not passed.
     claim["status"]["lastPodEventTime"] = json!(support::start().to_string());
     kube.apply(&ResourceKind::NODE_CLAIM, claim);
     let ctx = Arc::new(support::context(&kube, &cloud, &clock));
+    (clock, kube, ctx)
+}
+
+#[test]
+fn a_pass_that_found_nothing_stands_only_until_consolidate_after_passes_on_a_quiet_node() {
+    use karpenter_core::disruption::Disruption;
+    use karpenter_core::disruption::orchestration::POLL_INTERVAL;
+    // The node's last pod event is now: consolidateAfter (45 s) has not passed.
+    let (clock, _kube, ctx) = one_quiet_node("45s");
     let disruption = Disruption::new(ctx.clone());
     let pass = || futures::executor::block_on(disruption.pass()).expect("pass");
     pass();
@@ -115,6 +130,39 @@ fn a_pass_that_found_nothing_stands_only_until_consolidate_after_passes_on_a_qui
     assert!(
         outcome.decided.is_some(),
         "50 s in, consolidateAfter has passed: the pass decides, and the empty node goes: {outcome:?}"
+    );
+}
+
+/// Disruption reads the live provisioner's nominations (upstream's `StateNode.Nominated`)
+/// instead of solving the pending pods again: a node the provisioner just planned pods onto is
+/// left alone for the nomination window, and decided on again once it ends.
+#[test]
+fn a_node_the_provisioner_nominated_is_kept_until_its_nomination_window_ends() {
+    use karpenter_core::disruption::Disruption;
+    use karpenter_core::disruption::orchestration::POLL_INTERVAL;
+    use karpenter_core::provisioning::{BatchWindow, nomination_window};
+    let (clock, _kube, ctx) = one_quiet_node("0s");
+    let window = nomination_window(BatchWindow::default());
+    let until = support::start()
+        .checked_add(window)
+        .expect("a nomination's end");
+    ctx.nominations.nominate("ip-10-0-0-1", until);
+    let disruption = Disruption::new(ctx.clone());
+    let pass = || futures::executor::block_on(disruption.pass()).expect("pass");
+    let mut t = std::time::Duration::ZERO;
+    while t < window {
+        let outcome = pass();
+        assert!(
+            outcome.decided.is_none(),
+            "{t:?} into a {window:?} nomination the node stays: {outcome:?}"
+        );
+        clock.advance(POLL_INTERVAL);
+        t += POLL_INTERVAL;
+    }
+    let outcome = pass();
+    assert!(
+        outcome.decided.is_some(),
+        "the nomination ended: the empty node goes: {outcome:?}"
     );
 }
 

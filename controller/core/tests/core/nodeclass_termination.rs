@@ -11,14 +11,17 @@ use karpenter_core::api::labels::AWS_TERMINATION_FINALIZER;
 use karpenter_core::context::Context;
 use karpenter_core::nodeclaim::Step;
 use karpenter_core::nodeclass::NodeClassStatus;
-use karpenter_core::nodeclass::garbagecollection::LAUNCH_TEMPLATE_UNUSED_TTL;
+use karpenter_core::nodeclass::garbagecollection::{
+    LAUNCH_TEMPLATE_GC_RETRY, LAUNCH_TEMPLATE_UNUSED_TTL,
+};
 use karpenter_core::nodeclass::instanceprofile::profile_name;
 use karpenter_core::nodeclass::status::StatusPass;
 use karpenter_core::nodeclass::termination::WAITING_ON_NODECLAIMS_REASON;
 use karpenter_core::seams::ManualClock;
-use karpenter_core::seams::ec2::{Ec2, LaunchTemplateRequest};
+use karpenter_core::seams::ec2::{Ec2, Ec2Error, LaunchTemplateRequest};
 use karpenter_core::seams::iam::InstanceProfiles;
 use karpenter_core::seams::kube::{DeleteOptions, KubeApi, ObjectKey, Patch, ResourceKind};
+use karpenter_core::seams::layered::{Ec2Call, Ec2Layer, Ec2Reply, Layered};
 use serde_json::{Value, json};
 
 use fakekube::ApiServer;
@@ -244,6 +247,107 @@ fn a_launch_template_unused_for_a_minute_is_deleted_and_others_are_left_alone() 
     // The next launch with the same content makes the template again.
     assert!(matches!(w.launch("b"), Step::Launched));
     assert!(w.template_names().contains(&used[0]));
+}
+
+/// Fails the first `n` DeleteLaunchTemplate calls as EC2 throttling does.
+struct ThrottledDeletes(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl Ec2Layer for ThrottledDeletes {
+    async fn call(&self, call: Ec2Call<'_>, next: &dyn Ec2) -> Ec2Reply {
+        use std::sync::atomic::Ordering::SeqCst;
+        let throttled = matches!(call, Ec2Call::DeleteLaunchTemplate(_))
+            && self
+                .0
+                .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if throttled {
+            return call.fail(Ec2Error::Throttled("Request limit exceeded.".into()));
+        }
+        call.send(next).await
+    }
+}
+
+#[test]
+fn a_throttled_template_delete_spares_the_others_and_is_retried_ten_seconds_later() {
+    let w = world_with(|mut ctx| {
+        let layer = ThrottledDeletes(std::sync::atomic::AtomicUsize::new(1));
+        ctx.ec2 = Arc::new(Layered::new(layer, ctx.ec2.clone()));
+        ctx
+    });
+    futures::executor::block_on(async {
+        for name in ["karpenter.k8s.aws/earlier-a", "karpenter.k8s.aws/earlier-b"] {
+            let request = template(name, &[("karpenter.k8s.aws/ec2nodeclass", "old")]);
+            w.ctx
+                .ec2
+                .create_launch_template(&request)
+                .await
+                .expect("created");
+        }
+    });
+    w.pass();
+    w.advance(LAUNCH_TEMPLATE_UNUSED_TTL);
+    let pass = w.pass();
+    assert_eq!(pass.ec2_errors, 1, "the throttled delete is reported");
+    assert_eq!(
+        w.template_names().len(),
+        1,
+        "the other template was deleted all the same"
+    );
+    w.advance(LAUNCH_TEMPLATE_GC_RETRY);
+    w.pass();
+    assert!(
+        w.template_names().is_empty(),
+        "the failed collection ran again {LAUNCH_TEMPLATE_GC_RETRY:?} later"
+    );
+}
+
+/// Counts DescribeSubnets calls: one per resolution of the default class.
+struct CountedResolutions(Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl Ec2Layer for CountedResolutions {
+    async fn call(&self, call: Ec2Call<'_>, next: &dyn Ec2) -> Ec2Reply {
+        if matches!(call, Ec2Call::DescribeSubnets(_)) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        call.send(next).await
+    }
+}
+
+#[test]
+fn a_class_is_resolved_again_only_once_it_changed_or_a_minute_passed() {
+    use karpenter_core::nodeclass::status::STATUS_REFRESH;
+    let resolutions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = resolutions.clone();
+    let w = world_with(move |mut ctx| {
+        ctx.ec2 = Arc::new(Layered::new(CountedResolutions(counted), ctx.ec2.clone()));
+        ctx
+    });
+    let status = NodeClassStatus::new(w.ctx.clone());
+    let pass = || futures::executor::block_on(status.reconcile_all()).expect("status pass");
+    let resolved = || resolutions.load(std::sync::atomic::Ordering::SeqCst);
+    pass();
+    assert_eq!(resolved(), 1);
+    pass();
+    w.advance(STATUS_REFRESH - Duration::from_secs(1));
+    pass();
+    assert_eq!(
+        resolved(),
+        1,
+        "its own writes and a quiet minute change nothing"
+    );
+    w.advance(Duration::from_secs(1));
+    pass();
+    assert_eq!(resolved(), 2, "a minute on: resolved again");
+    futures::executor::block_on(w.kube.patch(
+        &ResourceKind::EC2_NODE_CLASS,
+        &ObjectKey::cluster("default"),
+        &Patch::Merge(json!({"spec": {"tags": {"team": "b"}}})),
+    ))
+    .expect("edit");
+    pass();
+    assert_eq!(resolved(), 3, "an edited class is resolved at once");
 }
 
 #[test]

@@ -39,6 +39,7 @@ struct World {
     clock: Arc<ManualClock>,
     provisioner: Provisioner,
     metrics: Arc<karpenter_core::metrics::Metrics>,
+    nominations: Arc<karpenter_core::provisioning::Nominations>,
 }
 
 fn world() -> World {
@@ -53,6 +54,7 @@ fn world() -> World {
         clock,
         provisioner,
         metrics: ctx.metrics.clone(),
+        nominations: ctx.nominations.clone(),
     }
 }
 
@@ -312,6 +314,10 @@ fn pods_go_to_an_existing_node_with_room_before_any_new_capacity() {
             .iter()
             .any(|e| e.reason == "Nominated" && e.message.contains("node/node-a"))
     );
+    // Disruption leaves the node alone for upstream's nomination window (2 × 10 s batch max).
+    let nominated_at = |seconds| w.nominations.active(start() + Duration::from_secs(seconds));
+    assert!(nominated_at(19).contains("node-a"));
+    assert!(nominated_at(20).is_empty());
 }
 
 /// A node of 8 CPUs between registration and initialization: it carries its NodeClaim's
@@ -1198,6 +1204,7 @@ fn world_with_scheduler_config(config: &str) -> World {
     let ctx = Arc::new(ctx);
     World {
         metrics: ctx.metrics.clone(),
+        nominations: ctx.nominations.clone(),
         provisioner: Provisioner::new(ctx),
         kube,
         clock,

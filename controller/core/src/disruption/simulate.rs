@@ -26,6 +26,9 @@ pub struct Simulator<'v> {
     options: scheduling::Options,
     nodes: Vec<ExistingNode>,
     index: BTreeMap<String, usize>,
+    /// The pools' compatible types, worked out at the first question: every question of a
+    /// pass asks about the same pools and catalogs.
+    prepared: std::cell::OnceCell<scheduling::PreparedPools>,
 }
 
 impl<'v> Simulator<'v> {
@@ -42,6 +45,7 @@ impl<'v> Simulator<'v> {
             options,
             nodes,
             index,
+            prepared: std::cell::OnceCell::new(),
         }
     }
 
@@ -84,7 +88,7 @@ impl<'v> Simulator<'v> {
         }
         let mut pods = self.view.pending.clone();
         pods.extend(moving.iter().cloned());
-        let results = scheduling::solve(Input {
+        let input = Input {
             node_pools: &self.view.pools,
             catalog: self.catalog,
             pool_catalogs: &self.view.pool_catalogs,
@@ -93,7 +97,11 @@ impl<'v> Simulator<'v> {
             pods: &pods,
             namespaces: &self.view.namespaces,
             options: self.options,
+        };
+        let prepared = self.prepared.get_or_init(|| {
+            scheduling::PreparedPools::new(&self.view.pools, self.catalog, &self.view.pool_catalogs)
         });
+        let results = scheduling::solve_prepared(input, prepared);
         let ours: BTreeSet<&str> = moving.iter().map(|p| p.key.as_str()).collect();
         if let Some(failure) = results
             .unschedulable

@@ -17,7 +17,7 @@ use std::sync::Arc;
 pub use defaults::{DefaultSpreads, SchedulerConfigError, SchedulerConfiguration, SelectorSources};
 pub use pod::{PodError, PodInfo};
 pub use requirements::{Requirement, Requirements};
-pub use solver::{PROGRESS_EVERY_PODS, solve, solve_with_progress};
+pub use solver::{PROGRESS_EVERY_PODS, PreparedPools, solve, solve_prepared, solve_with_progress};
 
 use crate::api::{NodePool, Requirement as ApiRequirement, Taint};
 use crate::catalog::Catalog;

@@ -636,6 +636,11 @@ fn build(case: &Case) -> World {
 }
 
 fn run(world: &World) -> Results {
+    run_with(world, false)
+}
+
+/// [`run`], with the pools' compatible types prepared beforehand when `prepared`.
+fn run_with(world: &World, prepared: bool) -> Results {
     let pods: Vec<PodInfo> = world
         .pods
         .iter()
@@ -647,16 +652,27 @@ fn run(world: &World) -> Results {
         .map(|p| PodInfo::from_pod(p, Vec::new()).expect("generated daemons are valid"))
         .collect();
     let namespaces = BTreeMap::new();
-    solve(Input {
+    let pool_catalogs = &karpenter_core::scheduling::NO_POOL_CATALOGS;
+    let input = Input {
         node_pools: &world.pools,
         catalog: &world.catalog,
-        pool_catalogs: &karpenter_core::scheduling::NO_POOL_CATALOGS,
+        pool_catalogs,
         nodes: &world.nodes,
         daemonsets: &daemonsets,
         pods: &pods,
         namespaces: &namespaces,
         options: Options::default(),
-    })
+    };
+    if prepared {
+        let pools = karpenter_core::scheduling::PreparedPools::new(
+            &world.pools,
+            &world.catalog,
+            pool_catalogs,
+        );
+        karpenter_core::scheduling::solve_prepared(input, &pools)
+    } else {
+        solve(input)
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1652,6 +1668,16 @@ proptest! {
         let results = run(&world);
         let errors = check(&world, &results);
         prop_assert!(errors.is_empty(), "{} violations:\n{}\n\nresults: {results:#?}", errors.len(), errors.join("\n"));
+    }
+
+    /// Disruption prepares the pools' compatible types once for a pass's many questions: the
+    /// plan must be exactly the one a run that works them out itself makes.
+    #[test]
+    fn a_run_with_prepared_pools_plans_exactly_as_one_without(case in case()) {
+        let world = build(&case);
+        let plain = format!("{:?}", run_with(&world, false));
+        let prepared = format!("{:?}", run_with(&world, true));
+        prop_assert_eq!(plain, prepared);
     }
 }
 

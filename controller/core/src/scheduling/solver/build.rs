@@ -10,13 +10,74 @@ use super::types::TypeView;
 use super::{Node, Pool, Solver};
 use crate::api::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL, is_well_known, normalize_label};
 use crate::api::{NodePool, Taint};
-use crate::catalog::InstanceType;
+use crate::catalog::{Catalog, InstanceType};
 use crate::resources::Resources;
 use crate::scheduling::ExistingNode;
 use crate::scheduling::PodInfo;
 use crate::scheduling::pod::{Strength, tolerates};
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::topology::{GroupKind, PodTopology};
+
+/// Each NodePool's compatible instance types, worked out once for many runs over the same
+/// pools and catalogs (see [`super::solve_prepared`]): by pool name, the indices into the
+/// pool's catalog of the types its requirements allow, cheapest first (ties by name), each
+/// with its cheapest offering's price. A run that prepares its own gets the same list.
+#[derive(Clone, Debug, Default)]
+pub struct PreparedPools {
+    types: BTreeMap<String, Vec<(usize, f64)>>,
+}
+
+impl PreparedPools {
+    /// The compatible types of every pool in `node_pools`, each against its own catalog in
+    /// `pool_catalogs` (or `catalog`), as a run over them would work them out.
+    pub fn new(
+        node_pools: &[NodePool],
+        catalog: &Catalog,
+        pool_catalogs: &BTreeMap<String, Catalog>,
+    ) -> Self {
+        let types = node_pools
+            .iter()
+            .map(|pool| {
+                let name = pool.metadata.name.clone().unwrap_or_default();
+                let catalog = pool_catalogs.get(&name).unwrap_or(catalog);
+                let types = compatible_types(catalog, &pool_requirements(pool, &name));
+                (name, types)
+            })
+            .collect();
+        Self { types }
+    }
+}
+
+/// A pool's requirements: its template's, its template labels and its own name.
+fn pool_requirements(pool: &NodePool, name: &str) -> Requirements {
+    let template = &pool.spec.template;
+    let mut requirements = Requirements::from_api(&template.spec.requirements);
+    if let Some(meta) = &template.metadata {
+        requirements.add_all(&Requirements::from_labels(&meta.labels));
+    }
+    requirements.add(NODEPOOL_LABEL, Requirement::single(name));
+    requirements
+}
+
+/// The types of `catalog` compatible with `requirements` (indices), cheapest first, ties by
+/// name, each with its cheapest price. Each type's cheapest price is worked out once, not in
+/// every comparison of the sort (perf: pricing inside the comparator was a tenth of a
+/// simulation's CPU); compatibility reads only the type.
+fn compatible_types(catalog: &Catalog, requirements: &Requirements) -> Vec<(usize, f64)> {
+    let mut priced: Vec<(usize, f64)> = catalog
+        .instance_types
+        .iter()
+        .enumerate()
+        .filter_map(|(i, it)| {
+            let bare = TypeView::bare(it, &catalog.zone_ids);
+            bare.compatible(requirements)
+                .then(|| (i, bare.cheapest(requirements).unwrap_or(f64::MAX)))
+        })
+        .collect();
+    let name = |i: usize| &catalog.instance_types[i].name;
+    priced.sort_by(|(a, pa), (b, pb)| pa.total_cmp(pb).then_with(|| name(*a).cmp(name(*b))));
+    priced
+}
 
 /// A pool's DaemonSets (see [`Solver::pool_daemons`]).
 struct PoolDaemons<'a> {
@@ -70,11 +131,7 @@ impl<'a> Solver<'a> {
     fn prepare_pool(&mut self, pool: &'a NodePool) -> Pool<'a> {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let template = &pool.spec.template;
-        let mut requirements = Requirements::from_api(&template.spec.requirements);
-        if let Some(meta) = &template.metadata {
-            requirements.add_all(&Requirements::from_labels(&meta.labels));
-        }
-        requirements.add(NODEPOOL_LABEL, Requirement::single(&name));
+        let requirements = pool_requirements(pool, &name);
         let taints = template.spec.taints.as_slice();
         let catalog = self
             .input
@@ -82,20 +139,30 @@ impl<'a> Solver<'a> {
             .get(&name)
             .unwrap_or(self.input.catalog);
         let daemons = self.pool_daemons(taints);
-        // Each type's cheapest price is worked out once, not in every comparison of the sort
-        // (perf: pricing inside the comparator was a tenth of a simulation's CPU).
-        let mut priced: Vec<(f64, TypeView)> = catalog
-            .instance_types
+        // Compatibility first: it reads only the type, and most of a catalog is ruled out by it
+        // before the daemon overhead is worked out (perf: type views of incompatible types were
+        // a seventh of a simulation's CPU). Prepared once for many runs where given (perf: a
+        // disruption pass asks one question per candidate, and working the list out in each was
+        // a ninth of a swarm seed's CPU).
+        let own;
+        let compatible = match self.prepared.and_then(|p| p.types.get(&name)) {
+            Some(prepared) => prepared,
+            None => {
+                own = compatible_types(catalog, &requirements);
+                &own
+            }
+        };
+        let types: Vec<TypeView> = compatible
             .iter()
-            // Compatibility first: it reads only the type, and most of a catalog is ruled out
-            // by it before the daemon overhead is worked out (perf: type views of incompatible
-            // types were a seventh of a simulation's CPU).
-            .filter(|it| TypeView::bare(it, &catalog.zone_ids).compatible(&requirements))
-            .map(|it| self.type_view(it, &catalog.zone_ids, &requirements, &daemons))
-            .map(|view| (view.cheapest(&requirements).unwrap_or(f64::MAX), view))
+            .map(|(i, _)| {
+                self.type_view(
+                    &catalog.instance_types[*i],
+                    &catalog.zone_ids,
+                    &requirements,
+                    &daemons,
+                )
+            })
             .collect();
-        priced.sort_by(|(pa, a), (pb, b)| pa.total_cmp(pb).then_with(|| a.it.name.cmp(&b.it.name)));
-        let types: Vec<TypeView> = priced.into_iter().map(|(_, view)| view).collect();
         let mut limits = Vec::new();
         let mut nodes_limit = None;
         for (resource, quantity) in pool.spec.limits.iter().flatten() {

@@ -11,6 +11,7 @@
 //! `topology_plan.rs` topology decisions, `results.rs` the answer.
 
 mod build;
+pub use build::PreparedPools;
 mod dense;
 mod place;
 mod reservations;
@@ -96,6 +97,8 @@ struct Relaxation {
 
 struct Solver<'a> {
     input: Input<'a>,
+    /// The pools' compatible types, when worked out before the run ([`solve_prepared`]).
+    prepared: Option<&'a PreparedPools>,
     /// Told the pods still to place every [`PROGRESS_EVERY_PODS`] placements (upstream's
     /// queue-depth and unfinished-work gauges).
     progress: &'a dyn Fn(usize),
@@ -148,12 +151,24 @@ pub fn solve(input: Input<'_>) -> Results {
 /// [`solve`], telling `progress` how many pods are left to place every [`PROGRESS_EVERY_PODS`]
 /// attempts (and once at the start). Progress reports never change the result.
 pub fn solve_with_progress(input: Input<'_>, progress: &dyn Fn(usize)) -> Results {
-    let mut solver = Solver::new(input, progress);
+    let mut solver = Solver::new(input, None, progress);
+    solver.run()
+}
+
+/// [`solve`] with the pools' compatible types worked out beforehand: `prepared` must be
+/// [`PreparedPools::new`] over this input's `node_pools`, `catalog` and `pool_catalogs` (many
+/// runs over one cluster view with different pods and nodes share it).
+pub fn solve_prepared(input: Input<'_>, prepared: &PreparedPools) -> Results {
+    let mut solver = Solver::new(input, Some(prepared), &|_| {});
     solver.run()
 }
 
 impl<'a> Solver<'a> {
-    fn new(input: Input<'a>, progress: &'a dyn Fn(usize)) -> Self {
+    fn new(
+        input: Input<'a>,
+        prepared: Option<&'a PreparedPools>,
+        progress: &'a dyn Fn(usize),
+    ) -> Self {
         let mut space = Space::new();
         for pod in input.pods.iter().chain(input.daemonsets) {
             space.learn(&pod.requests);
@@ -168,6 +183,7 @@ impl<'a> Solver<'a> {
         }
         let mut solver = Solver {
             input,
+            prepared,
             progress,
             pools: Vec::new(),
             pools_prefer_no_schedule: false,

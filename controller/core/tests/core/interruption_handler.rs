@@ -335,12 +335,11 @@ fn a_spot_warning_for_a_claim_already_being_deleted_marks_its_spot_offering_unav
     q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
     q.poll();
     let now = q.clock.now();
-    assert!(q.ctx.unavailable.is_unavailable(
-        "m5.large",
-        "us-west-2a",
-        CapacityType::Spot,
-        now
-    ));
+    assert!(
+        q.ctx
+            .unavailable
+            .is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, now)
+    );
     assert!(!q.ctx.unavailable.is_unavailable(
         "m5.large",
         "us-west-2a",

@@ -6,7 +6,7 @@
 //! process's EC2 seam, under the bug layer (it records what EC2 answered, not what a bug let the
 //! controller see).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -14,8 +14,10 @@ use fakekube::ApiServer;
 use jiff::Timestamp;
 use karpenter_core::catalog::CapacityType;
 use karpenter_core::seams::kube::{DeleteOutcome, ObjectKey, ResourceKind};
-use karpenter_core::seams::layered::{Ec2Call, Ec2Layer, Ec2Reply, KubeCall, KubeLayer, KubeReply};
-use karpenter_core::seams::{Clock, Ec2, KubeApi};
+use karpenter_core::seams::layered::{
+    Ec2Call, Ec2Layer, Ec2Reply, KubeCall, KubeLayer, KubeReply, SqsCall, SqsLayer, SqsReply,
+};
+use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
 use serde_json::Value;
 
 /// A pod the controller started removing (the first eviction or delete that marked it).
@@ -56,6 +58,19 @@ pub struct FleetCall {
     pub insufficient: BTreeSet<(String, String)>,
 }
 
+/// A spot interruption warning a controller process handled: it deleted the message from the
+/// queue, which the handler does only once it has acted on the message (and upstream's marks the
+/// offering unavailable before that).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpotWarningHandled {
+    pub at: Timestamp,
+    /// The process that deleted the message (each process has its own unavailable-offerings
+    /// cache).
+    pub process: String,
+    /// The warned instance (the message's `detail.instance-id`).
+    pub instance_id: String,
+}
+
 /// What the controller did since the last [`Audit::take`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AuditLog {
@@ -64,6 +79,8 @@ pub struct AuditLog {
     pub claims_ended: Vec<ClaimEnded>,
     /// Every `CreateFleet` that reached EC2, in call order.
     pub fleets: Vec<FleetCall>,
+    /// Every spot interruption warning a process deleted from the queue, in call order.
+    pub spot_warnings_handled: Vec<SpotWarningHandled>,
 }
 
 /// The controller's removals and creations, as the audited seam saw them succeed.
@@ -221,5 +238,77 @@ impl Ec2Layer for AuditedFleets {
         };
         self.audit.with(|log| log.fleets.push(entry));
         reply
+    }
+}
+
+/// The instance a spot interruption warning names, if `body` is one (EventBridge's shape, read
+/// here independently of the controller's parser; a malformed body is none).
+fn spot_warning_instance(body: &str) -> Option<String> {
+    let event: Value = serde_json::from_str(body).ok()?;
+    if event["detail-type"] != "EC2 Spot Instance Interruption Warning" {
+        return None;
+    }
+    event["detail"]["instance-id"].as_str().map(str::to_string)
+}
+
+/// The seam layer, one per controller process, that records each spot interruption warning the
+/// process deleted from the queue (it remembers which receipt handles it was given for which
+/// warned instance). It sits just under the process's fuse, above the bug layer: what the
+/// controller itself took off the queue, not what a bug dropped on its behalf.
+pub struct AuditedQueue {
+    pub audit: Arc<Audit>,
+    pub clock: Arc<dyn Clock>,
+    pub process: String,
+    /// Receipt handle → warned instance, for the spot warnings received and not yet deleted.
+    pub warnings: Mutex<BTreeMap<String, String>>,
+}
+
+impl AuditedQueue {
+    pub fn new(audit: Arc<Audit>, clock: Arc<dyn Clock>, process: &str) -> Self {
+        Self {
+            audit,
+            clock,
+            process: process.to_string(),
+            warnings: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn warnings(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.warnings.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl SqsLayer for AuditedQueue {
+    async fn call(&self, call: SqsCall<'_>, next: &dyn Sqs) -> SqsReply {
+        match call {
+            SqsCall::ReceiveMessages { .. } => {
+                let reply = call.send(next).await;
+                if let SqsReply::ReceiveMessages(Ok(messages)) = &reply {
+                    let mut warnings = self.warnings();
+                    for message in messages {
+                        if let Some(id) = spot_warning_instance(&message.body) {
+                            warnings.insert(message.receipt_handle.clone(), id);
+                        }
+                    }
+                }
+                reply
+            }
+            SqsCall::DeleteMessage(handle) => {
+                let reply = call.send(next).await;
+                // A failed delete is not retried with this handle: the message comes back with
+                // a new one.
+                let warned = self.warnings().remove(handle);
+                if let (SqsReply::DeleteMessage(Ok(())), Some(instance_id)) = (&reply, warned) {
+                    let entry = SpotWarningHandled {
+                        at: self.clock.now(),
+                        process: self.process.clone(),
+                        instance_id,
+                    };
+                    self.audit.with(|log| log.spot_warnings_handled.push(entry));
+                }
+                reply
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! controller kube: Fuse (per process) → Broken → Authorized → Audited → View → ApiServer
 //! controller EC2:  Fuse (per process) → Broken → AuditedFleets (per process) → FakeCloud
-//! controller SQS:  Fuse (per process) → Broken → FakeCloud
+//! controller SQS:  Fuse (per process) → AuditedQueue (per process) → Broken → FakeCloud
 //! scheduler kube:  View (the scheduler's bugs only) → ApiServer
 //! ```
 //!
@@ -21,7 +21,7 @@ use fakekube::ApiServer;
 use karpenter_core::seams::layered::Layered;
 use karpenter_core::seams::{Clock, Ec2, KubeApi, Sqs};
 
-use crate::audit::{Audit, Audited, AuditedFleets};
+use crate::audit::{Audit, Audited, AuditedFleets, AuditedQueue};
 use crate::bugs::{Broken, Bug, View};
 use crate::rbac::Authorized;
 
@@ -29,12 +29,16 @@ use crate::rbac::Authorized;
 /// records its CreateFleets under that name).
 pub type Ec2ForProcess = Arc<dyn Fn(&str) -> Arc<dyn Ec2> + Send + Sync>;
 
+/// Builds one controller process's SQS seam from its identity (the [`AuditedQueue`] layer
+/// records the spot warnings it deletes under that name).
+pub type SqsForProcess = Arc<dyn Fn(&str) -> Arc<dyn Sqs> + Send + Sync>;
+
 /// The seams a world hands its controller and its kube-scheduler stand-in.
 pub struct Seams {
     pub audit: Arc<Audit>,
     pub controller_kube: Arc<dyn KubeApi>,
     pub controller_ec2: Ec2ForProcess,
-    pub controller_sqs: Arc<dyn Sqs>,
+    pub controller_sqs: SqsForProcess,
     pub scheduler_kube: Arc<dyn KubeApi>,
 }
 
@@ -74,6 +78,15 @@ impl Seams {
             viewed,
         ));
         let authorized: Arc<dyn KubeApi> = Arc::new(Layered::new(Authorized, audited));
+        let sqs: Arc<dyn Sqs> =
+            Arc::new(Layered::new(broken.clone(), cloud.clone() as Arc<dyn Sqs>));
+        let controller_sqs: SqsForProcess = {
+            let (audit, clock) = (audit.clone(), clock.clone());
+            Arc::new(move |process: &str| {
+                let queue = AuditedQueue::new(audit.clone(), clock.clone(), process);
+                Arc::new(Layered::new(queue, sqs.clone())) as Arc<dyn Sqs>
+            })
+        };
         let ec2: Arc<dyn Ec2> = cloud.clone();
         let controller_ec2: Ec2ForProcess = {
             let (audit, broken) = (audit.clone(), broken.clone());
@@ -95,7 +108,6 @@ impl Seams {
                 Arc::new(Layered::new(broken.clone(), cached))
             })
         };
-        let sqs: Arc<dyn Sqs> = cloud;
         let scheduler_kube: Arc<dyn KubeApi> = match bug {
             Bug::SchedulerOvercommit | Bug::SchedulerIgnoresDisruptedTaint => {
                 Arc::new(Layered::new(View(bug), server))
@@ -106,7 +118,7 @@ impl Seams {
             audit,
             controller_kube: Arc::new(Layered::new(broken.clone(), authorized)),
             controller_ec2,
-            controller_sqs: Arc::new(Layered::new(broken, sqs)),
+            controller_sqs,
             scheduler_kube,
         }
     }

@@ -21,8 +21,8 @@
 //! warned itself before the reclaim, and no later warning that took away the room the pods
 //! would otherwise have had (a second storm taking back the capacity they counted on: with
 //! those nodes' room counted, they fit), and no pods created after a replacement's NodeClaim
-//! that took its room (kube-scheduler binds any pending pod that fits: with that room counted,
-//! they fit). EC2 throttling and 5xx answers do not excuse it: the controller retries them.
+//! that took its room, or created after the warning that took room a node had at the warning
+//! (kube-scheduler binds any pending pod that fits: with that room counted, they fit). EC2 throttling and 5xx answers do not excuse it: the controller retries them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -524,16 +524,21 @@ fn unmatched(
     (unmatched, unused)
 }
 
-/// Whether the pods would have had a home but for the kube-scheduler giving the room made for
-/// them to pods that came later (swarm seed 43: the replacement the controller launched 4 s after
-/// the warning was up before the reclaim, but a scale-up's pods created a minute later bound to
-/// it first, and the second replacement launched for the displaced pods as they lost that room
-/// could not boot before the reclaim). Counting the room that pods use on nodes launched to
-/// replace the warned claim (`karpenter.sh/replaces`), if those pods were created after that
-/// node's claim and are not matched as replacements of the checked pods, every pod fits. Neither
-/// upstream nor this controller can reserve room against kube-scheduler, which binds any pending
-/// pod that fits; a controller that launched nothing for the pods, or too little, or planned the
-/// room while those pods were already pending, is not excused.
+/// Whether the pods would have had a home but for the kube-scheduler giving the room meant for
+/// them to pods that came later. Two shapes: room made for them (swarm seed 43: the replacement
+/// the controller launched 4 s after the warning was up before the reclaim, but a scale-up's pods
+/// created a minute later bound to it first, and the second replacement launched for the
+/// displaced pods as they lost that room could not boot before the reclaim), and room that was
+/// there for them (swarm seed 469: at the warning the pods fit on a node of their pool, so the
+/// controller, as upstream's provisioner does, planned them onto it and launched nothing; the
+/// scenario's scale-up 42 s later had its pods bound into that room, and the node launched for
+/// the displaced pods 9 s after that could not boot before the reclaim). Counting the room that
+/// pods use on nodes launched to replace the warned claim (`karpenter.sh/replaces`), if created
+/// after that node's claim, or on nodes that existed at the warning, if created after the
+/// warning, and in both cases not matched as replacements of the checked pods, every pod fits.
+/// Neither upstream nor this controller can reserve room against kube-scheduler, which binds any
+/// pending pod that fits; a controller that launched nothing while no room existed, or too
+/// little, or planned the room while those pods were already pending, is not excused.
 fn room_given_away(check: &RehomeCheck, step: &StepView<'_>) -> bool {
     let Some(claim) = check.claim.as_deref() else {
         return false;
@@ -553,8 +558,14 @@ fn room_given_away(check: &RehomeCheck, step: &StepView<'_>) -> bool {
             Some((node.to_string(), created))
         })
         .collect();
-    if launched.is_empty() {
-        return false;
+    let mut since = launched;
+    for node in step.nodes() {
+        let created = time_of(&node["metadata"]["creationTimestamp"]);
+        if created.is_some_and(|t| t <= check.warned) {
+            since
+                .entry(name_of(node).to_string())
+                .or_insert(check.warned);
+        }
     }
     let pods = step.pods();
     let (left, unused) = unmatched(check, pods);
@@ -563,7 +574,7 @@ fn room_given_away(check: &RehomeCheck, step: &StepView<'_>) -> bool {
     }
     let mut free = free_room(&check.node, pods, step.nodes(), &BTreeMap::new());
     let later = pods.iter().filter(|p| {
-        let bound = p["spec"]["nodeName"].as_str().and_then(|n| launched.get(n));
+        let bound = p["spec"]["nodeName"].as_str().and_then(|n| since.get(n));
         let created = time_of(&p["metadata"]["creationTimestamp"]);
         unused.contains(name_of(p)) && bound.is_some_and(|at| created.is_some_and(|t| t > *at))
     });

@@ -1,16 +1,22 @@
-//! `unavailable-offerings-honoured`: once `CreateFleet` answered a controller process that an
-//! offering (instance type, zone, capacity type) had no capacity (an
-//! [`INSUFFICIENT_CAPACITY_CODES`] error naming it), that process does not offer EC2 the same
-//! offering again for [`UNAVAILABLE_TTL`] (upstream's unavailable-offerings cache: 3 minutes).
+//! `unavailable-offerings-honoured`: once a controller process learnt that an offering (instance
+//! type, zone, capacity type) had no capacity, that process does not offer EC2 the same offering
+//! again for [`UNAVAILABLE_TTL`] (upstream's unavailable-offerings cache: 3 minutes). It learns
+//! it two ways, as upstream's cache is fed: `CreateFleet` answered it with an
+//! [`INSUFFICIENT_CAPACITY_CODES`] error naming the offering, or it handled a spot interruption
+//! warning (deleted the message from the queue) for an instance a NodeClaim owns: upstream's
+//! interruption controller marks that instance's type and zone unavailable as spot (whether or
+//! not the claim is already being deleted), so the replacement goes to another pool.
 //!
 //! Read from the audit of every `CreateFleet` that reached EC2 ([`crate::audit::FleetCall`],
-//! recorded per process under the bug layer, so it is what EC2 answered): the world's own record,
+//! recorded per process under the bug layer, so it is what EC2 answered) and of every spot
+//! warning each process deleted ([`crate::audit::SpotWarningHandled`]): the world's own record,
 //! not the controller's cache. Judged per process: a restarted process or a new leader starts
-//! with an empty cache (upstream's too), so only the process that got the answer is held to it.
-//! Only spot and on-demand requests: a capacity reservation's shortage is cached per reservation,
-//! not per offering. A request sent in the same step as the answer (the world's clock does not
-//! move within a step) is excused: launches run concurrently, and one composed before another's
-//! answer came back cannot know it (upstream has the same race).
+//! with an empty cache (upstream's too), so only the process that got the answer or handled the
+//! warning is held to it. Only spot and on-demand requests: a capacity reservation's shortage is
+//! cached per reservation, not per offering. A request sent in the same step as the answer or
+//! the warning's handling (the world's clock does not move within a step) is excused: launches
+//! run concurrently, and one composed before the news came cannot know it (upstream has the same
+//! race).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,11 +35,55 @@ pub const UNAVAILABLE_TTL: Duration = Duration::from_secs(3 * 60);
 /// (process, capacity type, instance type, zone).
 type Key = (String, CapacityType, String, String);
 
+/// How a process learnt an offering was dry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Cause {
+    /// `CreateFleet` answered it had no capacity.
+    Fleet,
+    /// The process handled a spot interruption warning for this instance.
+    SpotWarning(String),
+}
+
 /// The `unavailable-offerings-honoured` checker: when each process last heard an offering was
-/// dry.
+/// dry, and how.
 #[derive(Debug, Default)]
 pub struct UnavailableHonoured {
-    dry: BTreeMap<Key, Timestamp>,
+    dry: BTreeMap<Key, (Timestamp, Cause)>,
+}
+
+impl UnavailableHonoured {
+    /// Records the offerings of the spot warnings handled in this step whose instance a NodeClaim
+    /// owns (the handler acts only on those) and that EC2 runs as spot.
+    fn note_spot_warnings(&mut self, step: &StepView<'_>) {
+        if step.audit.spot_warnings_handled.is_empty() {
+            return;
+        }
+        let instances = step.cloud.instances();
+        for handled in &step.audit.spot_warnings_handled {
+            let suffix = format!("/{}", handled.instance_id);
+            let owned = step.claims().iter().any(|c| {
+                c["status"]["providerID"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with(&suffix))
+            });
+            let instance = instances
+                .iter()
+                .find(|i| i.instance_id == handled.instance_id);
+            let Some(instance) =
+                instance.filter(|i| owned && i.capacity_type == CapacityType::Spot)
+            else {
+                continue;
+            };
+            let key = (
+                handled.process.clone(),
+                CapacityType::Spot,
+                instance.instance_type.clone(),
+                instance.zone.clone(),
+            );
+            let cause = Cause::SpotWarning(handled.instance_id.clone());
+            self.dry.insert(key, (handled.at, cause));
+        }
+    }
 }
 
 impl Check for UnavailableHonoured {
@@ -42,6 +92,7 @@ impl Check for UnavailableHonoured {
     }
 
     fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
+        self.note_spot_warnings(step);
         let mut out = Vec::new();
         for call in &step.audit.fleets {
             if call.capacity_type == CapacityType::Reserved {
@@ -54,14 +105,21 @@ impl Check for UnavailableHonoured {
                     instance_type.clone(),
                     zone.clone(),
                 );
-                let Some(&dry_at) = self.dry.get(&key) else {
+                let Some((dry_at, cause)) = self.dry.get(&key) else {
                     continue;
                 };
+                let dry_at = *dry_at;
                 if dry_at < call.at && call.at < plus(dry_at, UNAVAILABLE_TTL) {
+                    let news = match cause {
+                        Cause::Fleet => "EC2 answered it had no capacity there".to_string(),
+                        Cause::SpotWarning(id) => {
+                            format!("it handled a spot interruption warning for {id} there")
+                        }
+                    };
                     out.push(Violation::at(
                         call.at,
                         format!(
-                            "process {} asked CreateFleet for {instance_type} {} in {zone} {}s after EC2 answered it had no capacity there (cached for {}s)",
+                            "process {} asked CreateFleet for {instance_type} {} in {zone} {}s after {news} (cached for {}s)",
                             call.process,
                             call.capacity_type.label(),
                             call.at.duration_since(dry_at).as_secs(),
@@ -78,13 +136,13 @@ impl Check for UnavailableHonoured {
                         instance_type.clone(),
                         zone.clone(),
                     ),
-                    call.at,
+                    (call.at, Cause::Fleet),
                 );
             }
         }
         let horizon = step.now;
         self.dry
-            .retain(|_, at| plus(*at, UNAVAILABLE_TTL) > horizon);
+            .retain(|_, (at, _)| plus(*at, UNAVAILABLE_TTL) > horizon);
         out
     }
 }

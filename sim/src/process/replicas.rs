@@ -32,7 +32,8 @@ pub struct ProcessSeams {
     pub api: Arc<dyn KubeApi>,
     /// Each process's EC2 seam, built from its identity.
     pub ec2: crate::seams::Ec2ForProcess,
-    pub sqs: Arc<dyn Sqs>,
+    /// Each process's SQS seam, built from its identity.
+    pub sqs: crate::seams::SqsForProcess,
     pub clock: Arc<dyn Clock>,
     pub catalog: Arc<Catalog>,
     pub options: operator::Options,
@@ -120,7 +121,7 @@ impl Controllers {
         let fuse = Arc::new(Fuse::default());
         let kube: Arc<dyn KubeApi> = Arc::new(Layered::new(fuse.clone(), self.seams.api.clone()));
         let ec2: Arc<dyn Ec2> = Arc::new(Layered::new(fuse.clone(), (self.seams.ec2)(&identity)));
-        let sqs: Arc<dyn Sqs> = Arc::new(Layered::new(fuse.clone(), self.seams.sqs.clone()));
+        let sqs: Arc<dyn Sqs> = Arc::new(Layered::new(fuse.clone(), (self.seams.sqs)(&identity)));
         let mut ctx = Context::new(
             kube.clone(),
             ec2,

@@ -416,7 +416,9 @@ impl InterruptionHandler {
         kind: Kind,
         interruption: &Interruption,
     ) -> Result<Acted, KubeError> {
-        if kind == Kind::SpotInterrupted && claim.metadata.deletion_timestamp.is_none() {
+        // Whether or not the claim is already being deleted (expired, drifted, consolidated):
+        // EC2 is taking the capacity back either way, as upstream's handler assumes.
+        if kind == Kind::SpotInterrupted {
             self.mark_unavailable(claim);
         }
         // The reservation is being reclaimed: no more launches into it until the next sync.

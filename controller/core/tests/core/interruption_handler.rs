@@ -87,6 +87,7 @@ fn claim_for(name: &str, instance: &str) -> Value {
 
 struct Queue {
     kube: Arc<ApiServer>,
+    ctx: Context,
     cloud: Arc<FakeCloud>,
     clock: Arc<ManualClock>,
     metrics: Arc<Metrics>,
@@ -109,6 +110,7 @@ fn queue() -> Queue {
     Queue {
         metrics: ctx.metrics.clone(),
         handler: handler(&ctx, &cloud),
+        ctx,
         kube,
         cloud,
         clock,
@@ -307,6 +309,43 @@ fn a_spot_warning_for_a_claim_already_being_deleted_marks_it_interrupted_without
         Some("2026-01-01T00:01:30Z".parse().unwrap()),
         "warning time + 90 s"
     );
+}
+
+/// Upstream marks a spot warning's offering unavailable before it looks at whether the claim is
+/// already being deleted: EC2 takes the capacity back either way, so the replacement of an
+/// expiring node's pods must not be launched into the same spot pool.
+#[test]
+fn a_spot_warning_for_a_claim_already_being_deleted_marks_its_spot_offering_unavailable() {
+    use karpenter_core::catalog::CapacityType;
+    use karpenter_core::seams::kube::{DeleteOptions, KubeApi, ObjectKey};
+    let q = queue();
+    let mut claim = claim_for("default-a", "i-0a");
+    claim["metadata"]["labels"] = json!({
+        "karpenter.sh/capacity-type": "spot",
+        "node.kubernetes.io/instance-type": "m5.large",
+        "topology.kubernetes.io/zone": "us-west-2a",
+    });
+    q.kube.apply(&ResourceKind::NODE_CLAIM, claim);
+    futures::executor::block_on(q.kube.delete(
+        &ResourceKind::NODE_CLAIM,
+        &ObjectKey::cluster("default-a"),
+        &DeleteOptions::default(),
+    ))
+    .expect("expiration deletes the claim");
+    q.cloud.inject_message(&spot_warning("i-0a", q.clock.now()));
+    q.poll();
+    let now = q.clock.now();
+    assert!(
+        q.ctx
+            .unavailable
+            .is_unavailable("m5.large", "us-west-2a", CapacityType::Spot, now)
+    );
+    assert!(!q.ctx.unavailable.is_unavailable(
+        "m5.large",
+        "us-west-2a",
+        CapacityType::OnDemand,
+        now
+    ));
 }
 
 /// Upstream handles the messages of one receive with ten workers; so do we

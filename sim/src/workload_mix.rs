@@ -287,19 +287,7 @@ impl WorkloadMix {
             mix.custom_ami = Some((replicas, cpu));
         }
         // `critical`: drawn last, so every part above keeps its draws.
-        let (on, replicas, node_critical) = (
-            rng.gen_bool(0.5),
-            rng.gen_range(1..=2u32),
-            rng.gen_bool(0.5),
-        );
-        if on {
-            let class = if node_critical {
-                "system-node-critical"
-            } else {
-                "system-cluster-critical"
-            };
-            mix.critical = Some((replicas, class.to_string()));
-        }
+        mix.critical = draw_critical(&mut rng);
         mix
     }
 
@@ -599,6 +587,21 @@ fn only_on_demand(pool: &mut serde_json::Value) {
         "values": [karpenter_core::api::labels::CAPACITY_TYPE_ON_DEMAND],
     }));
     *requirements = serde_json::Value::Array(kept);
+}
+
+/// The `critical` part's coin, replicas and priority class (drawn whether it is on or not).
+fn draw_critical(rng: &mut impl Rng) -> Option<(u32, String)> {
+    let (on, replicas, node_critical) = (
+        rng.gen_bool(0.5),
+        rng.gen_range(1..=2u32),
+        rng.gen_bool(0.5),
+    );
+    let class = if node_critical {
+        "system-node-critical"
+    } else {
+        "system-cluster-critical"
+    };
+    on.then(|| (replicas, class.to_string()))
 }
 
 /// The `drought` part's coin and magnitudes (drawn whether it is on or not).

@@ -218,6 +218,9 @@ impl State {
         if *kind == ResourceKind::POD && self.config.vpc_admission_webhook {
             crate::admission::vpc_admission(&mut object);
         }
+        if *kind == ResourceKind::POD {
+            crate::admission::priority_admission(&mut object).map_err(KubeError::Forbidden)?;
+        }
         if object["metadata"]["resourceVersion"]
             .as_str()
             .is_some_and(|rv| !rv.is_empty())

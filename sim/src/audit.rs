@@ -31,6 +31,9 @@ pub struct PodRemoval {
     /// The pod's node just before the call (`None`: unbound, or the node is gone): whether it
     /// carried `karpenter.sh/disrupted:NoSchedule` when the drain took the pod off it.
     pub node: Option<Value>,
+    /// The other pods bound to the same node just before the call (empty when unbound): the
+    /// eviction order is judged against what was still on the node at that moment.
+    pub neighbours: Vec<Value>,
 }
 
 /// A NodeClaim the controller deleted (the delete that marked it).
@@ -156,19 +159,27 @@ impl KubeLayer for Audited {
 impl Audited {
     fn removed(&self, pod: Value, evicted: bool) {
         let at = self.clock.now();
-        let node = pod["spec"]["nodeName"]
-            .as_str()
-            .filter(|n| !n.is_empty())
-            .and_then(|n| {
-                self.api
-                    .object(&ResourceKind::NODE, &ObjectKey::cluster(n.to_string()))
-            });
+        let node_name = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty());
+        let node = node_name.and_then(|n| {
+            self.api
+                .object(&ResourceKind::NODE, &ObjectKey::cluster(n.to_string()))
+        });
+        let neighbours = node_name.map_or_else(Vec::new, |n| {
+            self.api
+                .objects(&ResourceKind::POD)
+                .iter()
+                .filter(|p| p["spec"]["nodeName"].as_str() == Some(n))
+                .filter(|p| p["metadata"]["uid"] != pod["metadata"]["uid"])
+                .map(|p| (**p).clone())
+                .collect()
+        });
         self.audit.with(|log| {
             log.pod_removals.push(PodRemoval {
                 at,
                 pod,
                 evicted,
                 node,
+                neighbours,
             })
         });
     }

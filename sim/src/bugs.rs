@@ -148,6 +148,9 @@ pub enum Bug {
     /// it never learns which offerings were dry and offers them again at once. Caught by
     /// `unavailable-offerings-honoured` (the audit of what EC2 answered sits under this layer).
     HideCapacityErrors,
+    /// Pods reach the controller without `spec.priorityClassName`, so its drain sees no critical
+    /// pod and evicts cluster services with the workloads. Caught by `drain-order`.
+    HidePriorityClasses,
     /// Every second world built with this bug in a process fails its first NodeClaim create once:
     /// the same seed gives another event log. Caught by `determinism`.
     Nondeterministic,
@@ -174,6 +177,7 @@ impl Bug {
                 | Bug::HideConsolidationSettling
                 | Bug::HideExpireAfter
                 | Bug::HideLastPodEvents
+                | Bug::HidePriorityClasses
         )
     }
 }
@@ -201,6 +205,12 @@ fn view(bug: Bug, kind: &ResourceKind, mut object: Value) -> Option<Value> {
         Bug::HideDoNotDisrupt if *kind == ResourceKind::POD => {
             if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
                 annotations.remove(karpenter_core::api::labels::DO_NOT_DISRUPT_ANNOTATION);
+            }
+            Some(object)
+        }
+        Bug::HidePriorityClasses if *kind == ResourceKind::POD => {
+            if let Some(spec) = object["spec"].as_object_mut() {
+                spec.remove("priorityClassName");
             }
             Some(object)
         }

@@ -12,6 +12,7 @@
 //! | `pods-fit-nodes` | [`fit`] |
 //! | `drained-before-terminate` | [`drain`] |
 //! | `draining-nodes-closed` | [`draining`] |
+//! | `drain-order` | [`drain_order`] |
 //! | `startup-taints-honoured` | [`startup_taints`] |
 //! | `pdb-respected` | [`pdb`] |
 //! | `do-not-disrupt-respected` | [`do_not_disrupt`] |
@@ -50,6 +51,7 @@ pub mod consolidate_after;
 pub mod consolidation_saves;
 pub mod do_not_disrupt;
 pub mod drain;
+pub mod drain_order;
 pub mod draining;
 pub mod expiry;
 pub mod fit;
@@ -113,6 +115,7 @@ pub enum Invariant {
     PodsFitNodes,
     DrainedBeforeTerminate,
     DrainingNodesClosed,
+    DrainOrder,
     StartupTaintsHonoured,
     PdbRespected,
     DoNotDisruptRespected,
@@ -273,6 +276,7 @@ struct Checkers {
     fit: fit::Fit,
     drain: drain::Drain,
     draining: draining::DrainingClosed,
+    drain_order: drain_order::DrainOrder,
     startup_taints: startup_taints::StartupTaintsHonoured,
     pdb: pdb::Pdb,
     do_not_disrupt: do_not_disrupt::DoNotDisrupt,
@@ -294,7 +298,7 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 26] {
+    fn all(&mut self) -> [&mut dyn Check; 27] {
         [
             &mut self.limits,
             &mut self.leaks,
@@ -304,6 +308,7 @@ impl Checkers {
             &mut self.fit,
             &mut self.drain,
             &mut self.draining,
+            &mut self.drain_order,
             &mut self.startup_taints,
             &mut self.pdb,
             &mut self.do_not_disrupt,

@@ -242,6 +242,13 @@ pub struct DeploymentSpec {
     /// Its pods' `nodeSelector` (e.g. `karpenter.sh/nodepool: pinned`).
     #[serde(default)]
     pub node_selector: std::collections::BTreeMap<String, String>,
+    /// Its pods' `priorityClassName` (e.g. `system-cluster-critical`: a drain evicts such pods
+    /// only after the ordinary ones are gone).
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+    /// Its namespace (`default` when unset; critical cluster services run in `kube-system`).
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -16,6 +16,7 @@
 //! | `on-demand` | a copy of the scenario's first NodePool, `sim-drawn-on-demand`, unweighted, without limits, that allows only on-demand capacity, and a Deployment of 2–6 pods (250m–1 cpu) pinned to it, cut to one replica at 30–60% of the safety phase: consolidation of an on-demand node cannot trade it for spot, so a replacement must be a cheaper on-demand type (`consolidation-saves` watches it), and a node whose pods need its own type must stay |
 //! | `drought` | a NodePool `sim-drawn-drought` on the scenario's first NodePool's class that can use one offering (one of [`DROUGHT_TYPES`], one zone, on-demand), a drought of that offering (no capacity whatever waves do, [`crate::scenario::Drought`]) from 1–10 min for 4–10 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to the pool, created as the drought starts: the pods can go nowhere else, so every launch for them meets the dry offering until the drought ends, as a GPU or a rare type runs out in a real region. A controller must not ask EC2 for the offering again within the unavailable-offerings TTL (3 min, shorter than any drought here) of being told it is dry (`unavailable-offerings-honoured` watches it) |
 //! | `custom-ami` | an EC2NodeClass `sim-drawn-custom` (a copy of the scenario's first) with `amiFamily: Custom`, the AL2023 EKS image at start selected by name ([`custom_image_name`]) and user data of its own: a plain nodeadm `NodeConfig` naming the world's cluster (name, endpoint, CA, service CIDR) that registers with `karpenter.sh/unregistered:NoExecute` only, as upstream asks of custom user data; a NodePool on it (on-demand only) with the startup taint [`CUSTOM_STARTUP_TAINT`]`:NoSchedule`, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it from the start. Karpenter labels no such node `karpenter.sh/do-not-sync-taints`, so registration must put the startup taint on the node itself; the sim's startup-taint owner removes it once the node has been Ready a while (`startup-taints-honoured` watches that no pod lands before) |
+//! | `critical` | a Deployment `kube-system/critical` of 1–2 pods (250m) with `priorityClassName` `system-cluster-critical` or `system-node-critical` (drawn), on the scenario's pools from the start: they share nodes with ordinary pods, and a drain (consolidation, expiry, interruption) must evict them only once the ordinary pods are gone, upstream's eviction tiers (`drain-order` watches it) |
 //!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
 //! `expiring`, `pinned-ami`, `on-demand`, `drought` and `custom-ami` (these six only with a
@@ -33,6 +34,8 @@ use crate::scenario::{DeploymentSpec, Scenario, WorkloadEvent};
 
 /// Name of the `guarded` Deployment.
 pub const GUARDED: &str = "guarded";
+/// Name of the `critical` Deployment.
+pub const CRITICAL: &str = "critical";
 
 /// Which workload a swarm seed runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -94,6 +97,8 @@ pub struct WorkloadMix {
     pub drought: Option<DroughtPart>,
     /// `custom-ami`: the pinned Deployment's replicas and cpu (millicores).
     pub custom_ami: Option<(u32, u32)>,
+    /// `critical`: the Deployment's replicas and priority class.
+    pub critical: Option<(u32, String)>,
 }
 
 /// The `drought` part's draw.
@@ -281,6 +286,8 @@ impl WorkloadMix {
         if on {
             mix.custom_ami = Some((replicas, cpu));
         }
+        // `critical`: drawn last, so every part above keeps its draws.
+        mix.critical = draw_critical(&mut rng);
         mix
     }
 
@@ -296,6 +303,7 @@ impl WorkloadMix {
             (self.on_demand.is_some(), "on-demand"),
             (self.drought.is_some(), "drought"),
             (self.custom_ami.is_some(), "custom-ami"),
+            (self.critical.is_some(), "critical"),
         ]
         .into_iter()
         .filter(|(on, _)| *on)
@@ -323,6 +331,26 @@ impl WorkloadMix {
                         memory: "512Mi".to_string(),
                         annotations,
                         node_selector: BTreeMap::new(),
+                        priority_class_name: None,
+                        namespace: None,
+                    },
+                ),
+            );
+        }
+        if let Some((replicas, class)) = &self.critical {
+            scenario.workloads.insert(
+                0,
+                deployment_event(
+                    Duration::ZERO,
+                    DeploymentSpec {
+                        name: CRITICAL.to_string(),
+                        replicas: *replicas,
+                        cpu: "250m".to_string(),
+                        memory: "256Mi".to_string(),
+                        annotations: BTreeMap::new(),
+                        node_selector: BTreeMap::new(),
+                        priority_class_name: Some(class.clone()),
+                        namespace: Some("kube-system".to_string()),
                     },
                 ),
             );
@@ -561,6 +589,21 @@ fn only_on_demand(pool: &mut serde_json::Value) {
     *requirements = serde_json::Value::Array(kept);
 }
 
+/// The `critical` part's coin, replicas and priority class (drawn whether it is on or not).
+fn draw_critical(rng: &mut impl Rng) -> Option<(u32, String)> {
+    let (on, replicas, node_critical) = (
+        rng.gen_bool(0.5),
+        rng.gen_range(1..=2u32),
+        rng.gen_bool(0.5),
+    );
+    let class = if node_critical {
+        "system-node-critical"
+    } else {
+        "system-cluster-critical"
+    };
+    on.then(|| (replicas, class.to_string()))
+}
+
 /// The `drought` part's coin and magnitudes (drawn whether it is on or not).
 fn draw_drought(rng: &mut impl Rng) -> Option<DroughtPart> {
     let zones = karpenter_core::catalog::builtin::ZONES;
@@ -597,6 +640,8 @@ fn pinned_deployment(pool: &str, replicas: u32, cpu: u32) -> WorkloadEvent {
                 karpenter_core::api::labels::NODEPOOL_LABEL.to_string(),
                 pool.to_string(),
             )]),
+            priority_class_name: None,
+            namespace: None,
         },
     )
 }

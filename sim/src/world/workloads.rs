@@ -81,6 +81,12 @@ fn deployment(spec: &DeploymentSpec) -> Deployment {
     if !spec.node_selector.is_empty() {
         deployment.template["spec"]["nodeSelector"] = json!(spec.node_selector);
     }
+    if let Some(class) = &spec.priority_class_name {
+        deployment.template["spec"]["priorityClassName"] = json!(class);
+    }
+    if let Some(namespace) = &spec.namespace {
+        deployment.namespace = namespace.clone();
+    }
     deployment
 }
 

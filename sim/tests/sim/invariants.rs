@@ -148,6 +148,14 @@ fn do_not_disrupt_respected_catches_a_hidden_annotation() {
     catches(config, Bug::HideDoNotDisrupt, "do-not-disrupt-respected", 3);
 }
 
+/// Spot nodes holding ordinary and `system-cluster-critical` pods, interrupted at 8 minutes:
+/// each drain must evict the critical pods only once the ordinary ones are gone.
+#[test]
+fn drain_order_catches_critical_pods_evicted_with_the_ordinary_ones() {
+    let config = config("critical-drain.yaml", "none", 15, 10);
+    catches(config, Bug::HidePriorityClasses, "drain-order", 1);
+}
+
 #[test]
 fn claim_storm_catches_launch_retries_minting_claims() {
     let config = config("no-capacity.yaml", "none", 5, 1);
@@ -297,6 +305,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "pods-fit-nodes",
             "drained-before-terminate",
             "draining-nodes-closed",
+            "drain-order",
             "startup-taints-honoured",
             "pdb-respected",
             "do-not-disrupt-respected",

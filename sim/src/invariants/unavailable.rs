@@ -18,7 +18,7 @@
 //! run concurrently, and one composed before the news came cannot know it (upstream has the same
 //! race).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -49,23 +49,25 @@ enum Cause {
 #[derive(Debug, Default)]
 pub struct UnavailableHonoured {
     dry: BTreeMap<Key, (Timestamp, Cause)>,
+    /// The instances NodeClaims named (`status.providerID`) at the end of the last step: what a
+    /// handler acting at the start of this step could map a warning to.
+    owned_before: BTreeSet<String>,
 }
 
 impl UnavailableHonoured {
     /// Records the offerings of the spot warnings handled in this step whose instance a NodeClaim
-    /// owns (the handler acts only on those) and that EC2 runs as spot.
+    /// owned when the step began (the handler, which runs first in a step, acts only on those,
+    /// as upstream's: a claim whose launch answer was lost, or whose process died after
+    /// CreateFleet, names its instance only once the lifecycle adopts it, which may be later in
+    /// the same step; swarm seeds 270, 618 and 836) and that EC2 runs as spot.
     fn note_spot_warnings(&mut self, step: &StepView<'_>) {
+        let owned_before = std::mem::replace(&mut self.owned_before, owned_instances(step));
         if step.audit.spot_warnings_handled.is_empty() {
             return;
         }
         let instances = step.cloud.instances();
         for handled in &step.audit.spot_warnings_handled {
-            let suffix = format!("/{}", handled.instance_id);
-            let owned = step.claims().iter().any(|c| {
-                c["status"]["providerID"]
-                    .as_str()
-                    .is_some_and(|p| p.ends_with(&suffix))
-            });
+            let owned = owned_before.contains(&handled.instance_id);
             let instance = instances
                 .iter()
                 .find(|i| i.instance_id == handled.instance_id);
@@ -84,6 +86,17 @@ impl UnavailableHonoured {
             self.dry.insert(key, (handled.at, cause));
         }
     }
+}
+
+/// The instance ids the step's NodeClaims name in `status.providerID` (`aws:///zone/id`).
+fn owned_instances(step: &StepView<'_>) -> BTreeSet<String> {
+    step.claims()
+        .iter()
+        .filter_map(|c| c["status"]["providerID"].as_str())
+        .filter_map(|p| p.rsplit('/').next())
+        .filter(|id| !id.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 impl Check for UnavailableHonoured {

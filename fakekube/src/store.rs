@@ -302,12 +302,7 @@ impl State {
         check_preconditions(kind, &current, &patched)?;
         let next = match target {
             PatchTarget::Main => main_update(kind, &current, patched)?,
-            PatchTarget::Status => {
-                let status = patched.as_object_mut().and_then(|o| o.remove("status"));
-                let mut next = Value::clone(&current);
-                set_field(&mut next, "status", status);
-                next
-            }
+            PatchTarget::Status => status_update(&current, patched),
         };
         if next == *current {
             // A no-op write: Kubernetes keeps the resourceVersion and sends no watch event.
@@ -525,6 +520,32 @@ impl State {
 
 /// The main-resource half of a patch: identity and server-owned metadata stay, status stays, new
 /// finalizers are refused on an object being deleted, and the generation follows the spec.
+/// A status write: `current` with the patched object's `status`, nothing else of the patch.
+///
+/// Built from `patched` itself, putting back each other top-level field only where the patch
+/// changed it (perf: a second deep copy of the whole object per status write was a twentieth of
+/// a 3,000-pod burst's CPU; a status patch rarely touches any other field, and comparing costs no
+/// allocation).
+fn status_update(current: &Value, mut patched: Value) -> Value {
+    let (Some(current_map), Some(patched_map)) = (current.as_object(), patched.as_object_mut())
+    else {
+        let status = patched.as_object_mut().and_then(|o| o.remove("status"));
+        let mut next = Value::clone(current);
+        set_field(&mut next, "status", status);
+        return next;
+    };
+    patched_map.retain(|field, _| field == "status" || current_map.contains_key(field));
+    for (field, value) in current_map {
+        if field == "status" {
+            continue;
+        }
+        if patched_map.get(field) != Some(value) {
+            patched_map.insert(field.clone(), value.clone());
+        }
+    }
+    patched
+}
+
 fn main_update(kind: &ResourceKind, current: &Value, patched: Value) -> Result<Value, KubeError> {
     if !patched.is_object() || !patched["metadata"].is_object() {
         return Err(invalid(

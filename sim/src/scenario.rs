@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::faults::FaultMix;
 
 /// Scenarios shipped with the simulator, by name.
-pub const BUILTIN: [(&str, &str); 9] = [
+pub const BUILTIN: [(&str, &str); 10] = [
     ("default", include_str!("../scenarios/default.yaml")),
     ("ami-roll", include_str!("../scenarios/ami-roll.yaml")),
     ("burst-1000", include_str!("../scenarios/burst-1000.yaml")),
@@ -20,6 +20,10 @@ pub const BUILTIN: [(&str, &str); 9] = [
     ("diurnal", include_str!("../scenarios/diurnal.yaml")),
     ("fleet-200", include_str!("../scenarios/fleet-200.yaml")),
     ("fleet-2000", include_str!("../scenarios/fleet-2000.yaml")),
+    (
+        "fleet-2000-day",
+        include_str!("../scenarios/fleet-2000-day.yaml"),
+    ),
     ("scale-in", include_str!("../scenarios/scale-in.yaml")),
 ];
 

@@ -623,6 +623,19 @@ fn patch_ignores_status_and_patch_status_changes_only_status() {
         "metadata ignored"
     );
     assert_eq!(status["spec"]["extra"], json!(true), "spec ignored");
+    // Fields a status patch adds or removes outside `status` are ignored too.
+    let status = block_on(server.patch_status(
+        &CLAIM,
+        &k,
+        &Patch::Merge(json!({"spec": null, "extraTop": 1, "status": {"phase": "z"}})),
+    ))
+    .expect("status");
+    assert_eq!(status["status"], json!({"phase": "z"}));
+    assert_eq!(status["spec"]["extra"], json!(true), "spec kept");
+    assert!(
+        status.get("extraTop").is_none(),
+        "new top-level field dropped"
+    );
 }
 
 #[test]

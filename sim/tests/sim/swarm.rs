@@ -131,7 +131,7 @@ fn a_claim_the_provisioner_made_for_a_draining_candidates_pods_is_not_judged_as_
 fn a_short_swarm_passes_and_its_output_does_not_depend_on_jobs() {
     // Liveness as long as the default: a claim force-deleted late in the safety phase may be
     // replaced by an instance that never boots, which its 15 min registration timeout replaces.
-    let mut config = short(10, 20);
+    let mut config = short(10, 25);
     config.determinism_every = 3;
     let seeds = [1, 2, 3, 4];
     let one = swarm::run_swarm(&config, &seeds, 1, &|_, _| {}).expect("swarm runs");
@@ -481,7 +481,7 @@ fn a_drawn_workload_adds_do_not_disrupt_pods_a_budget_and_a_scale_down_to_the_sc
             .len(),
         scenario.workloads.len()
     );
-    let mut config = short(30, 20);
+    let mut config = short(30, 25);
     config.workload = WorkloadSelection::Scenario;
     assert_eq!(config.workload_mix(3), WorkloadMix::default());
     assert!(config.replay(3).ends_with("--workload scenario"));
@@ -492,7 +492,7 @@ fn a_drawn_workload_adds_do_not_disrupt_pods_a_budget_and_a_scale_down_to_the_sc
 
 #[test]
 fn the_default_replay_command_is_short_and_reads_back() {
-    let config = short(30, 20);
+    let config = short(30, 25);
     assert_eq!(
         config.replay(17),
         "cargo xtask sim swarm --seeds 17..17 --scenario default"

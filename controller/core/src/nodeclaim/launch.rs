@@ -25,7 +25,7 @@ use crate::metrics::cloudprovider::{self, CloudErrorKind};
 use crate::nodeclass::cluster::ClusterInfo;
 use crate::nodeclass::launchtemplate::LaunchTemplateData;
 use crate::nodeclass::userdata::{self, BootstrapInput, UserDataError};
-use crate::nodeclass::{ResolveError, instanceprofile, launchtemplate, resolve};
+use crate::nodeclass::{ResolveError, ami, instanceprofile, launchtemplate, resolve};
 use crate::resources::Resources;
 use crate::scheduling::Requirements;
 use crate::seams::Retryable;
@@ -531,18 +531,12 @@ pub async fn launch(
             .min_by(f64::total_cmp)
     };
     let types = fleet::compose(&types, capacity_type, &requests, price);
-    let Some(arch) = types.first().map(|t| arch_of(t)) else {
+    if types.is_empty() {
         return Err(LaunchError::InsufficientCapacity(
             "no available offering in the selected subnets".into(),
         ));
-    };
-    let image_id = resolve::image(
-        ctx.ec2.as_ref(),
-        class,
-        &arch,
-        &ctx.options.lifecycle.kubernetes_version,
-    )
-    .await?;
+    }
+    let (image_id, types) = fleet_image(ctx, class, types).await?;
     let overrides = overrides(ctx, &types, &subnets, capacity_type, now);
     if overrides.is_empty() {
         return Err(LaunchError::InsufficientCapacity(
@@ -595,6 +589,58 @@ fn spot_or_on_demand(
         .ok_or_else(|| {
             LaunchError::InsufficientCapacity("every offering of the claim is unavailable".into())
         })
+}
+
+/// The image a fleet of `types` (one architecture, cheapest first; not empty) launches with,
+/// and the types that share it: the class's `status.amis` entry serving the cheapest type
+/// ([`ami::for_instance_type`]), keeping only the types that entry serves too (one launch
+/// template, one image). Launching from the status, as upstream does, keeps launches and drift
+/// on one view: a node launched after a release but before the status moves gets the image
+/// drift still accepts (and is rolled with the others once it moves), never an image drift
+/// calls drifted; and a GPU or Neuron type gets its accelerated variant, not the standard image.
+///
+/// A class whose status lists no AMI (one the status controller has not resolved yet, or a
+/// hand-made one in tests) is resolved through its terms, for the cheapest type's architecture.
+/// Upstream refuses to launch for a class that is not Ready; the provisioner here plans only
+/// for Ready classes, so only a NodeClaim created for an unresolved class reaches this.
+async fn fleet_image<'t>(
+    ctx: &Context,
+    class: &EC2NodeClass,
+    types: Vec<&'t InstanceType>,
+) -> Result<(String, Vec<&'t InstanceType>), LaunchError> {
+    assert!(!types.is_empty(), "a fleet has at least one type");
+    let amis = class
+        .status
+        .as_ref()
+        .map(|s| s.amis.as_slice())
+        .unwrap_or_default();
+    if amis.is_empty() {
+        let image_id = resolve::image(
+            ctx.ec2.as_ref(),
+            class,
+            &arch_of(types[0]),
+            &ctx.options.lifecycle.kubernetes_version,
+        )
+        .await?;
+        return Ok((image_id, types));
+    }
+    let chosen: Vec<Option<&str>> = types
+        .iter()
+        .map(|t| ami::for_instance_type(amis, &t.labels).map(|a| a.id.as_str()))
+        .collect();
+    let Some(image_id) = chosen.iter().flatten().next().map(|id| id.to_string()) else {
+        return Err(LaunchError::NodeClass(format!(
+            "no AMI of the class's status serves instance type {} (or any other of the claim's)",
+            types[0].name
+        )));
+    };
+    let types = types
+        .into_iter()
+        .zip(&chosen)
+        .filter(|(_, id)| **id == Some(image_id.as_str()))
+        .map(|(t, _)| t)
+        .collect();
+    Ok((image_id, types))
 }
 
 /// The architecture of a type (its AMI is chosen for it).
@@ -888,13 +934,7 @@ async fn launch_reserved(
         else {
             continue;
         };
-        let image_id = resolve::image(
-            ctx.ec2.as_ref(),
-            class,
-            &arch_of(instance_type),
-            &ctx.options.lifecycle.kubernetes_version,
-        )
-        .await?;
+        let (image_id, _) = fleet_image(ctx, class, vec![instance_type]).await?;
         let template = launch_template(
             ctx,
             claim,

@@ -164,6 +164,43 @@ fn requirements(arch: &str, variant: Variant) -> Vec<AmiRequirement> {
     out
 }
 
+/// The AMI of `amis` (a class's `status.amis`) an instance type with `labels` launches with, as
+/// upstream maps its instance types to the class's AMIs: an image whose every requirement the
+/// type's labels meet; among several, a non-deprecated one first, then the most specific (an
+/// NVIDIA or Neuron variant, which adds a device requirement, over the standard image a GPU type
+/// also meets), then the first listed. `None` when no image serves the type.
+pub fn for_instance_type<'a>(
+    amis: &'a [AmiStatus],
+    labels: &BTreeMap<String, String>,
+) -> Option<&'a AmiStatus> {
+    amis.iter()
+        .filter(|ami| ami.requirements.iter().all(|r| meets(r, labels)))
+        .min_by_key(|ami| {
+            (
+                ami.deprecated == Some(true),
+                std::cmp::Reverse(ami.requirements.len()),
+            )
+        })
+}
+
+/// Whether `labels` meet one AMI requirement (a label the type lacks meets only `NotIn` and
+/// `DoesNotExist`; `Gt`/`Lt` compare integers, as node selectors do).
+fn meets(requirement: &AmiRequirement, labels: &BTreeMap<String, String>) -> bool {
+    let value = labels.get(&requirement.key);
+    let number = |v: &str| v.parse::<i64>().ok();
+    let bound = || requirement.values.first().and_then(|v| number(v));
+    match requirement.operator.as_str() {
+        "In" => value.is_some_and(|v| requirement.values.contains(v)),
+        "NotIn" => value.is_none_or(|v| !requirement.values.contains(v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        "Gt" => matches!((value.and_then(|v| number(v)), bound()), (Some(v), Some(b)) if v > b),
+        "Lt" => matches!((value.and_then(|v| number(v)), bound()), (Some(v), Some(b)) if v < b),
+        // An operator the API server would have refused: it selects nothing.
+        _ => false,
+    }
+}
+
 /// Every SSM parameter `alias` reads for Kubernetes `k8s`: one per architecture and variant of
 /// its family, `recommended`/`latest` for `@latest`, the release's own parameter otherwise.
 pub(crate) fn alias_parameters(
@@ -279,6 +316,60 @@ pub(crate) fn windows_parameter(family: AmiFamily, k8s: &str) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn ami(id: &str, arch: &str, variant: Variant) -> AmiStatus {
+        AmiStatus {
+            id: id.into(),
+            name: None,
+            deprecated: None,
+            requirements: requirements(arch, variant),
+        }
+    }
+
+    #[test]
+    fn a_gpu_type_gets_the_nvidia_variant_and_other_types_the_standard_image_of_their_arch() {
+        let amis = [
+            ami("ami-std-amd", "amd64", Variant::Standard),
+            ami("ami-nvidia-amd", "amd64", Variant::Nvidia),
+            ami("ami-std-arm", "arm64", Variant::Standard),
+        ];
+        let pick = |l: &[(&str, &str)]| for_instance_type(&amis, &labels(l)).map(|a| a.id.as_str());
+        assert_eq!(pick(&[(ARCH_LABEL, "amd64")]), Some("ami-std-amd"));
+        assert_eq!(pick(&[(ARCH_LABEL, "arm64")]), Some("ami-std-arm"));
+        assert_eq!(
+            pick(&[(ARCH_LABEL, "amd64"), (GPU_COUNT_LABEL, "1")]),
+            Some("ami-nvidia-amd")
+        );
+        // No arm64 NVIDIA image listed: an arm64 GPU type falls back to the standard one.
+        assert_eq!(
+            pick(&[(ARCH_LABEL, "arm64"), (GPU_COUNT_LABEL, "1")]),
+            Some("ami-std-arm")
+        );
+        assert_eq!(pick(&[("other", "x")]), None, "no arch label meets none");
+    }
+
+    #[test]
+    fn a_deprecated_image_is_taken_only_when_nothing_else_serves_the_type() {
+        let mut old = ami("ami-old", "amd64", Variant::Standard);
+        old.deprecated = Some(true);
+        let amd = labels(&[(ARCH_LABEL, "amd64")]);
+        let both = [old.clone(), ami("ami-new", "amd64", Variant::Standard)];
+        assert_eq!(
+            for_instance_type(&both, &amd).map(|a| a.id.as_str()),
+            Some("ami-new")
+        );
+        assert_eq!(
+            for_instance_type(&[old], &amd).map(|a| a.id.as_str()),
+            Some("ami-old")
+        );
+    }
 
     #[test]
     fn a_latest_al2023_alias_reads_the_recommended_parameter_of_every_arch_and_variant() {

@@ -1077,6 +1077,71 @@ fn cloud_provider_calls_are_timed_per_method_and_a_failed_launch_counts_its_erro
     }
 }
 
+/// A launch takes its image from the class's `status.amis`, as upstream does: a GPU type gets
+/// the entry of the NVIDIA variant (it meets both that one's and the standard image's
+/// requirements, and the variant's are the more specific), and an image the status still lists
+/// is launched even after SSM's `recommended` parameter has moved on, so drift, which compares
+/// with the status, never sees a fresh node as drifted.
+#[test]
+fn a_launch_takes_the_image_the_class_status_lists_for_the_type_the_gpu_variant_for_a_gpu_type() {
+    let w = world();
+    let parameter = |variant: &str| {
+        w.cloud
+            .parameters()
+            .get(&format!(
+                "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/{variant}/recommended/image_id"
+            ))
+            .cloned()
+            .expect("published")
+    };
+    let (standard, nvidia) = (parameter("standard"), parameter("nvidia"));
+    let mut class = objects::default_node_class();
+    class["status"]["amis"] = json!([
+        {"id": standard, "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]},
+        {"id": nvidia, "requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"},
+        ]},
+    ]);
+    w.kube.apply(&ResourceKind::EC2_NODE_CLASS, class);
+    for (claim, instance_type) in [("default-gpu", "g4dn.xlarge"), ("default-std", "m5.large")] {
+        w.kube.apply(
+            &ResourceKind::NODE_CLAIM,
+            objects::nodeclaim(claim)
+                .of_types(&[instance_type])
+                .capacity_types(&["on-demand"])
+                .json(),
+        );
+    }
+    for (_, step) in w.reconcile() {
+        assert_eq!(step, Ok(Step::Launched));
+    }
+    let image_of = |instance_type: &str| {
+        w.cloud
+            .instances()
+            .into_iter()
+            .find(|i| i.instance_type == instance_type)
+            .map(|i| i.image_id)
+            .expect("launched")
+    };
+    assert_eq!(image_of("g4dn.xlarge"), nvidia);
+    assert_eq!(image_of("m5.large"), standard);
+    // SSM moves on (a release); the status has not been refreshed yet: launches stay on it.
+    let released = w
+        .cloud
+        .publish_ami(fakecloud::AmiFamily::Al2023, "v20991231");
+    assert_ne!(parameter("standard"), standard, "SSM moved: {released:?}");
+    w.kube.apply(
+        &ResourceKind::NODE_CLAIM,
+        objects::nodeclaim("default-later")
+            .of_types(&["m5.xlarge"])
+            .capacity_types(&["on-demand"])
+            .json(),
+    );
+    w.reconcile();
+    assert_eq!(image_of("m5.xlarge"), standard);
+}
+
 /// Windows nodes: a claim of a Windows Server 2022 class launches the EKS-optimized Windows
 /// image with user data its bootstrap accepts, and is labelled and sized as the class launches
 /// the type (upstream's `instanceToNodeClaim`): os `windows`, build `10.0.20348`, the kubelet's

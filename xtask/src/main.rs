@@ -113,6 +113,14 @@ enum Task {
         /// Also write the results as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Instead of the catalogue, the mutants `cargo-mutants` generates over these
+        /// `karpenter-core` files (e.g. `controller/core/src/disruption/budgets.rs`), judged by
+        /// the same swarm; needs `cargo install cargo-mutants`.
+        #[arg(long, value_delimiter = ',', conflicts_with_all = ["only", "short"])]
+        cargo_mutants: Vec<String>,
+        /// With `--cargo-mutants`: at most this many, spread over its list.
+        #[arg(long, requires = "cargo_mutants")]
+        limit: Option<usize>,
     },
     /// The memory benchmark: the release `karpenter controller` holding 2,000 nodes and 20,000
     /// pods served by `karpenter-sim serve --scenario fleet-2000`; fails above 1 GiB RSS.
@@ -145,6 +153,8 @@ fn main() -> ExitCode {
             only,
             short,
             json,
+            cargo_mutants,
+            limit,
         } => mutants::run(
             &root,
             &mutants::Options {
@@ -156,6 +166,8 @@ fn main() -> ExitCode {
                     only
                 },
                 json,
+                cargo_mutants,
+                limit,
             },
         ),
     };

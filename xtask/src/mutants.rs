@@ -48,6 +48,12 @@ pub struct Options {
     /// Mutation names (`01-gc-does-nothing` or `gc-does-nothing`); empty: all.
     pub only: Vec<String>,
     pub json: Option<PathBuf>,
+    /// Source files of `karpenter-core` (workspace-relative) whose mutants `cargo-mutants`
+    /// generates, run instead of the catalogue ([`from_cargo_mutants`]); empty: the catalogue.
+    pub cargo_mutants: Vec<String>,
+    /// At most this many of cargo-mutants' mutants, every k-th of its list so the sample spans
+    /// every function of the files (`None`: all).
+    pub limit: Option<usize>,
 }
 
 /// One patch of the catalogue.
@@ -167,10 +173,19 @@ pub struct Outcome {
 /// `cargo xtask mutants`: see the module docs. `Err` when a step of the harness itself failed or
 /// any mutation was not caught.
 pub fn run(root: &Path, options: &Options) -> Result<(), String> {
-    let mutations: Vec<Mutation> = catalogue(&root.join(MUTATIONS_DIR))?
-        .into_iter()
-        .filter(|m| m.selected(&options.only))
-        .collect();
+    let generated = !options.cargo_mutants.is_empty();
+    let mutations: Vec<Mutation> = if generated {
+        let dir = root.join("target/mutants/cargo-mutants");
+        sample(
+            from_cargo_mutants(root, &options.cargo_mutants, &dir)?,
+            options.limit,
+        )
+    } else {
+        catalogue(&root.join(MUTATIONS_DIR))?
+            .into_iter()
+            .filter(|m| m.selected(&options.only))
+            .collect()
+    };
     if mutations.is_empty() {
         return Err(format!("mutants (no mutation matches {:?})", options.only));
     }
@@ -209,9 +224,12 @@ pub fn run(root: &Path, options: &Options) -> Result<(), String> {
     }
     reset_tree(&tree, &commit)?;
     println!("{}", table(&outcomes));
+    // A generated mutant that does not compile is unviable (cargo-mutants' own word), not a
+    // survivor: the type checker caught it before any test could.
     let uncaught: Vec<&str> = outcomes
         .iter()
         .filter(|o| !matches!(o.verdict, Verdict::Caught { .. }))
+        .filter(|o| !(generated && matches!(o.verdict, Verdict::DoesNotBuild(_))))
         .map(|o| o.name.as_str())
         .collect();
     if uncaught.is_empty() {
@@ -222,6 +240,97 @@ pub fn run(root: &Path, options: &Options) -> Result<(), String> {
             uncaught.len(),
             uncaught.join(", ")
         ))
+    }
+}
+
+/// The mutants `cargo mutants --list --json` generates over `files` of `karpenter-core`, each
+/// written to `dir` as a patch `git apply` takes (`cmNNN-<what it does>.patch`), in
+/// cargo-mutants' order. cargo-mutants makes the mutants (operators swapped, bodies replaced by
+/// default values, match arms deleted); the swarm, not `cargo test`, judges them, as the
+/// catalogue's: cargo-mutants runs only a crate's own tests, and the point is whether the
+/// seeded worlds and their invariants notice.
+pub fn from_cargo_mutants(
+    root: &Path,
+    files: &[String],
+    dir: &Path,
+) -> Result<Vec<Mutation>, String> {
+    let mut command = Command::new("cargo");
+    command.args(["mutants", "--list", "--json", "--package", "karpenter-core"]);
+    for file in files {
+        command.args(["--file", file]);
+    }
+    let output = command
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("mutants (could not start cargo mutants: {e})"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "mutants (cargo mutants --list failed; `cargo install cargo-mutants` first?): {}",
+            last_lines(&output.stderr, 5)
+        ));
+    }
+    let listed: Vec<Value> = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("mutants (cargo mutants --list --json: {e})"))?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("mutants (cannot create {}: {e})", dir.display()))?;
+    let mut out = Vec::new();
+    for (i, mutant) in listed.iter().enumerate() {
+        let (Some(file), Some(diff)) = (mutant["file"].as_str(), mutant["diff"].as_str()) else {
+            return Err(format!(
+                "mutants (a listed mutant has no file or diff: {mutant})"
+            ));
+        };
+        let what = mutant["name"].as_str().unwrap_or_default();
+        let name = format!("cm{:03}-{}", i + 1, slug(what));
+        let path = dir.join(format!("{name}.patch"));
+        std::fs::write(&path, git_patch(file, diff))
+            .map_err(|e| format!("mutants (cannot write {}: {e})", path.display()))?;
+        out.push(Mutation { name, path });
+    }
+    Ok(out)
+}
+
+/// cargo-mutants' diff with the headers `git apply` reads (`--- a/FILE`, `+++ b/FILE`; its own
+/// `+++` line names the mutation instead of a file).
+pub fn git_patch(file: &str, diff: &str) -> String {
+    let mut out = String::new();
+    for (i, line) in diff.lines().enumerate() {
+        match i {
+            0 if line.starts_with("--- ") => out += &format!("--- a/{file}"),
+            1 if line.starts_with("+++ ") => out += &format!("+++ b/{file}"),
+            _ => out += line,
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A file-name-safe form of a mutant's description: `budgets.rs:52:31: replace && with ||
+/// in is_active` → `budgets-rs-52-31-replace-and-and-with-or-or-in-is-active`, at most 80
+/// characters.
+fn slug(text: &str) -> String {
+    let text = text.rsplit('/').next().unwrap_or(text);
+    let spelled = text.replace("&&", " and and ").replace("||", " or or ");
+    let mut out = String::new();
+    for c in spelled.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').chars().take(80).collect()
+}
+
+/// Every k-th of `mutations` so that at most `limit` are left, spread over the whole list.
+pub fn sample(mutations: Vec<Mutation>, limit: Option<usize>) -> Vec<Mutation> {
+    match limit {
+        Some(limit) if limit > 0 && mutations.len() > limit => {
+            let step = mutations.len().div_ceil(limit);
+            mutations.into_iter().step_by(step).collect()
+        }
+        _ => mutations,
     }
 }
 
@@ -579,5 +688,50 @@ mod tests {
         assert!(text.contains("| 01-a | DOES NOT APPLY | error: patch failed: x.rs:3 |"));
         assert!(text.contains("| 02-b | DOES NOT BUILD |"));
         assert!(!text.contains("caught"), "{text}");
+    }
+
+    #[test]
+    fn a_cargo_mutants_diff_becomes_a_patch_git_applies_to_the_tree() {
+        // A cargo-mutants diff of the catalogue's own README, as `--list --json` writes one: its
+        // `+++` line names the mutation, not a file.
+        let file = "sim/mutations/README.md";
+        let text = std::fs::read_to_string(root().join(file)).expect("readme");
+        let lines: Vec<&str> = text.lines().take(3).collect();
+        let diff = format!(
+            "--- {file}\n+++ replace the title with xyzzy\n@@ -1,3 +1,3 @@\n-{}\n+xyzzy\n {}\n {}\n",
+            lines[0], lines[1], lines[2]
+        );
+        let patch = git_patch(file, &diff);
+        assert!(patch.starts_with(&format!("--- a/{file}\n+++ b/{file}\n@@")));
+        assert_eq!(touched_files(&patch), [file]);
+        let path = root().join("target/mutants-test-cargo-mutants.patch");
+        std::fs::create_dir_all(path.parent().expect("target")).expect("target dir");
+        std::fs::write(&path, &patch).expect("write");
+        let applies = git_output(&root(), &["apply", "--check", &path.to_string_lossy()]);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(applies, Ok(String::new()));
+    }
+
+    #[test]
+    fn a_sample_of_generated_mutants_spans_the_whole_list() {
+        let mutations: Vec<Mutation> = (1..=10)
+            .map(|i| Mutation {
+                name: format!("cm{i:03}"),
+                path: PathBuf::new(),
+            })
+            .collect();
+        let names = |v: Vec<Mutation>| v.into_iter().map(|m| m.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(sample(mutations.clone(), Some(4))),
+            ["cm001", "cm004", "cm007", "cm010"]
+        );
+        assert_eq!(sample(mutations.clone(), None).len(), 10);
+        assert_eq!(sample(mutations, Some(20)).len(), 10);
+        assert_eq!(
+            slug(
+                "controller/core/src/disruption/budgets.rs:52:31: replace && with || in is_active"
+            ),
+            "budgets-rs-52-31-replace-and-and-with-or-or-in-is-active"
+        );
     }
 }

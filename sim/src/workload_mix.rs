@@ -12,15 +12,17 @@
 //! | `limited-pool` | a copy of the scenario's first NodePool, `sim-drawn-limited`, weighted above it (its weight + 10) and limited to 3–24 cpu: provisioning fills it first, demand reaches its limit, and the rest must go to the scenario's pool (`nodepool-limits` watches it) ([`DRAW_LIMITED_POOL`]) |
 //! | `expiring` | a copy of the scenario's first NodePool, `sim-drawn-expiring`, unweighted, without limits, with an `expireAfter` of 10–20 min and a `terminationGracePeriod` of 5 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it: its nodes expire during the run (`expiration-honoured` watches it) ([`DRAW_EXPIRING_AND_PINNED`]) |
 //! | `pinned-ami` | a copy of the scenario's first EC2NodeClass, `sim-drawn-pinned`, with its AMI pinned to `al2023@v20250601` (fakecloud's release at start), an unweighted NodePool on it, a Deployment of 1–3 pods (250m) pinned to that pool, and an AL2023 release (the `ami-release` fault) at 5–20 min: `@latest` classes drift, the pinned one must not (`pinned-ami-honoured` watches it) ([`DRAW_EXPIRING_AND_PINNED`]) |
-//!
 //! | `on-demand` | a copy of the scenario's first NodePool, `sim-drawn-on-demand`, unweighted, without limits, that allows only on-demand capacity, and a Deployment of 2–6 pods (250m–1 cpu) pinned to it, cut to one replica at 30–60% of the safety phase: consolidation of an on-demand node cannot trade it for spot, so a replacement must be a cheaper on-demand type (`consolidation-saves` watches it), and a node whose pods need its own type must stay |
 //! | `drought` | a NodePool `sim-drawn-drought` on the scenario's first NodePool's class that can use one offering (one of [`DROUGHT_TYPES`], one zone, on-demand), a drought of that offering (no capacity whatever waves do, [`crate::scenario::Drought`]) from 1–10 min for 4–10 min, and a Deployment of 1–3 pods (250m–1 cpu) pinned to the pool, created as the drought starts: the pods can go nowhere else, so every launch for them meets the dry offering until the drought ends, as a GPU or a rare type runs out in a real region. A controller must not ask EC2 for the offering again within the unavailable-offerings TTL (3 min, shorter than any drought here) of being told it is dry (`unavailable-offerings-honoured` watches it) |
 //! | `custom-ami` | an EC2NodeClass `sim-drawn-custom` (a copy of the scenario's first) with `amiFamily: Custom`, the AL2023 EKS image at start selected by name ([`custom_image_name`]) and user data of its own: a plain nodeadm `NodeConfig` naming the world's cluster (name, endpoint, CA, service CIDR) that registers with `karpenter.sh/unregistered:NoExecute` only, as upstream asks of custom user data; a NodePool on it (on-demand only) with the startup taint [`CUSTOM_STARTUP_TAINT`]`:NoSchedule`, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it from the start. Karpenter labels no such node `karpenter.sh/do-not-sync-taints`, so registration must put the startup taint on the node itself; the sim's startup-taint owner removes it once the node has been Ready a while (`startup-taints-honoured` watches that no pod lands before) |
 //! | `critical` | a Deployment `kube-system/critical` of 1–2 pods (250m) with `priorityClassName` `system-cluster-critical` or `system-node-critical` (drawn), on the scenario's pools from the start: they share nodes with ordinary pods, and a drain (consolidation, expiry, interruption) must evict them only once the ordinary pods are gone, upstream's eviction tiers (`drain-order` watches it) |
+//! | `daemonset` | a DaemonSet `sim-drawn-agent` (100–250m cpu, 64–256 MiB, drawn) in the manifests, so a pod of it runs from the start on every Ready node whose taints it tolerates (the world's DaemonSet stand-in, placed before the scheduler binds anything else to a new node): the provisioner must leave room for it on every node it launches, as upstream counts DaemonSet overhead (`pods-fit-nodes` watches it), and a drain evicts it last (`drain-order`) ([`DRAW_DAEMONSET`]) |
+//! | `stateful` | a StatefulSet `sim-drawn-db` of 2–4 replicas (250m–1 cpu, drawn; a zone spread is drawn but not used, [`DRAW_STATEFUL_SPREAD`]) whose claims use the StorageClass `sim-drawn-zonal` (EBS CSI, `WaitForFirstConsumer`): once a pod's volume is provisioned in a zone, the pod runs only there, so every rehoming (consolidation, expiry, drift, interruption) needs capacity in that zone, upstream's volume topology ([`DRAW_STATEFUL`]) |
 //!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
-//! `expiring`, `pinned-ami`, `on-demand`, `drought` and `custom-ami` (these six only with a
-//! NodePool, and an EC2NodeClass for `pinned-ami` and `custom-ami`, in its manifests).
+//! `expiring`, `pinned-ami`, `on-demand`, `drought`, `custom-ami`, `critical`, `daemonset` and
+//! `stateful` (`limited-pool` to `custom-ami` only with a NodePool, and an EC2NodeClass for
+//! `pinned-ami` and `custom-ami`, in its manifests).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,7 +32,7 @@ use rand::Rng;
 use serde::Serialize;
 
 use crate::faults::AmiRelease;
-use crate::scenario::{DeploymentSpec, Scenario, WorkloadEvent};
+use crate::scenario::{DeploymentSpec, Scenario, StatefulSetSpec, WorkloadEvent};
 
 /// Name of the `guarded` Deployment.
 pub const GUARDED: &str = "guarded";
@@ -99,7 +101,29 @@ pub struct WorkloadMix {
     pub custom_ami: Option<(u32, u32)>,
     /// `critical`: the Deployment's replicas and priority class.
     pub critical: Option<(u32, String)>,
+    /// `daemonset`: its pods' cpu (millicores) and memory (MiB).
+    pub daemonset: Option<(u32, u32)>,
+    /// `stateful`: the StatefulSet's replicas, cpu and zone spread.
+    pub stateful: Option<Stateful>,
 }
+
+/// The `stateful` part's draw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stateful {
+    pub replicas: u32,
+    /// Millicores per pod.
+    pub cpu: u32,
+    /// Its pods spread over zones (`maxSkew: 1`, `DoNotSchedule`).
+    pub spread_by_zone: bool,
+}
+
+/// Name of the `daemonset` DaemonSet.
+pub const DAEMONSET: &str = "sim-drawn-agent";
+/// Name of the `stateful` StatefulSet.
+pub const STATEFUL: &str = "sim-drawn-db";
+/// Name of the `stateful` part's StorageClass: EBS-like, zonal, `WaitForFirstConsumer`.
+pub const ZONAL_CLASS: &str = "sim-drawn-zonal";
 
 /// The `drought` part's draw.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -170,6 +194,28 @@ pub const DRAW_EXPIRING_AND_PINNED: bool = true;
 /// whose limits count no node `MarkedForDeletion`; it now counts as upstream does, and with the
 /// part on the default swarm (seeds 1..100) passes 100/100. Mutations 08 and 23 need it.
 pub const DRAW_LIMITED_POOL: bool = true;
+
+/// Whether the swarm's draw switches `daemonset` on (see [`WorkloadMix::draw`]). On since it
+/// was added: with it and `stateful` on, seeds 1..100 pass 100/100 (the two failures of the
+/// first run were the `stateful` spread's, [`DRAW_STATEFUL_SPREAD`]).
+pub const DRAW_DAEMONSET: bool = true;
+
+/// Whether the swarm's draw switches `stateful` on (see [`WorkloadMix::draw`]); on, without its
+/// zone spread ([`DRAW_STATEFUL_SPREAD`]).
+pub const DRAW_STATEFUL: bool = true;
+
+/// Whether the `stateful` part's drawn zone spread (`maxSkew: 1`, `DoNotSchedule`) is used;
+/// the coin is drawn either way. Off: with it, seeds 3 and 65 of the first swarm with the part
+/// (1..100) never settled, one StatefulSet pod pending for good, and the world was right to
+/// leave it so. kube-scheduler counts spread domains only among the nodes that exist: before
+/// any node was in the third zone it bound a second replica into a zone that held one (seed 3:
+/// `db-2`, `db-3` and `db-0`'s volumes in us-west-2a, `db-1`'s in 2b), each volume was then
+/// provisioned there for good, and once a node existed in us-west-2c (0 replicas) the
+/// rescheduled `db-0`, which its volume pins to us-west-2a (2 replicas), broke `maxSkew` there
+/// and nowhere else could it go. The real kube-scheduler refuses it as the stand-in does, and
+/// upstream Karpenter launches nothing for it (kubernetes-sigs/karpenter#1239: hard zone spread
+/// with zonal volumes). A workload that deadlocks in a real cluster is not a controller's test.
+pub const DRAW_STATEFUL_SPREAD: bool = false;
 
 /// Name of the `limited-pool` NodePool.
 pub const LIMITED_POOL: &str = "sim-drawn-limited";
@@ -288,6 +334,9 @@ impl WorkloadMix {
         }
         // `critical`: drawn last, so every part above keeps its draws.
         mix.critical = draw_critical(&mut rng);
+        // `daemonset` and `stateful`: drawn last, so every part above keeps its draws.
+        mix.daemonset = draw_daemonset(&mut rng).filter(|_| DRAW_DAEMONSET);
+        mix.stateful = draw_stateful(&mut rng).filter(|_| DRAW_STATEFUL);
         mix
     }
 
@@ -304,6 +353,8 @@ impl WorkloadMix {
             (self.drought.is_some(), "drought"),
             (self.custom_ami.is_some(), "custom-ami"),
             (self.critical.is_some(), "critical"),
+            (self.daemonset.is_some(), "daemonset"),
+            (self.stateful.is_some(), "stateful"),
         ]
         .into_iter()
         .filter(|(on, _)| *on)
@@ -355,6 +406,7 @@ impl WorkloadMix {
                 ),
             );
         }
+        self.add_daemonset_and_stateful(&mut scenario);
         let Some(first) = first else {
             return scenario;
         };
@@ -587,6 +639,78 @@ fn only_on_demand(pool: &mut serde_json::Value) {
         "values": [karpenter_core::api::labels::CAPACITY_TYPE_ON_DEMAND],
     }));
     *requirements = serde_json::Value::Array(kept);
+}
+
+impl WorkloadMix {
+    /// The `daemonset` DaemonSet (in the manifests, so the world runs it from the start) and the
+    /// `stateful` StatefulSet with its zonal StorageClass.
+    fn add_daemonset_and_stateful(&self, scenario: &mut Scenario) {
+        if let Some((cpu, memory)) = self.daemonset {
+            let daemonset = crate::workloads::DaemonSet::manifest(
+                DAEMONSET,
+                &format!("{cpu}m"),
+                &format!("{memory}Mi"),
+                false,
+            );
+            scenario.manifests += &document(&daemonset);
+        }
+        let Some(stateful) = &self.stateful else {
+            return;
+        };
+        scenario.manifests += &document(&serde_json::json!({
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": { "name": ZONAL_CLASS },
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "reclaimPolicy": "Delete",
+        }));
+        scenario.workloads.insert(
+            0,
+            WorkloadEvent {
+                at: Duration::ZERO,
+                deployment: None,
+                batch: None,
+                statefulset: Some(StatefulSetSpec {
+                    name: STATEFUL.to_string(),
+                    replicas: stateful.replicas,
+                    cpu: format!("{}m", stateful.cpu),
+                    memory: "1Gi".to_string(),
+                    storage: "10Gi".to_string(),
+                    storage_class: ZONAL_CLASS.to_string(),
+                    spread_by_zone: stateful.spread_by_zone,
+                }),
+                apply: None,
+            },
+        );
+    }
+}
+
+/// The `daemonset` part's coin, cpu (100–250m) and memory (64–256 MiB), drawn whether it is on
+/// or not.
+fn draw_daemonset(rng: &mut impl Rng) -> Option<(u32, u32)> {
+    let (on, cpu, memory) = (
+        rng.gen_bool(0.5),
+        rng.gen_range(2..=5u32) * 50,
+        rng.gen_range(1..=4u32) * 64,
+    );
+    on.then_some((cpu, memory))
+}
+
+/// The `stateful` part's coin, replicas (2–4), cpu (250m–1) and zone spread, drawn whether it is
+/// on or not.
+fn draw_stateful(rng: &mut impl Rng) -> Option<Stateful> {
+    let (on, replicas, cpu, spread_by_zone) = (
+        rng.gen_bool(0.5),
+        rng.gen_range(2..=4u32),
+        rng.gen_range(1..=4u32) * 250,
+        rng.gen_bool(0.5),
+    );
+    on.then_some(Stateful {
+        replicas,
+        cpu,
+        spread_by_zone: DRAW_STATEFUL_SPREAD && spread_by_zone,
+    })
 }
 
 /// The `critical` part's coin, replicas and priority class (drawn whether it is on or not).

@@ -227,6 +227,14 @@ impl World {
                     ResourceKind::POD_DISRUPTION_BUDGET
                 }
                 Outcome::Other if checked.kind == "StorageClass" => ResourceKind::STORAGE_CLASS,
+                // Stored (the provisioner leaves room for its pods) and run by the world's
+                // DaemonSet stand-in.
+                Outcome::Other if checked.kind == "DaemonSet" => {
+                    let daemonset = crate::workloads::DaemonSet::from_manifest(&document)
+                        .map_err(|e| WorldError::Manifests(format!("document {index}: {e}")))?;
+                    self.workloads.add_daemonset(daemonset);
+                    ResourceKind::DAEMON_SET
+                }
                 Outcome::Other => {
                     return Err(WorldError::Manifests(format!(
                         "document {index}: unsupported kind {}",
@@ -375,6 +383,7 @@ impl World {
         self.force_delete_claims(force_deletes, &mut fault_lines)
             .await?;
         let kubelet = self.kubelet.tick().await;
+        self.run_daemonsets().await?;
         let scheduler = self.scheduler.step().await;
         let slept = |world: &Self| world.cloud.slept_total() + world.api.slept_total();
         let latency_before = slept(self);
@@ -433,6 +442,17 @@ impl World {
         setup?;
         workloads?;
         Ok(())
+    }
+
+    /// The DaemonSet stand-ins' pass, with the API server's injected faults off, between the
+    /// kubelet (which makes nodes Ready) and the scheduler: the DaemonSet controller reacts to a
+    /// node's Ready within milliseconds, so a node's daemons are on it before the scheduler fills
+    /// it with pods that were waiting (the room the provisioner left for them stays theirs).
+    async fn run_daemonsets(&mut self) -> Result<(), WorldError> {
+        let saved = self.api.suspend_faults();
+        let result = self.workloads.run_daemonsets(self.api.as_ref()).await;
+        self.api.resume_faults(saved);
+        Ok(result?)
     }
 
     /// Logs the controller processes that started or died in the step; a death that was not a

@@ -13,7 +13,7 @@ use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
 
 use crate::scenario::{DeploymentSpec, StatefulSetSpec, WorkloadEvent};
-use crate::workloads::{Deployment, StatefulSet};
+use crate::workloads::{DaemonSet, Deployment, StatefulSet};
 
 /// The workload's state between steps.
 pub(crate) struct Workloads {
@@ -32,6 +32,14 @@ pub(crate) struct Workloads {
     pods: Reflector<Value>,
     /// A Deployment changed since the last reconcile.
     dirty: bool,
+    /// The scenario's DaemonSets, by name (from its manifests).
+    daemonsets: BTreeMap<String, DaemonSet>,
+    /// The pods and nodes, watch-fed, as the DaemonSet stand-ins see them (their own pod
+    /// reflector: a sync here must not hide a change from the ReplicaSet pass).
+    daemon_pods: Reflector<Value>,
+    nodes: Reflector<Value>,
+    /// The pod and node revisions of the last DaemonSet pass that created nothing.
+    daemons_quiet_at: Option<(u64, u64)>,
 }
 
 /// Merges each document of an `apply` event into its object (created when absent). The
@@ -101,7 +109,37 @@ impl Workloads {
             batch_ends: BTreeMap::new(),
             pods: Reflector::new(ResourceKind::POD),
             dirty: false,
+            daemonsets: BTreeMap::new(),
+            daemon_pods: Reflector::new(ResourceKind::POD),
+            nodes: Reflector::new(ResourceKind::NODE),
+            daemons_quiet_at: None,
         }
+    }
+
+    /// Adds a DaemonSet the scenario's manifests declare.
+    pub fn add_daemonset(&mut self, daemonset: DaemonSet) {
+        self.daemonsets.insert(daemonset.name.clone(), daemonset);
+    }
+
+    /// One pass of every DaemonSet's stand-in: a pod on every node that should run one and has
+    /// none. Skipped while neither pods nor nodes changed since a pass that created nothing.
+    pub async fn run_daemonsets(&mut self, api: &dyn KubeApi) -> Result<(), KubeError> {
+        if self.daemonsets.is_empty() {
+            return Ok(());
+        }
+        self.daemon_pods.sync(api).await?;
+        self.nodes.sync(api).await?;
+        let revision = (self.daemon_pods.changes(), self.nodes.changes());
+        if self.daemons_quiet_at == Some(revision) {
+            return Ok(());
+        }
+        let (pods, nodes) = (self.daemon_pods.to_vec(), self.nodes.to_vec());
+        let mut created = 0;
+        for daemonset in self.daemonsets.values_mut() {
+            created += daemonset.reconcile(api, &pods, &nodes).await?;
+        }
+        self.daemons_quiet_at = (created == 0).then_some(revision);
+        Ok(())
     }
 
     /// Names of every Deployment the scenario ever sets, sorted.

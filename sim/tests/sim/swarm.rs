@@ -7,9 +7,9 @@ use karpenter_sim::faults::FaultMix;
 use karpenter_sim::scenario::{LatencyKnob, Scenario};
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
 use karpenter_sim::workload_mix::{
-    CUSTOM_POOL, CUSTOM_STARTUP_TAINT, DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL, DROUGHT_POOL,
-    DroughtPart, EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL, ON_DEMAND_POOL, OnDemand,
-    PINNED_POOL, PinnedAmi, WorkloadMix, WorkloadSelection,
+    CUSTOM_POOL, CUSTOM_STARTUP_TAINT, DRAW_DAEMONSET, DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL,
+    DRAW_STATEFUL, DROUGHT_POOL, DroughtPart, EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL,
+    ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, WorkloadMix, WorkloadSelection,
 };
 
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
@@ -175,6 +175,8 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
         Some("drought"),
         Some("custom-ami"),
         Some("critical"),
+        switched(DRAW_DAEMONSET, "daemonset"),
+        switched(DRAW_STATEFUL, "stateful"),
     ];
     for part in parts.into_iter().flatten() {
         let on = draws.iter().filter(|m| m.names().contains(&part)).count();
@@ -718,4 +720,17 @@ fn a_spot_warning_on_a_node_already_expiring_gets_its_held_pods_replacement_capa
     // so the provisioner left the PDB-held pods out and nothing was booted for them before the
     // reclaim: eleven pods lost their node with no room anywhere.
     passes_as_drawn(71, 30);
+}
+
+#[test]
+fn a_statefulset_whose_zonal_volumes_a_hard_zone_spread_deadlocks_is_not_drawn() {
+    // Seed 3 of the first swarm with the `stateful` part (spread drawn on): kube-scheduler bound
+    // three replicas' volumes into us-west-2a before a node existed in us-west-2c; once one did,
+    // the rescheduled `db-0`, pinned to us-west-2a by its volume, broke `maxSkew: 1` there for
+    // good, as it would in a real cluster (see `DRAW_STATEFUL_SPREAD`). Without the spread the
+    // seed settles.
+    let mix = WorkloadMix::draw(3, swarm::SAFETY_DEFAULT);
+    let stateful = mix.stateful.expect("seed 3 draws the stateful part");
+    assert!(!stateful.spread_by_zone);
+    passes_as_drawn(3, 30);
 }

@@ -1694,3 +1694,41 @@ fn windows_pods_run_on_windows_nodes_launched_from_a_windows_class() {
         assert_invariants_held(&world, 7);
     });
 }
+
+/// A DaemonSet in a scenario's manifests runs a pod on every node the controller launches (the
+/// world's DaemonSet stand-in), and the provisioner leaves room for it: pods of 900m on m5.large
+/// nodes (1,930m allocatable) go two to a node without a 300m daemon and one to a node with it,
+/// so a provisioner that forgot the daemon would overcommit every node (`pods-fit-nodes`).
+#[test]
+fn a_daemonset_in_the_manifests_runs_on_every_launched_node_and_the_nodes_have_room_for_it() {
+    let mut manifests = pool_manifests("m5.large", "us-west-2a", "on-demand", "");
+    manifests.push_str(
+        "  ---\n  apiVersion: apps/v1\n  kind: DaemonSet\n  metadata: {name: agent, namespace: default}\n  spec:\n    selector: {matchLabels: {app: agent}}\n    template:\n      metadata: {labels: {app: agent}}\n      spec: {containers: [{name: agent, image: agent, resources: {requests: {cpu: 300m, memory: 128Mi}}}]}\n",
+    );
+    let workloads =
+        "  - at: 0s\n    deployment: {name: web, replicas: 4, cpu: 900m, memory: 512Mi}\n";
+    sim_block_on(async {
+        let mut world = world(3, fault_scenario(&manifests, workloads)).await;
+        run_until(&mut world, Duration::from_secs(5 * 60)).await;
+        let all = pods(&world);
+        let on_node = |node: &str, app: &str| {
+            all.iter()
+                .filter(|p| p["spec"]["nodeName"] == node && p["metadata"]["labels"]["app"] == app)
+                .filter(|p| running_not_deleting(p))
+                .count()
+        };
+        let launched: Vec<String> = world
+            .api()
+            .objects(&ResourceKind::NODE)
+            .iter()
+            .filter(|n| n["metadata"]["labels"]["karpenter.sh/nodepool"] == "default")
+            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(launched.len(), 4, "one node per 900m pod: {launched:?}");
+        for node in &launched {
+            assert_eq!(on_node(node, "agent"), 1, "{node} runs its daemon");
+            assert_eq!(on_node(node, "web"), 1, "{node} runs one web pod");
+        }
+        assert_invariants_held(&world, 3);
+    });
+}

@@ -79,6 +79,20 @@ impl FakeCloud {
             .publish(family, release, &k8s, state.now, &mut state.rng.ids)
     }
 
+    /// Deletes the tags `keys` from an instance, as `DeleteTags` by a caller other than the
+    /// controller would (a user, a tag-policy clean-up); keys it lacks are ignored, as EC2 does.
+    /// False if the instance is unknown.
+    pub fn delete_tags(&self, instance_id: &str, keys: &[String]) -> bool {
+        let mut state = self.current();
+        let Some(record) = state.instances.get_mut(instance_id) else {
+            return false;
+        };
+        for key in keys {
+            record.instance.tags.remove(key);
+        }
+        true
+    }
+
     /// Adds an image (a custom AMI selected by id, name or tags).
     pub fn add_image(&self, image: Image) {
         self.current().amis.add(image);

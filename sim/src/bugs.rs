@@ -151,6 +151,11 @@ pub enum Bug {
     /// Pods reach the controller without `spec.priorityClassName`, so its drain sees no critical
     /// pod and evicts cluster services with the workloads. Caught by `drain-order`.
     HidePriorityClasses,
+    /// Every NodeClaim the controller creates for pending pods (one without
+    /// `karpenter.sh/replaces`) is created twice, as a create retried after its first attempt
+    /// landed (a generated name makes the retry a second claim): pending pods get two nodes.
+    /// Caught by `provisioning-bounded`.
+    DoubleClaimCreates,
     /// Every second world built with this bug in a process fails its first NodeClaim create once:
     /// the same seed gives another event log. Caught by `determinism`.
     Nondeterministic,
@@ -547,6 +552,20 @@ impl KubeLayer for Broken {
                 }
                 .send(next)
                 .await
+            }
+            KubeCall::Create { kind, object }
+                if self.bug == Bug::DoubleClaimCreates
+                    && *kind == ResourceKind::NODE_CLAIM
+                    && object["metadata"]["annotations"]
+                        [karpenter_core::api::labels::REPLACES_ANNOTATION]
+                        .is_null() =>
+            {
+                let retried = object.clone();
+                let first = KubeCall::Create { kind, object }.send(next).await;
+                if let Err(err) = next.create(kind, retried).await {
+                    tracing::debug!(%err, "bug double-claim-creates: the second create failed");
+                }
+                first
             }
             KubeCall::Create { kind, .. }
                 if *kind == ResourceKind::NODE_CLAIM

@@ -16,6 +16,7 @@
 //! | `ami-release` | a new release of an AMI family is published: `@latest` aliases move to it (its SSM parameters), drifting the nodes on the previous image |
 //! | `ec2-lost-response` | a share of `CreateFleet` calls launch their instance, then answer `InternalError` (the answer lost on the way) |
 //! | `claim-force-deleted` | at given times or a seeded rate, a user force-deletes one NodeClaim (its finalizer removed, then deleted, as `kubectl patch` + `kubectl delete` do): its instance runs on, owned by nothing, until garbage collection finds it |
+//! | `tags-lost` | at given times or a seeded rate, a user or an automation (a tag-policy clean-up) deletes Karpenter's tags (`karpenter.sh/*`, `karpenter.k8s.aws/*`) from one of this cluster's Karpenter instances: a claim still finds it by `status.providerID`, garbage collection (which lists by those tags) no longer sees it |
 //!
 //! What a tally in the report's `faultsInjected` counts: for `ec2-*` rates, `api-*` rates and
 //! `sqs-duplicate`/`sqs-reorder`, the calls, watches or messages hit (`sqs-reorder`: receives of
@@ -23,7 +24,7 @@
 //! slow or never; for `ec2-consistency-lag`, instances launched while it was on; for
 //! `pdb-never-allows`, evictions its budgets refused; for `controller-crash`, processes that died;
 //! for `ami-release`, releases published; for `ec2-lost-response`, `CreateFleet` answers lost;
-//! for `claim-force-deleted`, NodeClaims force-deleted;
+//! for `claim-force-deleted`, NodeClaims force-deleted; for `tags-lost`, instances stripped;
 //! for the other discrete faults, their firings (a storm that found no spot instance, or a
 //! failover with no leader, does not count).
 //!
@@ -40,7 +41,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// Every fault's stable name, in catalogue order.
-pub const FAULT_NAMES: [&str; 20] = [
+pub const FAULT_NAMES: [&str; 21] = [
     SPOT_STORM,
     CAPACITY_WAVE,
     SLOW_BOOT,
@@ -61,6 +62,7 @@ pub const FAULT_NAMES: [&str; 20] = [
     AMI_RELEASE,
     EC2_LOST_RESPONSE,
     CLAIM_FORCE_DELETED,
+    TAGS_LOST,
 ];
 
 pub const SPOT_STORM: &str = "spot-storm";
@@ -83,6 +85,7 @@ pub const PDB_NEVER_ALLOWS: &str = "pdb-never-allows";
 pub const AMI_RELEASE: &str = "ami-release";
 pub const EC2_LOST_RESPONSE: &str = "ec2-lost-response";
 pub const CLAIM_FORCE_DELETED: &str = "claim-force-deleted";
+pub const TAGS_LOST: &str = "tags-lost";
 
 /// What a stream of a fault is used for: when it fires, or what it hits when it does. Kept apart
 /// so that what a fault hits (which depends on the cluster) never shifts when it fires.
@@ -172,7 +175,8 @@ scheduled!(
     ControllerCrash,
     LeaderFailover,
     AmiRelease,
-    ClaimForceDeleted
+    ClaimForceDeleted,
+    TagsLost
 );
 
 /// `spot-storm`: a share of the live spot instances of one zone get an interruption warning at
@@ -379,6 +383,35 @@ pub struct ClaimForceDeleted {
     pub every: Option<Duration>,
 }
 
+/// `tags-lost`: someone other than Karpenter deletes Karpenter's tags (every key under
+/// `karpenter.sh/` and `karpenter.k8s.aws/`) from one live instance of this cluster's Karpenter,
+/// drawn by the seed among those still carrying `karpenter.sh/nodeclaim` — a tag-policy
+/// clean-up, or a user's `aws ec2 delete-tags`. `eks:eks-cluster-name` and `Name` stay.
+///
+/// What a correct controller must do, as upstream does: nothing changes for an instance whose
+/// NodeClaim names it (`status.providerID`) — upstream's `Get` and `Delete` address an instance by
+/// id, not by tag — so its claim registers, is disrupted and terminates it as any other
+/// (`no-leaked-instances`, `termination-progress`, `drained-before-terminate` watch that).
+/// Garbage collection must leave it alone while a claim names it (it cannot see it anyway).
+///
+/// What no controller can do, upstream included: find a stripped instance no claim names.
+/// Upstream's garbage collection lists instances by `karpenter.sh/nodepool`,
+/// `karpenter.k8s.aws/ec2nodeclass` and `eks:eks-cluster-name` (`instance.List`), and a launch
+/// whose answer was lost finds its instance by `karpenter.sh/nodeclaim` only: a stripped instance
+/// whose claim is gone (force-deleted, or a lost launch answer the claim never recorded) runs on
+/// until someone terminates it. `no-leaked-instances` excuses exactly those instances, and only
+/// once stripped (`Invariants::note_tags_lost`): a deliberate, documented limit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TagsLost {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+}
+
 /// Which faults are on, and how hard. `Default` is every fault off.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -405,6 +438,7 @@ pub struct FaultMix {
     pub ami_release: Option<AmiRelease>,
     pub ec2_lost_response: Option<Rate>,
     pub claim_force_deleted: Option<ClaimForceDeleted>,
+    pub tags_lost: Option<TagsLost>,
 }
 
 /// The swarm draw's source: the seed's stream, and whether each fault in catalogue order is on.
@@ -495,6 +529,10 @@ impl FaultMix {
                 at: Vec::new(),
                 every: Some(Duration::from_secs(20 * 60)),
             }),
+            tags_lost: Some(TagsLost {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(20 * 60)),
+            }),
         }
     }
 
@@ -531,8 +569,9 @@ impl FaultMix {
         mix
     }
 
-    /// Faults that orphan instances: lost launch answers, force-deleted claims (drawn after the
-    /// releases, so every fault before keeps the draws it had before these existed).
+    /// Faults that orphan instances: lost launch answers, force-deleted claims, lost tags (drawn
+    /// after the releases, each after the one before it, so every fault before keeps the draws it
+    /// had before these existed).
     fn draw_orphans(&mut self, c: &mut Coins<'_>) {
         let (flag, rate) = (c.on(), c.rng.gen_range(0.05..=0.3));
         if flag {
@@ -541,6 +580,13 @@ impl FaultMix {
         let (flag, every) = (c.on(), c.minutes(5, 20));
         if flag {
             self.claim_force_deleted = Some(ClaimForceDeleted {
+                at: Vec::new(),
+                every: Some(every),
+            });
+        }
+        let (flag, every) = (c.on(), c.minutes(5, 20));
+        if flag {
+            self.tags_lost = Some(TagsLost {
                 at: Vec::new(),
                 every: Some(every),
             });
@@ -703,6 +749,7 @@ impl FaultMix {
             ami_release: self.ami_release.or(base.ami_release),
             ec2_lost_response: self.ec2_lost_response.or(base.ec2_lost_response),
             claim_force_deleted: self.claim_force_deleted.or(base.claim_force_deleted),
+            tags_lost: self.tags_lost.or(base.tags_lost),
         }
     }
 
@@ -734,6 +781,7 @@ impl FaultMix {
             self.ami_release.is_some(),
             self.ec2_lost_response.is_some(),
             self.claim_force_deleted.is_some(),
+            self.tags_lost.is_some(),
         ];
         FAULT_NAMES
             .iter()
@@ -811,6 +859,9 @@ impl FaultMix {
         }
         if let Some(f) = &self.claim_force_deleted {
             schedule(CLAIM_FORCE_DELETED, &f.schedule())?;
+        }
+        if let Some(f) = &self.tags_lost {
+            schedule(TAGS_LOST, &f.schedule())?;
         }
         if let Some(f) = &self.ami_release {
             schedule(AMI_RELEASE, &f.schedule())?;

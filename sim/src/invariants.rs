@@ -21,6 +21,7 @@
 //! | `consolidation-saves` | [`consolidation_saves`] |
 //! | `consolidation-churn` | [`churn`] |
 //! | `claim-storm` | [`claim_storm`] |
+//! | `provisioning-bounded` | [`provisioning_bounded`] |
 //! | `unavailable-offerings-honoured` | [`unavailable`] |
 //! | `interruption-rehomed` | [`rehome`] |
 //! | `nodes-join` | [`nodes_join`] |
@@ -65,6 +66,7 @@ pub mod pdb;
 pub mod pinned;
 pub mod pod_facts;
 pub mod pods_scheduled;
+pub mod provisioning_bounded;
 pub mod rehome;
 pub mod single_leader;
 pub mod startup_taints;
@@ -124,6 +126,7 @@ pub enum Invariant {
     ConsolidationSaves,
     ConsolidationChurn,
     ClaimStorm,
+    ProvisioningBounded,
     UnavailableOfferingsHonoured,
     InterruptionRehomed,
     NodesJoin,
@@ -285,6 +288,7 @@ struct Checkers {
     consolidation_saves: consolidation_saves::ConsolidationSaves,
     churn: churn::ConsolidationChurn,
     claim_storm: claim_storm::ClaimStorm,
+    provisioning_bounded: provisioning_bounded::ProvisioningBounded,
     unavailable: unavailable::UnavailableHonoured,
     rehome: rehome::Rehome,
     nodes_join: nodes_join::NodesJoin,
@@ -298,7 +302,7 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 27] {
+    fn all(&mut self) -> [&mut dyn Check; 28] {
         [
             &mut self.limits,
             &mut self.leaks,
@@ -317,6 +321,7 @@ impl Checkers {
             &mut self.consolidation_saves,
             &mut self.churn,
             &mut self.claim_storm,
+            &mut self.provisioning_bounded,
             &mut self.unavailable,
             &mut self.rehome,
             &mut self.nodes_join,
@@ -427,6 +432,13 @@ impl Invariants {
     /// the world.
     pub fn note_claim_lost(&mut self, instance_id: &str, at: jiff::Timestamp) {
         self.checkers.rehome.note_claim_lost(instance_id, at);
+    }
+
+    /// Records that the world deleted Karpenter's tags from `instance_id` (the `tags-lost`
+    /// fault): `no-leaked-instances` no longer holds the controller to finding it once no claim
+    /// names it (upstream's garbage collection cannot either).
+    pub fn note_tags_lost(&mut self, instance_id: &str) {
+        self.checkers.leaks.note_tags_lost(instance_id);
     }
 
     /// How fast the spot warnings so far were acted on.

@@ -641,6 +641,7 @@ impl World {
                     }
                 }
                 Fired::ForceDeleteClaim { pick } => force_deletes.push(pick),
+                Fired::TagsLost { instance } => self.invariants.note_tags_lost(&instance),
             }
         }
         force_deletes

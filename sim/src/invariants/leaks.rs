@@ -9,8 +9,14 @@
 //! 2 minutes): an instance that no claim owns is a leak once it is older than [`LEAK_WINDOW`]
 //! *and* has been unowned for longer than [`ORPHAN_WINDOW`] — an instance orphaned long after
 //! its launch (its claim force-deleted) gets one GC interval from then, not from its launch.
+//!
+//! One deliberate limit: an instance whose Karpenter tags someone deleted (the `tags-lost` fault,
+//! [`Leaks::note_tags_lost`]) and that no claim owns is not a leak. Upstream's garbage collection
+//! finds instances by those tags alone and a launch adopts only an instance tagged with its
+//! claim, so no controller can tell it from an instance another tool runs (the event log's
+//! `fault=tags-lost` line names it). While a claim names it, it is held to everything else.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -33,6 +39,15 @@ pub const ORPHAN_WINDOW: Duration = Duration::from_secs(GC_INTERVAL.as_secs() + 
 #[derive(Debug, Default)]
 pub struct Leaks {
     unowned_since: BTreeMap<String, Timestamp>,
+    /// Instances the world stripped of Karpenter's tags.
+    stripped: BTreeSet<String>,
+}
+
+impl Leaks {
+    /// Records that the world deleted Karpenter's tags from `instance` (`tags-lost`).
+    pub fn note_tags_lost(&mut self, instance: &str) {
+        self.stripped.insert(instance.to_string());
+    }
 }
 
 impl Check for Leaks {
@@ -50,7 +65,7 @@ impl Check for Leaks {
                     .tags
                     .get("karpenter.sh/nodeclaim")
                     .is_some_and(|n| observation.unlaunched_claims.contains(n));
-            if owned {
+            if owned || self.stripped.contains(&instance.instance_id) {
                 continue;
             }
             let since = self

@@ -51,7 +51,10 @@ pub fn not_settled(waited: Duration, left: &[String]) -> String {
 
 /// What keeps the cluster from being settled (empty when settled): pods not running, NodeClaims
 /// not initialized or being deleted, nodes not Ready or being deleted, live instances no NodeClaim
-/// owns (other than the managed node group's). The swarm's liveness phase waits for this to be empty.
+/// owns (other than another owner's, and other than one someone stripped of every Karpenter tag:
+/// the `tags-lost` fault's limit, which no controller can find once its claim is gone — every
+/// launch tags its instance in `CreateFleet`, so only a stripped one carries none). The swarm's
+/// liveness phase waits for this to be empty.
 pub fn unsettled(api: &ApiServer, cloud: &FakeCloud) -> Vec<String> {
     let mut out = Vec::new();
     for pod in api.objects(&ResourceKind::POD) {
@@ -87,7 +90,11 @@ pub fn unsettled(api: &ApiServer, cloud: &FakeCloud) -> Vec<String> {
         );
         // The managed node group's instances have no NodeClaim by design.
         let foreign = super::is_foreign(&instance);
-        if live && !foreign && !owned.contains(instance.instance_id.as_str()) {
+        let stripped = !instance
+            .tags
+            .keys()
+            .any(|k| k.starts_with("karpenter.sh/") || k.starts_with("karpenter.k8s.aws/"));
+        if live && !foreign && !stripped && !owned.contains(instance.instance_id.as_str()) {
             out.push(format!(
                 "instance {} has no NodeClaim",
                 instance.instance_id

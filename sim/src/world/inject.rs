@@ -60,6 +60,42 @@ pub(crate) async fn force_delete_claim(
     Ok(Some((name, instance)))
 }
 
+/// Whether a tag is Karpenter's own (what `tags-lost` deletes): its `karpenter.sh/` and
+/// `karpenter.k8s.aws/` keys. `eks:eks-cluster-name`, `Name` and `kubernetes.io/cluster/*` are
+/// tags other tools set and read too, and stay.
+pub(crate) fn is_karpenter_tag(key: &str) -> bool {
+    key.starts_with("karpenter.sh/") || key.starts_with("karpenter.k8s.aws/")
+}
+
+/// `tags-lost`: deletes Karpenter's tags from one live instance of this cluster's Karpenter (one
+/// still tagged `karpenter.sh/nodeclaim`, not another owner's), drawn by `pick` among them in id
+/// order, as `aws ec2 delete-tags` would. Returns the instance and the keys deleted, or `None`
+/// when there was no candidate.
+pub(crate) fn strip_tags(cloud: &FakeCloud, pick: u64) -> Option<(String, Vec<String>)> {
+    let candidates: Vec<_> = cloud
+        .instances()
+        .into_iter()
+        .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
+        .filter(|i| !crate::invariants::is_foreign(i))
+        .filter(|i| {
+            i.tags
+                .contains_key(karpenter_core::api::labels::NODECLAIM_TAG)
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let instance = &candidates[(pick % candidates.len() as u64) as usize];
+    let keys: Vec<String> = instance
+        .tags
+        .keys()
+        .filter(|k| is_karpenter_tag(k))
+        .cloned()
+        .collect();
+    cloud.delete_tags(&instance.instance_id, &keys);
+    Some((instance.instance_id.clone(), keys))
+}
+
 /// A spot storm as it happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Storm {
@@ -110,6 +146,8 @@ pub(crate) enum Fired {
     Failover { downtime: Duration },
     /// Force-delete one NodeClaim (`pick` draws it among the candidates).
     ForceDeleteClaim { pick: u64 },
+    /// Karpenter's tags were deleted from `instance` (the invariants are told).
+    TagsLost { instance: String },
 }
 
 impl Injector {
@@ -221,6 +259,11 @@ impl Injector {
                 faults::CLAIM_FORCE_DELETED,
                 mix.claim_force_deleted.as_ref().map(|f| f.schedule()),
                 old.claim_force_deleted != mix.claim_force_deleted,
+            ),
+            (
+                faults::TAGS_LOST,
+                mix.tags_lost.as_ref().map(|f| f.schedule()),
+                old.tags_lost != mix.tags_lost,
             ),
         ];
         for (name, schedule, changed) in schedules {
@@ -413,21 +456,54 @@ impl Injector {
                     let pick = self.target(name).r#gen::<u64>();
                     fired.push(Fired::ForceDeleteClaim { pick });
                 }
-                faults::AMI_RELEASE => {
-                    if let Some(spec) = &mix.ami_release {
-                        let (release, images) = self.release(spec, cloud);
-                        lines.push(format!(
-                            "t={t} fault={name} family={} release={release} images={}",
-                            spec.family,
-                            images.len()
-                        ));
-                        count(tally, name, 1);
-                    }
-                }
+                faults::TAGS_LOST => fired.extend(self.lose_tags(t, cloud, tally, lines)),
+                faults::AMI_RELEASE => self.publish_release(&mix, t, cloud, tally, lines),
                 _ => {}
             }
         }
         fired
+    }
+
+    /// `tags-lost` fired at `t` (seconds): strips one instance drawn by the fault's target stream
+    /// ([`strip_tags`]), logged and tallied; the firing for the world to tell the invariants.
+    fn lose_tags(
+        &mut self,
+        t: u64,
+        cloud: &FakeCloud,
+        tally: &mut BTreeMap<String, u64>,
+        lines: &mut Vec<String>,
+    ) -> Option<Fired> {
+        let name = faults::TAGS_LOST;
+        let pick = self.target(name).r#gen::<u64>();
+        let (instance, removed) = strip_tags(cloud, pick)?;
+        lines.push(format!(
+            "t={t} fault={name} instance={instance} removed=[{}]",
+            removed.join(",")
+        ));
+        count(tally, name, 1);
+        Some(Fired::TagsLost { instance })
+    }
+
+    /// `ami-release` fired at `t` (seconds): publishes the mix's next release, logged and tallied.
+    fn publish_release(
+        &mut self,
+        mix: &FaultMix,
+        t: u64,
+        cloud: &FakeCloud,
+        tally: &mut BTreeMap<String, u64>,
+        lines: &mut Vec<String>,
+    ) {
+        let Some(spec) = &mix.ami_release else {
+            return;
+        };
+        let (release, images) = self.release(spec, cloud);
+        lines.push(format!(
+            "t={t} fault={} family={} release={release} images={}",
+            faults::AMI_RELEASE,
+            spec.family,
+            images.len()
+        ));
+        count(tally, faults::AMI_RELEASE, 1);
     }
 
     /// Publishes the next release of `spec.family`: named after the simulated date plus one day

@@ -162,6 +162,14 @@ fn claim_storm_catches_launch_retries_minting_claims() {
     catches(config, Bug::MintClaimOnFailedLaunch, "claim-storm", 1);
 }
 
+/// Twelve pending pods: every claim planned for them is created twice, so the in-flight claims
+/// are planned for twice the CPU the pods ask for.
+#[test]
+fn provisioning_bounded_catches_claims_created_twice() {
+    let config = config("web.yaml", "none", 5, 5);
+    catches(config, Bug::DoubleClaimCreates, "provisioning-bounded", 1);
+}
+
 #[test]
 fn interruption_rehomed_catches_dropped_interruption_messages() {
     let config = config("spot-drain.yaml", "none", 15, 10);
@@ -314,6 +322,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "consolidation-saves",
             "consolidation-churn",
             "claim-storm",
+            "provisioning-bounded",
             "unavailable-offerings-honoured",
             "interruption-rehomed",
             "nodes-join",

@@ -795,6 +795,114 @@ fn a_controller_killed_mid_launch_neither_leaks_nor_duplicates_the_instance() {
     }
 }
 
+/// This cluster's Karpenter instances (not another owner's) that carry none of Karpenter's tags:
+/// the ones `tags-lost` stripped.
+fn stripped_instances(world: &World) -> Vec<(String, InstanceState)> {
+    world
+        .cloud()
+        .instances()
+        .into_iter()
+        .filter(|i| !is_foreign(i) && !i.tags.contains_key("karpenter.sh/nodeclaim"))
+        .filter(|i| {
+            i.tags
+                .get("eks:eks-cluster-name")
+                .is_some_and(|c| c == "sim")
+        })
+        .map(|i| (i.instance_id, i.state))
+        .collect()
+}
+
+/// Three one-pod nodes, all three stripped of Karpenter's tags at 4, 5 and 6 minutes; the
+/// Deployment scaled to nothing at 8 minutes. Each claim still names its instance by
+/// `status.providerID`, so the empty nodes are consolidated and each instance is terminated by
+/// id, as upstream's `Delete` does; garbage collection, which cannot see them, never has to.
+#[test]
+fn instances_stripped_of_their_tags_are_still_terminated_by_id_when_their_claims_go() {
+    let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "");
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 3, cpu: 1200m, memory: 512Mi}\n  - at: 8m\n    deployment: {name: web, replicas: 0, cpu: 1200m, memory: 512Mi}\n",
+    );
+    let seed = 3;
+    sim_block_on(async {
+        let mut world = world(seed, s).await;
+        let minutes = |m: u64| Duration::from_secs(60 * m);
+        let mut mix = FaultMix::none();
+        mix.tags_lost = Some(faults::TagsLost {
+            at: vec![minutes(4), minutes(5), minutes(6)],
+            every: None,
+        });
+        world.set_faults(mix);
+        run_until(&mut world, minutes(7)).await;
+        assert_eq!(tally(world.faults_injected(), faults::TAGS_LOST), 3);
+        let stripped = stripped_instances(&world);
+        assert_eq!(stripped.len(), 3, "every node stripped: {stripped:?}");
+        assert_eq!(running_count(&world), 3, "the claims serve their pods");
+        run_until(&mut world, minutes(25)).await;
+        let stripped = stripped_instances(&world);
+        assert!(
+            stripped.iter().all(|(_, state)| matches!(
+                state,
+                InstanceState::ShuttingDown | InstanceState::Terminated
+            )),
+            "seed {seed}: every stripped instance ended with its claim: {stripped:?}"
+        );
+        assert!(
+            world.api().objects(&ResourceKind::NODE_CLAIM).is_empty(),
+            "the empty nodes were consolidated"
+        );
+        assert_invariants_held(&world, seed);
+    });
+}
+
+/// The documented limit of `tags-lost`: one node stripped of Karpenter's tags at 4 minutes, its
+/// NodeClaim force-deleted at 5. No claim names the instance and garbage collection (upstream's
+/// lists by those tags) cannot find it, so it runs on; `no-leaked-instances` does not hold that
+/// against the controller, and would without `tags-lost`'s excuse.
+#[test]
+fn a_stripped_instance_whose_claim_is_force_deleted_runs_on_unseen_and_is_excused() {
+    let manifests = pool_manifests("m5.large", "us-west-2a", "on-demand", "");
+    let s = fault_scenario(
+        &manifests,
+        "  - at: 0s\n    deployment: {name: web, replicas: 1, cpu: 1200m, memory: 512Mi}\n",
+    );
+    let seed = 4;
+    sim_block_on(async {
+        let mut world = world(seed, s).await;
+        let minutes = |m: u64| Duration::from_secs(60 * m);
+        let mut mix = FaultMix::none();
+        mix.tags_lost = Some(faults::TagsLost {
+            at: vec![minutes(4)],
+            every: None,
+        });
+        mix.claim_force_deleted = Some(faults::ClaimForceDeleted {
+            at: vec![minutes(5)],
+            every: None,
+        });
+        world.set_faults(mix);
+        run_until(&mut world, minutes(20)).await;
+        assert_eq!(tally(world.faults_injected(), faults::TAGS_LOST), 1);
+        assert_eq!(
+            tally(world.faults_injected(), faults::CLAIM_FORCE_DELETED),
+            1
+        );
+        let stripped = stripped_instances(&world);
+        assert_eq!(stripped.len(), 1, "{stripped:?}");
+        assert_eq!(
+            stripped[0].1,
+            InstanceState::Running,
+            "nothing can find it: {stripped:?}"
+        );
+        let leaks = world
+            .invariants()
+            .results()
+            .into_iter()
+            .find(|i| i.name == "no-leaked-instances")
+            .expect("reported");
+        assert!(leaks.held, "the stripped orphan is excused: {leaks:?}");
+    });
+}
+
 #[test]
 fn leader_failover_keeps_one_leader_and_the_standby_takes_over() {
     let manifests = pool_manifests("m5.large", "us-west-2a, us-west-2b", "on-demand", "");
@@ -990,6 +1098,10 @@ fn loud_mix(from: Duration) -> FaultMix {
     if let Some(f) = &mut mix.claim_force_deleted {
         f.every = None;
         f.at = vec![at(3)];
+    }
+    if let Some(f) = &mut mix.tags_lost {
+        f.every = None;
+        f.at = vec![at(2), at(7)];
     }
     // Only CreateFleet answers are lost, and a small cluster makes few launches in 12 minutes
     // (seed 22 lost none of its launches at 0.3 once EC2 calls took their drawn latency).

@@ -2,7 +2,8 @@
 //! NodeClaims that lost each other. An instance of ours ([`is_ours`]: Karpenter's three tags, not
 //! the `kubernetes.io/cluster` tag node groups share) no NodeClaim knows is terminated
 //! once it is older than the grace period (a launch whose claim was deleted, or one a crash left
-//! behind); a launched claim whose instance is gone is deleted once its launch has settled.
+//! behind); a launched claim whose instance is gone — missing from that list and from a
+//! DescribeInstances by its id — is deleted once its launch has settled.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -141,29 +142,71 @@ impl GarbageCollector {
             .iter()
             .map(|i| (i.instance_id.as_str(), i.state))
             .collect();
+        let deleted = self.collect_claims(&claims, &states, now).await?;
+        Ok((leaked.len(), deleted))
+    }
+
+    /// Deletes launched claims (past the grace period, not deleting) whose instance is gone:
+    /// missing from the tag-scoped list (`listed`) or terminated, *and* confirmed so by a
+    /// DescribeInstances by id. The list finds instances by Karpenter's tags only, and tags can be
+    /// deleted by someone else (a tag-policy clean-up: the `tags-lost` fault); upstream guards the
+    /// same gap by sparing a claim whose Node is still Ready, and its `Get` addresses an instance
+    /// by id. Asking EC2 by id is exact: a stripped instance that runs is not gone, and its claim
+    /// keeps serving (deleting it would drain a healthy node, and a do-not-disrupt pod would hold
+    /// that drain forever). Returns the claims deleted.
+    async fn collect_claims(
+        &self,
+        claims: &[Arc<NodeClaim>],
+        listed: &BTreeMap<&str, InstanceState>,
+        now: Timestamp,
+    ) -> Result<usize, LifecycleError> {
+        let grace = self.ctx.options.lifecycle.gc_grace;
+        let suspects: Vec<(&Arc<NodeClaim>, String)> = claims
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| Some((c, instance_id(c)?)))
+            .filter(|(c, _)| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| conditions::get(&s.conditions, cond::LAUNCHED))
+                    .is_some_and(|l| {
+                        now.duration_since(l.last_transition_time.0).unsigned_abs() >= grace
+                    })
+            })
+            .filter(|(_, id)| {
+                matches!(
+                    listed.get(id.as_str()),
+                    None | Some(InstanceState::Terminated)
+                )
+            })
+            .collect();
+        if suspects.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<String> = suspects
+            .iter()
+            .map(|(_, id)| id.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let get = self.ctx.ec2.describe_instances(&ids, &[]);
+        let alive: BTreeSet<String> = self
+            .ctx
+            .metrics
+            .cloud_call("nodeclaim.garbagecollection", CloudMethod::Get, get)
+            .await?
+            .into_iter()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .map(|i| i.instance_id)
+            .collect();
         let mut deleted = 0;
-        for claim in &claims {
-            let Some(id) = instance_id(claim) else {
-                continue;
-            };
-            let launched_at = claim
-                .status
-                .as_ref()
-                .and_then(|s| conditions::get(&s.conditions, cond::LAUNCHED))
-                .map(|c| c.last_transition_time.0);
-            let settled = launched_at.is_some_and(|t| {
-                now.duration_since(t).unsigned_abs() >= self.ctx.options.lifecycle.gc_grace
-            });
-            let gone = matches!(
-                states.get(id.as_str()),
-                None | Some(InstanceState::Terminated)
-            );
-            if settled && gone && claim.metadata.deletion_timestamp.is_none() {
+        for (claim, id) in suspects {
+            if !alive.contains(&id) {
                 delete_claim(&self.ctx, claim).await?;
                 deleted += 1;
             }
         }
-        Ok((leaked.len(), deleted))
+        Ok(deleted)
     }
 
     /// Live instances no claim knows by provider id, nor by the claim-name tag of a claim with no

@@ -333,6 +333,58 @@ fn garbage_collection_terminates_instances_without_a_claim_after_the_grace_perio
     });
 }
 
+/// Someone other than Karpenter deletes Karpenter's tags from a running instance (a tag-policy
+/// clean-up): garbage collection's tag-scoped list no longer finds it, but EC2 still runs it and
+/// its claim still names it, so the claim is kept (deleting it would drain a healthy node). Once
+/// EC2 reports the instance terminated, the claim goes.
+#[test]
+fn garbage_collection_keeps_the_claim_of_a_running_instance_that_lost_its_tags() {
+    let w = world();
+    w.launch_on_demand("default-t");
+    let claim = w.claim("default-t").expect("claim");
+    let id = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(|p| p.rsplit('/').next())
+        .expect("launched")
+        .to_string();
+    let keys: Vec<String> = w
+        .cloud
+        .instance(&id)
+        .expect("instance")
+        .tags
+        .into_keys()
+        .filter(|k| k.starts_with("karpenter.sh/") || k.starts_with("karpenter.k8s.aws/"))
+        .collect();
+    assert!(!keys.is_empty(), "the launch tagged it");
+    assert!(w.cloud.delete_tags(&id, &keys));
+    futures::executor::block_on(async {
+        w.clock.advance(Duration::from_secs(60));
+        assert_eq!(
+            w.garbage_collector.collect().await.expect("gc"),
+            (0, 0),
+            "a running instance is not gone because its tags are"
+        );
+        assert!(
+            w.claim("default-t")
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
+            "the claim is kept"
+        );
+        w.cloud
+            .terminate_instances(std::slice::from_ref(&id))
+            .await
+            .expect("terminate");
+        w.clock.advance(Duration::from_secs(600));
+        w.cloud.advance_to_now();
+        assert_eq!(
+            w.garbage_collector.collect().await.expect("gc"),
+            (0, 1),
+            "an instance EC2 reports terminated is gone"
+        );
+    });
+}
+
 /// A pass whose DescribeInstances fails is retried seconds later (upstream requeues a failed
 /// reconcile with backoff), not a whole interval later: the orphan is collected at once.
 #[test]

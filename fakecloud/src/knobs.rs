@@ -345,6 +345,30 @@ impl FakeCloud {
 
     /// Ids of the instances [`ready_to_join`](Self::ready_to_join) would return, without building
     /// their boot records (cheap enough to poll every step).
+    /// How many instances are ready to join, and those of them not in `known`, in id order:
+    /// [`Self::ready_to_join_ids`] without copying every id (polled every step).
+    pub fn ready_to_join_except(&self, known: &BTreeSet<String>) -> (usize, Vec<String>) {
+        let state = self.current();
+        let mut count = 0;
+        let mut new = Vec::new();
+        for r in state.instances.values() {
+            if r.instance.state == InstanceState::Running
+                && r.ready_at.is_some_and(|t| t <= state.now)
+            {
+                count += 1;
+                if !known.contains(&r.instance.instance_id) {
+                    new.push(r.instance.instance_id.clone());
+                }
+            }
+        }
+        (count, new)
+    }
+
+    /// How many instances are ready to join.
+    pub fn ready_to_join_count(&self) -> usize {
+        self.ready_to_join_except(&BTreeSet::new()).0
+    }
+
     pub fn ready_to_join_ids(&self) -> BTreeSet<String> {
         let state = self.current();
         state

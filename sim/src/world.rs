@@ -524,7 +524,7 @@ impl World {
         let version = self.api.resource_version().to_string();
         let cloud = (
             observation.instances_alive,
-            self.cloud.ready_to_join_ids().len(),
+            self.cloud.ready_to_join_count(),
         );
         let idle = self.last_version.as_ref() == Some(&version) && self.last_cloud == cloud;
         self.last_version = Some(version);
@@ -712,10 +712,10 @@ impl World {
 
     fn track(&mut self, observation: &Observation) {
         let now = self.now();
-        for name in &observation.pending_names {
+        for name in observation.pending_names.iter() {
             self.pending_since.entry(name.clone()).or_insert(now);
         }
-        for name in &observation.running_names {
+        for name in observation.running_names.iter() {
             if let Some(since) = self.pending_since.remove(name) {
                 let waited = now.duration_since(since).as_secs_f64();
                 self.pending_seconds.push(waited);

@@ -125,6 +125,9 @@ impl Check for BudgetsRespected {
                     .contains(c["metadata"]["name"].as_str().unwrap_or_default())
             })
             .collect();
+        if fresh.is_empty() {
+            return Vec::new();
+        }
         let nodes: BTreeSet<&str> = step
             .nodes()
             .iter()

@@ -82,6 +82,9 @@ impl ConsolidationChurn {
     }
 
     fn repeated_removals(&mut self, step: &StepView<'_>) -> Vec<Violation> {
+        if step.audit.pod_removals.is_empty() {
+            return Vec::new();
+        }
         let commanded: BTreeSet<&str> = step
             .claims()
             .iter()

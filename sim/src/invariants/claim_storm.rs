@@ -39,7 +39,7 @@ impl Check for ClaimStorm {
     fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
         let now = step.now;
         let start = minus(now, CLAIM_STORM_WINDOW);
-        for name in &step.observation.pending_names {
+        for name in step.observation.pending_names.iter() {
             self.pending_seen.insert(name.clone(), now);
         }
         self.pending_seen.retain(|_, t| *t > start);

@@ -21,7 +21,7 @@ impl Check for ClaimsProgress {
     fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
         let now = step.now;
         let mut out = Vec::new();
-        for (name, created) in &step.observation.unregistered {
+        for (name, created) in step.observation.unregistered.iter() {
             let age = now.duration_since(created.unwrap_or(now)).unsigned_abs();
             if age > CLAIM_DEADLINE {
                 out.push(Violation::at(

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use karpenter_core::resources::Resources;
 
-use super::pod_facts::{name_of, requests, resource_list};
+use super::pod_facts::{name_of, resource_list};
 use super::{Check, Invariant, StepView, Violation};
 
 /// The `pods-fit-nodes` checker; remembers its findings until the API objects change.
@@ -41,7 +41,7 @@ fn overcommits(step: &StepView<'_>) -> Vec<String> {
         }
         if let Some(node) = pod["spec"]["nodeName"].as_str() {
             let slot = used.entry(node.to_string()).or_default();
-            *slot = slot.plus(&requests(pod));
+            *slot = slot.plus(&step.observed.requests(pod));
         }
     }
     let mut out = Vec::new();

@@ -14,9 +14,13 @@ use super::{Check, Invariant, StepView, Violation};
 /// EC2's shutdown, plus a step of slack.
 pub const JOIN_WINDOW: Duration = Duration::from_secs(15 * 60 + 5 * 60);
 
-/// The `nodes-join` checker (no memory between steps).
+/// The `nodes-join` checker. It remembers the instance ids of the registered Nodes as of an
+/// observer cache generation: a fleet past its join window otherwise reads every Node every
+/// step.
 #[derive(Debug, Default)]
-pub struct NodesJoin;
+pub struct NodesJoin {
+    registered: Option<(u64, BTreeSet<String>)>,
+}
 
 impl Check for NodesJoin {
     fn invariant(&self) -> Invariant {
@@ -35,15 +39,21 @@ impl Check for NodesJoin {
         if overdue.is_empty() {
             return Vec::new();
         }
-        let registered: BTreeSet<&str> = step
-            .nodes()
-            .iter()
-            .filter_map(|n| n["spec"]["providerID"].as_str())
-            .filter_map(|p| p.rsplit('/').next())
-            .collect();
+        let generation = step.observed.generation();
+        if self.registered.as_ref().is_none_or(|(g, _)| *g != generation) {
+            let ids = step
+                .observed
+                .nodes()
+                .filter_map(|n| n["spec"]["providerID"].as_str())
+                .filter_map(|p| p.rsplit('/').next())
+                .map(str::to_string)
+                .collect();
+            self.registered = Some((generation, ids));
+        }
+        let registered = self.registered.as_ref().map(|(_, ids)| ids);
         overdue
             .into_iter()
-            .filter(|i| !registered.contains(i.instance_id.as_str()))
+            .filter(|i| registered.is_none_or(|ids| !ids.contains(&i.instance_id)))
             .map(|i| {
                 let why = step
                     .cloud

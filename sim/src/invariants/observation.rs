@@ -3,12 +3,14 @@
 //! fakecloud.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use fakecloud::FakeCloud;
 use jiff::Timestamp;
 use karpenter_core::api::conditions;
 use karpenter_core::api::{NodeClaim, NodePool};
 use karpenter_core::catalog::CapacityType;
+use karpenter_core::resources::Resources;
 use karpenter_core::seams::ec2::{Instance, InstanceState};
 use karpenter_core::seams::kube::ResourceKind;
 use karpenter_core::seams::{KubeApi, KubeError};
@@ -21,8 +23,10 @@ pub struct Observation {
     pub pods_total: usize,
     pub pods_running: usize,
     pub pods_pending: usize,
-    pub pending_names: Vec<String>,
-    pub running_names: Vec<String>,
+    /// Shared with the observer's summary (a fleet's 20,000 names, copied every step, were a
+    /// tenth of an idle step).
+    pub pending_names: Arc<Vec<String>>,
+    pub running_names: Arc<Vec<String>>,
     pub claims: usize,
     pub nodes: usize,
     pub instances_alive: usize,
@@ -36,11 +40,11 @@ pub struct Observation {
     /// Live instances (not shutting down or terminated), in fakecloud's order.
     pub(super) live: Vec<Instance>,
     /// Instance ids in claims' `status.providerID`.
-    pub(super) known_instances: BTreeSet<String>,
+    pub(super) known_instances: Arc<BTreeSet<String>>,
     /// Names of claims that record no instance yet (their launch's status write may be pending).
-    pub(super) unlaunched_claims: BTreeSet<String>,
+    pub(super) unlaunched_claims: Arc<BTreeSet<String>>,
     /// Claims neither registered nor deleting, with their creation time.
-    pub(super) unregistered: Vec<(String, Option<Timestamp>)>,
+    pub(super) unregistered: Arc<Vec<(String, Option<Timestamp>)>>,
 }
 
 /// The observer's watch-fed view of the API server (the same reflector the controller uses), so
@@ -50,7 +54,11 @@ pub struct ObserverCache {
     nodes: Reflector<Value>,
     claims: Reflector<NodeClaim>,
     pools: Reflector<NodePool>,
-    summary: Option<ApiSummary>,
+    summary: Option<Arc<ApiSummary>>,
+    /// Each cached pod's requests ([`super::pod_facts::requests`]) by the address of its shared
+    /// object, which the entry holds (so the address is not reused while it is here): parsed
+    /// once per pod object, not once per pod, checker and step.
+    requests: BTreeMap<usize, (Arc<Value>, Resources)>,
     /// Bumped by every sync that changed the cache: checkers that look only at the API objects
     /// recompute only when it moved.
     generation: u64,
@@ -64,6 +72,7 @@ impl Default for ObserverCache {
             claims: Reflector::new(ResourceKind::NODE_CLAIM),
             pools: Reflector::new(ResourceKind::NODE_POOL),
             summary: None,
+            requests: BTreeMap::new(),
             generation: 0,
         }
     }
@@ -90,6 +99,27 @@ impl ObserverCache {
         self.pools.iter().map(|p| &**p)
     }
 
+    /// `pod`'s requests: remembered for a pod of the cache, worked out otherwise.
+    pub(super) fn requests(&self, pod: &Value) -> std::borrow::Cow<'_, Resources> {
+        let address = std::ptr::from_ref(pod) as usize;
+        match self.requests.get(&address) {
+            Some((_, requests)) => std::borrow::Cow::Borrowed(requests),
+            None => std::borrow::Cow::Owned(super::pod_facts::requests(pod)),
+        }
+    }
+
+    /// Remembers the requests of the pods now cached, keeping those of unchanged objects.
+    fn note_requests(&mut self) {
+        let mut before = std::mem::take(&mut self.requests);
+        for pod in self.pods.iter() {
+            let address = Arc::as_ptr(pod) as usize;
+            let entry = before
+                .remove(&address)
+                .unwrap_or_else(|| (Arc::clone(pod), super::pod_facts::requests(pod)));
+            self.requests.insert(address, entry);
+        }
+    }
+
     /// Changes with every read that found the API server changed.
     pub(super) fn generation(&self) -> u64 {
         self.generation
@@ -102,14 +132,14 @@ struct ApiSummary {
     pods_total: usize,
     pods_running: usize,
     pods_pending: usize,
-    pending_names: Vec<String>,
-    running_names: Vec<String>,
+    pending_names: Arc<Vec<String>>,
+    running_names: Arc<Vec<String>>,
     claims: usize,
     nodes: usize,
     deleting_claims: usize,
-    known_instances: BTreeSet<String>,
-    unlaunched_claims: BTreeSet<String>,
-    unregistered: Vec<(String, Option<Timestamp>)>,
+    known_instances: Arc<BTreeSet<String>>,
+    unlaunched_claims: Arc<BTreeSet<String>>,
+    unregistered: Arc<Vec<(String, Option<Timestamp>)>>,
 }
 
 impl ApiSummary {
@@ -120,6 +150,7 @@ impl ApiSummary {
             nodes: cache.nodes().count(),
             ..Default::default()
         };
+        let (mut running, mut pending) = (Vec::new(), Vec::new());
         for pod in cache.pods() {
             if pod["metadata"]["deletionTimestamp"].is_string() {
                 continue;
@@ -132,15 +163,17 @@ impl ApiSummary {
             match pod["status"]["phase"].as_str() {
                 Some("Running") => {
                     o.pods_running += 1;
-                    o.running_names.push(name);
+                    running.push(name);
                 }
                 Some("Succeeded") | Some("Failed") => {}
                 _ => {
                     o.pods_pending += 1;
-                    o.pending_names.push(name);
+                    pending.push(name);
                 }
             }
         }
+        o.running_names = Arc::new(running);
+        o.pending_names = Arc::new(pending);
         o.known_instances = claims
             .iter()
             .filter_map(|c| {
@@ -152,7 +185,8 @@ impl ApiSummary {
                     .next()
                     .map(str::to_string)
             })
-            .collect();
+            .collect::<BTreeSet<_>>()
+            .into();
         o.unlaunched_claims = claims
             .iter()
             .filter(|c| {
@@ -162,23 +196,26 @@ impl ApiSummary {
                     .is_none()
             })
             .filter_map(|c| c.metadata.name.clone())
-            .collect();
+            .collect::<BTreeSet<_>>()
+            .into();
         o.deleting_claims = claims
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_some())
             .count();
+        let mut unregistered = Vec::new();
         for claim in &claims {
             let registered = claim
                 .status
                 .as_ref()
                 .is_some_and(|s| conditions::is_true(&s.conditions, "Registered"));
             if !registered && claim.metadata.deletion_timestamp.is_none() {
-                o.unregistered.push((
+                unregistered.push((
                     claim.metadata.name.clone().unwrap_or_default(),
                     claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
                 ));
             }
         }
+        o.unregistered = Arc::new(unregistered);
         o
     }
 }
@@ -239,23 +276,24 @@ impl Observation {
         changed |= cache.pools.sync(kube).await?;
         if changed {
             cache.generation += 1;
+            cache.note_requests();
         }
         if changed || cache.summary.is_none() {
-            cache.summary = Some(ApiSummary::of(cache));
+            cache.summary = Some(Arc::new(ApiSummary::of(cache)));
         }
         let summary = cache.summary.clone().unwrap_or_default();
         let mut o = Observation {
             pods_total: summary.pods_total,
             pods_running: summary.pods_running,
             pods_pending: summary.pods_pending,
-            pending_names: summary.pending_names,
-            running_names: summary.running_names,
+            pending_names: summary.pending_names.clone(),
+            running_names: summary.running_names.clone(),
             claims: summary.claims,
             nodes: summary.nodes,
             deleting_claims: summary.deleting_claims,
-            known_instances: summary.known_instances,
-            unlaunched_claims: summary.unlaunched_claims,
-            unregistered: summary.unregistered,
+            known_instances: summary.known_instances.clone(),
+            unlaunched_claims: summary.unlaunched_claims.clone(),
+            unregistered: summary.unregistered.clone(),
             ..Default::default()
         };
         for instance in cloud.instances() {

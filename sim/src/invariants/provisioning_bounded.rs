@@ -50,7 +50,7 @@ use karpenter_core::api::labels::{DISRUPTED_TAINT_KEY, REPLACES_ANNOTATION};
 use karpenter_core::seams::kube::ResourceKind;
 use serde_json::Value;
 
-use super::pod_facts::{is_daemon, is_deleting, is_mirror, is_terminal, minus, requests};
+use super::pod_facts::{is_daemon, is_deleting, is_mirror, is_terminal, minus};
 use super::{Check, Invariant, StepView, Violation};
 
 /// How long before the oldest in-flight claim's creation a pod seen pending still counts as
@@ -202,7 +202,7 @@ impl ProvisioningBounded {
                         p["metadata"]["namespace"].as_str().unwrap_or_default(),
                         p["metadata"]["name"].as_str().unwrap_or_default()
                     );
-                    (key, requests(p).get("cpu"))
+                    (key, step.observed.requests(p).get("cpu"))
                 })
                 .collect();
             self.pending_generation = Some(generation);

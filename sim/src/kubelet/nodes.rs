@@ -3,9 +3,12 @@
 //! and, once its instance is gone for good, deleted after `node_gone_ms` (what the cloud node
 //! lifecycle controller does).
 
-use std::collections::BTreeSet;
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
+use karpenter_core::catalog::Catalog;
 use karpenter_core::seams::KubeError;
 use karpenter_core::seams::ec2::InstanceState;
 use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
@@ -40,8 +43,23 @@ impl Kubelet {
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
         let nodes = self.list_nodes().await?;
-        let declared = self.declared_startup_taints().await?;
+        // Read once a tick, and only if a node needs them (a copy of the whole catalog per node
+        // was a sizeable part of a 2,000-node launch).
+        let mut declared = None;
+        let catalog = OnceCell::new();
+        let mut last_settled = std::mem::take(&mut *self.settled_nodes());
+        let mut settled = BTreeMap::new();
         for node in nodes {
+            let address = Arc::as_ptr(&node) as usize;
+            if let Some((held, id)) = last_settled.remove(&address)
+                && matches!(
+                    self.cloud.instance_state(&id),
+                    Some(InstanceState::Pending | InstanceState::Running)
+                )
+            {
+                settled.insert(address, (held, id));
+                continue;
+            }
             let Some(instance_id) = instance_id(&node) else {
                 continue;
             };
@@ -57,14 +75,21 @@ impl Kubelet {
                 Instance::Alive => {
                     // One change per node and tick: each write needs the node as written.
                     if self.become_ready(&node, now, report).await?
-                        || self.report_devices(&node, now, report).await?
+                        || self.report_devices(&node, &catalog, now, report).await?
                     {
                         continue;
                     }
+                    if declared.is_none() {
+                        declared = Some(self.declared_startup_taints().await?);
+                    }
                     let declared = node["spec"]["providerID"]
                         .as_str()
-                        .and_then(|id| declared.get(id))
+                        .and_then(|id| declared.as_ref()?.get(id))
                         .map_or(&[][..], Vec::as_slice);
+                    if settled_node(&node, declared) {
+                        settled.insert(address, (Arc::clone(&node), instance_id));
+                        continue;
+                    }
                     self.remove_startup_taints(&node, declared, now, report)
                         .await?;
                 }
@@ -82,7 +107,14 @@ impl Kubelet {
                 }
             }
         }
+        *self.settled_nodes() = settled;
         Ok(())
+    }
+
+    fn settled_nodes(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, (Arc<Value>, String)>> {
+        self.settled_nodes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A node registered `NotReady` (the CNI starting) turns Ready `ready_delay_ms` after it
@@ -182,6 +214,7 @@ impl Kubelet {
     async fn report_devices(
         &self,
         node: &Value,
+        catalog: &OnceCell<Catalog>,
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<bool, KubeError> {
@@ -200,13 +233,13 @@ impl Kubelet {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let catalog = self.cloud.instance_types();
+        let catalog = catalog.get_or_init(|| self.cloud.instance_types());
         let Some(it) = catalog.get(&instance_type) else {
             return Ok(false);
         };
         let windows = node["metadata"]["labels"]["kubernetes.io/os"] == "windows";
         // Only the extended resources: the kubelet's own (a Windows node's max pods) stay.
-        let (capacity, allocatable) = node_resources(it, &catalog, windows, None);
+        let (capacity, allocatable) = node_resources(it, catalog, windows, None);
         let name = node_name(node);
         let key = ObjectKey::cluster(&name);
         let status = guarded(
@@ -441,6 +474,28 @@ impl Kubelet {
         }
         Ok(())
     }
+}
+
+/// Whether nothing a tick does can apply to `node` (of a live instance) until the node changes:
+/// it is Ready without the not-ready taint (nothing for [`Kubelet::become_ready`]), its device
+/// plugins reported (nothing for [`Kubelet::report_devices`]), and it lists no startup taints
+/// and carries none of those its NodeClaim declares (`declared`; nothing for
+/// [`Kubelet::remove_startup_taints`]). None of these waits on the time once it holds.
+pub(super) fn settled_node(node: &Value, declared: &[(String, String)]) -> bool {
+    let taints = node["spec"]["taints"].as_array();
+    let carries = |key: &str, effect: Option<&str>| {
+        taints
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == key && effect.is_none_or(|e| t["effect"].as_str() == Some(e)))
+    };
+    condition_true(node, "Ready")
+        && !carries(NOT_READY_TAINT, None)
+        && node["metadata"]["annotations"][DEVICE_PLUGINS_PENDING_ANNOTATION].is_null()
+        && node["metadata"]["annotations"][STARTUP_TAINTS_ANNOTATION].is_null()
+        && !declared
+            .iter()
+            .any(|(key, effect)| carries(key, Some(effect)))
 }
 
 fn node_name(node: &Value) -> String {

@@ -25,17 +25,16 @@ impl Kubelet {
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
-        let ready = self.cloud.ready_to_join_ids();
         let boots: Vec<Boot> = {
             let mut registered = self.registered();
+            let (ready, new) = self.cloud.ready_to_join_except(&registered);
             // An instance that is no longer running never joins again: forget it, so the memory
-            // stays as small as the fleet.
-            registered.retain(|id| ready.contains(id));
-            ready
-                .iter()
-                .filter(|id| !registered.contains(*id))
-                .filter_map(|id| self.cloud.boot(id))
-                .collect()
+            // stays as small as the fleet (only when some registered one is no longer ready).
+            if registered.len() + new.len() > ready {
+                let ready = self.cloud.ready_to_join_ids();
+                registered.retain(|id| ready.contains(id));
+            }
+            new.iter().filter_map(|id| self.cloud.boot(id)).collect()
         };
         if boots.is_empty() {
             return Ok(());

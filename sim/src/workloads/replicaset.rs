@@ -285,6 +285,15 @@ pub struct Owner {
 }
 
 impl Owner {
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The names of the ReplicaSets whose pods are the Deployment's (the current one first).
+    pub fn replica_sets(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.current.as_str()).chain(self.earlier.iter().map(String::as_str))
+    }
+
     /// Whether `pod` is in the Deployment's namespace and controlled by one of its ReplicaSets.
     pub fn owns(&self, pod: &Value) -> bool {
         pod["metadata"]["namespace"].as_str() == Some(self.namespace.as_str())
@@ -299,6 +308,15 @@ impl Owner {
                     })
                 })
     }
+}
+
+/// The ReplicaSet that controls `pod` (its controller owner reference), if one does.
+pub fn controlling_replica_set(pod: &Value) -> Option<&str> {
+    pod["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["kind"] == "ReplicaSet" && r["controller"] == true)?["name"]
+        .as_str()
 }
 
 /// The `n` of a pod named `<deployment>-<n>`.

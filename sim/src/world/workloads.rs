@@ -13,7 +13,7 @@ use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
 
 use crate::scenario::{DeploymentSpec, StatefulSetSpec, WorkloadEvent};
-use crate::workloads::{DaemonSet, Deployment, StatefulSet};
+use crate::workloads::{DaemonSet, Deployment, StatefulSet, replicaset};
 
 /// The workload's state between steps.
 pub(crate) struct Workloads {
@@ -253,8 +253,28 @@ impl Workloads {
         }
         self.dirty = false;
         let pods = self.pods.to_vec();
-        for deployment in self.deployments.values_mut() {
-            deployment.reconcile(api, &pods).await?;
+        // Each Deployment gets the pods its ReplicaSets control, in the cache's order, sorted
+        // out in one pass (each Deployment reading all 20,000 pods of a fleet was a fifth of
+        // its launch).
+        let mut of_set: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for (i, deployment) in self.deployments.values().enumerate() {
+            let owner = deployment.owner();
+            for set in owner.replica_sets() {
+                of_set.insert((owner.namespace().to_string(), set.to_string()), i);
+            }
+        }
+        let mut mine: Vec<Vec<&Value>> = vec![Vec::new(); self.deployments.len()];
+        for pod in &pods {
+            let Some(set) = replicaset::controlling_replica_set(pod) else {
+                continue;
+            };
+            let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+            if let Some(&i) = of_set.get(&(namespace.to_string(), set.to_string())) {
+                mine[i].push(&**pod);
+            }
+        }
+        for (deployment, pods) in self.deployments.values_mut().zip(&mine) {
+            deployment.reconcile(api, pods).await?;
         }
         if !self.statefulsets.is_empty() {
             let claims: Vec<String> = self

@@ -2,7 +2,7 @@
 //! capacity of its NodeClaims), written only when they change so an idle pass makes no writes
 //! and no watch events.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kube_core::ResourceExt;
 use serde_json::json;
@@ -17,23 +17,35 @@ use crate::seams::kube::{ObjectKey, Patch, ResourceKind};
 /// The NodePool counter controller.
 pub struct Counter {
     ctx: Arc<Context>,
+    /// The cache revisions (NodePools, NodeClaims) of the last pass that found every count
+    /// current: the same revisions mean the same counts, so the pass is skipped (summing every
+    /// claim's capacity each step was a visible part of a 2,000-node fleet's idle step).
+    counted: Mutex<Option<(u64, u64)>>,
 }
 
 impl Counter {
     pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx }
+        Self {
+            ctx,
+            counted: Mutex::new(None),
+        }
     }
 
     /// Writes each NodePool's counts where they changed.
     pub async fn count(&self) -> Result<(), KubeError> {
-        let (pools, claims) = {
+        let (pools, claims, revisions) = {
             let mut state = self.ctx.state.lock().await;
             state.pools.sync(self.ctx.kube.as_ref()).await?;
             let pools = state.pools.to_vec();
             state.claims.sync(self.ctx.kube.as_ref()).await?;
-            (pools, state.claims.to_vec())
+            let revisions = (state.pools.changes(), state.claims.changes());
+            (pools, state.claims.to_vec(), revisions)
         };
+        if *self.counted() == Some(revisions) {
+            return Ok(());
+        }
         let mut errors = PassErrors::default();
+        let mut wrote = false;
         for pool in pools {
             let name = pool.name_any();
             let mine: Vec<_> = claims
@@ -49,6 +61,7 @@ impl Counter {
             if current.nodes == mine.len() as i64 && current.resources == resources {
                 continue; // unchanged: no write, no watch event
             }
+            wrote = true;
             let status = json!({"status": {"nodes": mine.len(), "resources": resources}});
             let written = self
                 .ctx
@@ -64,6 +77,13 @@ impl Counter {
             // not keep the others' counts stale ([`crate::runtime::pass`]).
             errors.keep(gone_is_done(written));
         }
+        if !wrote {
+            *self.counted() = Some(revisions);
+        }
         errors.finish(())
+    }
+
+    fn counted(&self) -> std::sync::MutexGuard<'_, Option<(u64, u64)>> {
+        self.counted.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

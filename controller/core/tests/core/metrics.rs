@@ -583,6 +583,32 @@ const CLAIM_LABELS: &str =
 /// kind-agnostic series beside them; `Ready` and its dependents show `Unknown` since the claim's
 /// creation while the claim lacks them. Nodes and NodePools get theirs too.
 #[test]
+fn an_unchanged_claims_seconds_move_on_each_pass_without_counting_its_transitions_again() {
+    let w = StatusWorld::new();
+    w.claim("default-a");
+    w.set_conditions("default-a", &[("Launched", "True", "Launched", 5)]);
+    let seconds = format!(
+        "operator_nodeclaim_status_condition_current_status_seconds{{namespace=\"\",name=\"default-a\",type=\"Launched\",status=\"True\",reason=\"Launched\",{CLAIM_LABELS}}}"
+    );
+    let transitions = format!(
+        "operator_nodeclaim_status_condition_transitions_total{{type=\"Launched\",status=\"True\",reason=\"Launched\",{CLAIM_LABELS}}}"
+    );
+    let first = w.pass_after(30);
+    assert_eq!(sample(&first, &seconds), Some(25.0), "{first}");
+    // The claim is not written again: the later passes find the version they read.
+    let second = w.pass_after(10);
+    assert_eq!(sample(&second, &seconds), Some(35.0), "{second}");
+    let third = w.pass_after(10);
+    assert_eq!(sample(&third, &seconds), Some(45.0), "{third}");
+    assert_eq!(sample(&third, &transitions), Some(1.0), "counted once: {third}");
+    // A write makes it read again: a new transition time counts one more transition.
+    w.set_conditions("default-a", &[("Launched", "True", "Launched", 50)]);
+    let fourth = w.pass_after(10);
+    assert_eq!(sample(&fourth, &seconds), Some(10.0), "{fourth}");
+    assert_eq!(sample(&fourth, &transitions), Some(2.0), "{fourth}");
+}
+
+#[test]
 fn a_nodeclaims_conditions_appear_as_count_and_current_status_series_with_upstreams_labels() {
     use super::api_server::Fixtures;
     use karpenter_core::seams::kube::ResourceKind;

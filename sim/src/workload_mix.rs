@@ -237,7 +237,10 @@ pub const DRAW_STATEFUL_SPREAD: bool = false;
 /// Whether the swarm's draw switches `scheduled-budget` on (see [`WorkloadMix::draw`]). On since
 /// it was added (issue 22: no drawn world had a budget with a `schedule`, so mutants of
 /// `is_active` in `disruption/budgets.rs` could not be judged): with it on, seeds 1..100 and
-/// 101..200 pass 100/100 each (the part on for 49 and 46 of them).
+/// 101..200 pass 100/100 each (the part on for 49 and 46 of them). cargo-mutants' cm004 (no
+/// scheduled budget ever active) fails seed 22 on `budgets-respected` with it, and cm001 (every
+/// one always active) seed 19 since that invariant also judges the controller's reported budget
+/// blocks (sim/mutations/README.md, cargo-mutants).
 pub const DRAW_SCHEDULED_BUDGET: bool = true;
 
 /// Name of the `limited-pool` NodePool.

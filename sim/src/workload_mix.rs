@@ -18,11 +18,12 @@
 //! | `critical` | a Deployment `kube-system/critical` of 1–2 pods (250m) with `priorityClassName` `system-cluster-critical` or `system-node-critical` (drawn), on the scenario's pools from the start: they share nodes with ordinary pods, and a drain (consolidation, expiry, interruption) must evict them only once the ordinary pods are gone, upstream's eviction tiers (`drain-order` watches it) |
 //! | `daemonset` | a DaemonSet `sim-drawn-agent` (100–250m cpu, 64–256 MiB, drawn) in the manifests, so a pod of it runs from the start on every Ready node whose taints it tolerates (the world's DaemonSet stand-in, placed before the scheduler binds anything else to a new node): the provisioner must leave room for it on every node it launches, as upstream counts DaemonSet overhead (`pods-fit-nodes` watches it), and a drain evicts it last (`drain-order`) ([`DRAW_DAEMONSET`]) |
 //! | `stateful` | a StatefulSet `sim-drawn-db` of 2–4 replicas (250m–1 cpu, drawn; a zone spread is drawn but not used, [`DRAW_STATEFUL_SPREAD`]) whose claims use the StorageClass `sim-drawn-zonal` (EBS CSI, `WaitForFirstConsumer`): once a pod's volume is provisioned in a zone, the pod runs only there, so every rehoming (consolidation, expiry, drift, interruption) needs capacity in that zone, upstream's volume topology ([`DRAW_STATEFUL`]) |
+//! | `scheduled-budget` | a disruption budget with a cron `schedule` (UTC) and a `duration` added to the scenario's first NodePool (after the CRD's default `nodes: 10%` when it lists none), whose window opens or closes during the safety phase: once at 00:02–00:20 for 3–10 min, every 6, 10 or 15 min for 3, 5 or 7 min, or `@hourly` from the start for 5–30 min; `nodes` `0` (half the draws: no disruption it applies to may start in the window), `1` or `20%`; for every reason or only `Drifted`, `Underutilized`, `Empty` or `Underutilized` and `Empty`. `budgets-respected` judges each command against the budgets active at its start ([`DRAW_SCHEDULED_BUDGET`]) |
 //!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
-//! `expiring`, `pinned-ami`, `on-demand`, `drought`, `custom-ami`, `critical`, `daemonset` and
-//! `stateful` (`limited-pool` to `custom-ami` only with a NodePool, and an EC2NodeClass for
-//! `pinned-ami` and `custom-ami`, in its manifests).
+//! `expiring`, `pinned-ami`, `on-demand`, `drought`, `custom-ami`, `critical`, `daemonset`,
+//! `stateful` and `scheduled-budget` (`limited-pool` to `custom-ami` and `scheduled-budget` only
+//! with a NodePool, and an EC2NodeClass for `pinned-ami` and `custom-ami`, in its manifests).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -105,6 +106,22 @@ pub struct WorkloadMix {
     pub daemonset: Option<(u32, u32)>,
     /// `stateful`: the StatefulSet's replicas, cpu and zone spread.
     pub stateful: Option<Stateful>,
+    /// `scheduled-budget`: the budget added to the scenario's first NodePool.
+    pub scheduled_budget: Option<ScheduledBudget>,
+}
+
+/// The `scheduled-budget` part's draw: one disruption budget with a cron `schedule` (UTC) and a
+/// `duration`, as a NodePool's `spec.disruption.budgets` entry holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduledBudget {
+    pub schedule: String,
+    /// Whole minutes (`7m`), as the CRD's pattern admits.
+    pub duration: String,
+    /// A count or a percentage.
+    pub nodes: String,
+    /// The reasons it applies to (`None`: every reason).
+    pub reasons: Option<Vec<String>>,
 }
 
 /// The `stateful` part's draw.
@@ -216,6 +233,15 @@ pub const DRAW_STATEFUL: bool = true;
 /// upstream Karpenter launches nothing for it (kubernetes-sigs/karpenter#1239: hard zone spread
 /// with zonal volumes). A workload that deadlocks in a real cluster is not a controller's test.
 pub const DRAW_STATEFUL_SPREAD: bool = false;
+
+/// Whether the swarm's draw switches `scheduled-budget` on (see [`WorkloadMix::draw`]). On since
+/// it was added (issue 22: no drawn world had a budget with a `schedule`, so mutants of
+/// `is_active` in `disruption/budgets.rs` could not be judged): with it on, seeds 1..100 and
+/// 101..200 pass 100/100 each (the part on for 49 and 46 of them). cargo-mutants' cm004 (no
+/// scheduled budget ever active) fails seed 22 on `budgets-respected` with it, and cm001 (every
+/// one always active) seed 19 since that invariant also judges the controller's reported budget
+/// blocks (sim/mutations/README.md, cargo-mutants).
+pub const DRAW_SCHEDULED_BUDGET: bool = true;
 
 /// Name of the `limited-pool` NodePool.
 pub const LIMITED_POOL: &str = "sim-drawn-limited";
@@ -332,11 +358,12 @@ impl WorkloadMix {
         if on {
             mix.custom_ami = Some((replicas, cpu));
         }
-        // `critical`: drawn last, so every part above keeps its draws.
+        // `critical`, `daemonset`, `stateful`, then `scheduled-budget`: each drawn after every
+        // part above, so those keep their draws.
         mix.critical = draw_critical(&mut rng);
-        // `daemonset` and `stateful`: drawn last, so every part above keeps its draws.
         mix.daemonset = draw_daemonset(&mut rng).filter(|_| DRAW_DAEMONSET);
         mix.stateful = draw_stateful(&mut rng).filter(|_| DRAW_STATEFUL);
+        mix.scheduled_budget = draw_scheduled_budget(&mut rng).filter(|_| DRAW_SCHEDULED_BUDGET);
         mix
     }
 
@@ -355,6 +382,7 @@ impl WorkloadMix {
             (self.critical.is_some(), "critical"),
             (self.daemonset.is_some(), "daemonset"),
             (self.stateful.is_some(), "stateful"),
+            (self.scheduled_budget.is_some(), "scheduled-budget"),
         ]
         .into_iter()
         .filter(|(on, _)| *on)
@@ -366,6 +394,10 @@ impl WorkloadMix {
     pub fn apply(&self, mut scenario: Scenario) -> Scenario {
         let first = scenario.workloads.iter().find_map(|e| e.deployment.clone());
         self.add_pools(&mut scenario);
+        // After the copies of the first NodePool: only the first itself gets the budget.
+        if let Some(budget) = &self.scheduled_budget {
+            scenario.manifests = with_scheduled_budget(&scenario.manifests, budget);
+        }
         if let Some((replicas, cpu)) = self.guarded {
             let annotations = BTreeMap::from([(
                 karpenter_core::api::labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
@@ -711,6 +743,69 @@ fn draw_stateful(rng: &mut impl Rng) -> Option<Stateful> {
         cpu,
         spread_by_zone: DRAW_STATEFUL_SPREAD && spread_by_zone,
     })
+}
+
+/// The `scheduled-budget` part's coin and shape, drawn whether it is on or not. Every window
+/// opens or closes inside the swarm's 30-minute safety phase, which starts at the world's epoch
+/// (00:00 UTC): once a day at 00:02–00:20 for 3–10 min; every 6, 10 or 15 min for half of that;
+/// or `@hourly` (00:00, the start) for 5–30 min. Its `nodes` is `0` (half the draws: the window
+/// blocks every disruption it applies to), `1` or `20%`; its reasons none (every reason),
+/// `Drifted`, `Underutilized`, `Empty`, or `Underutilized` and `Empty`.
+fn draw_scheduled_budget(rng: &mut impl Rng) -> Option<ScheduledBudget> {
+    let (on, shape, minute, length, every, nodes, reasons) = (
+        rng.gen_bool(0.5),
+        rng.gen_range(0..3u8),
+        rng.gen_range(2..=20u32),
+        rng.gen_range(3..=10u32),
+        [6u32, 10, 15][rng.gen_range(0..3usize)],
+        ["0", "0", "1", "20%"][rng.gen_range(0..4usize)],
+        rng.gen_range(0..5u8),
+    );
+    let (schedule, minutes) = match shape {
+        0 => (format!("{minute} 0 * * *"), length),
+        1 => (format!("*/{every} * * * *"), every / 2),
+        _ => ("@hourly".to_string(), minute + length),
+    };
+    let reasons: Option<&[&str]> = match reasons {
+        0 => None,
+        1 => Some(&["Drifted"]),
+        2 => Some(&["Underutilized"]),
+        3 => Some(&["Empty"]),
+        _ => Some(&["Underutilized", "Empty"]),
+    };
+    on.then(|| ScheduledBudget {
+        schedule,
+        duration: format!("{minutes}m"),
+        nodes: nodes.to_string(),
+        reasons: reasons.map(|r| r.iter().map(|r| r.to_string()).collect()),
+    })
+}
+
+/// `manifests` with `budget` added to the first NodePool's budgets (after the CRD's default,
+/// `nodes: 10%`, when it declares none: a NodePool that lists budgets gets no default).
+fn with_scheduled_budget(manifests: &str, budget: &ScheduledBudget) -> String {
+    let Ok(mut documents) = karpenter_core::manifest::parse_documents(manifests) else {
+        return manifests.to_string();
+    };
+    let Some((_, pool)) = documents.iter_mut().find(|(_, d)| d["kind"] == "NodePool") else {
+        return manifests.to_string();
+    };
+    let budgets = &mut pool["spec"]["disruption"]["budgets"];
+    if !budgets.is_array() {
+        *budgets = serde_json::json!([{ "nodes": "10%" }]);
+    }
+    let mut entry = serde_json::json!({
+        "nodes": budget.nodes,
+        "schedule": budget.schedule,
+        "duration": budget.duration,
+    });
+    if let Some(reasons) = &budget.reasons {
+        entry["reasons"] = serde_json::json!(reasons);
+    }
+    if let Some(list) = budgets.as_array_mut() {
+        list.push(entry);
+    }
+    documents.iter().map(|(_, d)| document(d)).collect()
 }
 
 /// The `critical` part's coin, replicas and priority class (drawn whether it is on or not).

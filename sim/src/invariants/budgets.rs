@@ -10,8 +10,17 @@
 //! firing (UTC) for its `duration`; `nodes` is a count or a percentage of the pool's nodes
 //! (initialized, or already going away), rounded up; a budget that does not parse allows none.
 //! Expiration is outside budgets and never carries the annotation.
+//!
+//! The other way round, a node the controller reports held back by a budget must be held back by
+//! one: when a claim's `DisruptionBlocked` condition first shows a message naming a budget
+//! (`budget of nodepool P (…) allows A of T nodes to be disrupted for R and U already are`, the
+//! controller's explanation, as upstream publishes a blocked event naming the budget), `A` must be
+//! what the pool's budgets allow for `R` out of `T` nodes at some second of the last
+//! [`REPORT_SLACK`] (the message is written after the pass that decided it, and a window may open
+//! or close in between). A controller that blocks outside a scheduled budget's window, or counts
+//! a budget tighter than written, fails here; one that allows more fails the command rule.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -23,10 +32,36 @@ use super::{Check, Invariant, StepView, Violation};
 /// The annotation a claim in a disruption command carries.
 pub const COMMAND_ANNOTATION: &str = "karpenter.sh/disruption-command";
 
-/// The `budgets-respected` checker: the claims already seen in a command.
+/// How far back a reported budget block may have been decided (see the module docs).
+pub const REPORT_SLACK: Duration = Duration::from_secs(60);
+
+/// The `budgets-respected` checker: the claims already seen in a command, and the last
+/// `DisruptionBlocked` message seen on each claim.
 #[derive(Debug, Default)]
 pub struct BudgetsRespected {
     seen: BTreeSet<String>,
+    reported: BTreeMap<String, String>,
+}
+
+/// What a `DisruptionBlocked` message says a budget allows: `(pool, allowed, total, reason)`.
+fn reported_block(message: &str) -> Option<(&str, u64, u64, &str)> {
+    const HEAD: &str = "budget of nodepool ";
+    let rest = &message[message.find(HEAD)? + HEAD.len()..];
+    let (pool, rest) = rest.split_once(" (")?;
+    let (_, rest) = rest.rsplit_once(") allows ")?;
+    let (allowed, rest) = rest.split_once(" of ")?;
+    let (total, rest) = rest.split_once(" nodes to be disrupted for ")?;
+    let (reason, _) = rest.split_once(" and ")?;
+    Some((pool, allowed.parse().ok()?, total.parse().ok()?, reason))
+}
+
+/// The message of `claim`'s `DisruptionBlocked` condition, if it is true.
+fn blocked_message(claim: &Value) -> Option<&str> {
+    claim["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "DisruptionBlocked" && c["status"] == "True")?["message"]
+        .as_str()
 }
 
 /// The reason a claim's command records, if it is in one.
@@ -181,6 +216,7 @@ impl Check for BudgetsRespected {
                 ));
             }
         }
+        out.extend(self.check_reported_blocks(step));
         for claim in fresh {
             self.seen.insert(
                 claim["metadata"]["name"]
@@ -188,6 +224,56 @@ impl Check for BudgetsRespected {
                     .unwrap_or_default()
                     .to_string(),
             );
+        }
+        out
+    }
+}
+
+impl BudgetsRespected {
+    /// The reported-block rule (module docs): each claim's `DisruptionBlocked` message, when it
+    /// first shows, against the budgets active in the last [`REPORT_SLACK`].
+    fn check_reported_blocks(&mut self, step: &StepView<'_>) -> Vec<Violation> {
+        let claims = step.claims();
+        let names: BTreeSet<&str> = claims
+            .iter()
+            .filter_map(|c| c["metadata"]["name"].as_str())
+            .collect();
+        self.reported
+            .retain(|name, _| names.contains(name.as_str()));
+        let mut out = Vec::new();
+        for claim in claims.iter().map(|c| &**c) {
+            let name = claim["metadata"]["name"].as_str().unwrap_or_default();
+            let Some(message) = blocked_message(claim) else {
+                continue;
+            };
+            if self.reported.get(name).is_some_and(|m| m == message) {
+                continue;
+            }
+            self.reported.insert(name.to_string(), message.to_string());
+            let Some((pool_name, allowed, total, reason)) = reported_block(message) else {
+                continue;
+            };
+            let Some(pool) = step
+                .pools()
+                .iter()
+                .find(|p| p["metadata"]["name"] == pool_name)
+            else {
+                continue;
+            };
+            let justified = (0..=REPORT_SLACK.as_secs()).any(|back| {
+                step.now
+                    .checked_sub(jiff::SignedDuration::from_secs(back as i64))
+                    .is_ok_and(|at| limit(pool, reason, total, at) == allowed)
+            });
+            if !justified {
+                out.push(Violation::at(
+                    step.now,
+                    format!(
+                        "NodePool {pool_name}: the controller reports claim {name} held back by a budget that allows {allowed} of {total} nodes for {reason}, but its budgets allow {} now",
+                        limit(pool, reason, total, step.now)
+                    ),
+                ));
+            }
         }
         out
     }

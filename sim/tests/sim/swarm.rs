@@ -8,8 +8,9 @@ use karpenter_sim::scenario::{LatencyKnob, Scenario};
 use karpenter_sim::swarm::{self, FAULTS, Selection, Summary, SwarmConfig};
 use karpenter_sim::workload_mix::{
     CUSTOM_POOL, CUSTOM_STARTUP_TAINT, DRAW_DAEMONSET, DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL,
-    DRAW_STATEFUL, DROUGHT_POOL, DroughtPart, EXPIRING_POOL, Expiring, GUARDED, LIMITED_POOL,
-    ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, WorkloadMix, WorkloadSelection,
+    DRAW_SCHEDULED_BUDGET, DRAW_STATEFUL, DROUGHT_POOL, DroughtPart, EXPIRING_POOL, Expiring,
+    GUARDED, LIMITED_POOL, ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, ScheduledBudget,
+    WorkloadMix, WorkloadSelection,
 };
 
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
@@ -177,6 +178,7 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
         Some("critical"),
         switched(DRAW_DAEMONSET, "daemonset"),
         switched(DRAW_STATEFUL, "stateful"),
+        switched(DRAW_SCHEDULED_BUDGET, "scheduled-budget"),
     ];
     for part in parts.into_iter().flatten() {
         let on = draws.iter().filter(|m| m.names().contains(&part)).count();
@@ -202,6 +204,52 @@ fn a_seed_draws_its_workload_the_same_way_every_time_and_every_part_is_on_and_of
             d.duration > Duration::from_secs(180)
                 && d.from + d.duration + Duration::from_secs(180) <= safety
         }));
+    }
+}
+
+/// The `scheduled-budget` part: the scenario's first NodePool (which lists no budgets) gets the
+/// CRD's default budget and the drawn one; its copies (here `limited-pool`) are left as written.
+#[test]
+fn a_drawn_scheduled_budget_goes_on_the_first_nodepool_beside_the_default_budget() {
+    let budget = ScheduledBudget {
+        schedule: "*/10 * * * *".to_string(),
+        duration: "5m".to_string(),
+        nodes: "0".to_string(),
+        reasons: Some(vec!["Drifted".to_string()]),
+    };
+    let drawn = WorkloadMix {
+        limited_pool: Some(8),
+        scheduled_budget: Some(budget),
+        ..WorkloadMix::default()
+    }
+    .apply(Scenario::load("default").expect("built-in"));
+    let documents =
+        karpenter_core::manifest::parse_documents(&drawn.manifests).expect("manifests parse");
+    let pool = |name: &str| {
+        documents
+            .iter()
+            .map(|(_, d)| d)
+            .find(|d| d["kind"] == "NodePool" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("NodePool {name}"))
+            .clone()
+    };
+    assert_eq!(
+        pool("default")["spec"]["disruption"]["budgets"],
+        serde_json::json!([
+            { "nodes": "10%" },
+            { "nodes": "0", "schedule": "*/10 * * * *", "duration": "5m", "reasons": ["Drifted"] },
+        ])
+    );
+    assert!(pool(LIMITED_POOL)["spec"]["disruption"]["budgets"].is_null());
+    for (_, document) in &documents {
+        let checked = karpenter_core::manifest::check_document(document);
+        assert!(
+            !matches!(
+                checked.outcome,
+                karpenter_core::manifest::Outcome::Invalid(_)
+            ),
+            "{document}"
+        );
     }
 }
 

@@ -40,7 +40,11 @@ impl Check for NodesJoin {
             return Vec::new();
         }
         let generation = step.observed.generation();
-        if self.registered.as_ref().is_none_or(|(g, _)| *g != generation) {
+        if self
+            .registered
+            .as_ref()
+            .is_none_or(|(g, _)| *g != generation)
+        {
             let ids = step
                 .observed
                 .nodes()

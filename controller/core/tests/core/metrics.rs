@@ -600,7 +600,11 @@ fn an_unchanged_claims_seconds_move_on_each_pass_without_counting_its_transition
     assert_eq!(sample(&second, &seconds), Some(35.0), "{second}");
     let third = w.pass_after(10);
     assert_eq!(sample(&third, &seconds), Some(45.0), "{third}");
-    assert_eq!(sample(&third, &transitions), Some(1.0), "counted once: {third}");
+    assert_eq!(
+        sample(&third, &transitions),
+        Some(1.0),
+        "counted once: {third}"
+    );
     // A write makes it read again: a new transition time counts one more transition.
     w.set_conditions("default-a", &[("Launched", "True", "Launched", 50)]);
     let fourth = w.pass_after(10);

@@ -3,9 +3,9 @@
 //! and, once its instance is gone for good, deleted after `node_gone_ms` (what the cloud node
 //! lifecycle controller does).
 
-use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 use jiff::Timestamp;
 use karpenter_core::catalog::Catalog;
@@ -46,7 +46,7 @@ impl Kubelet {
         // Read once a tick, and only if a node needs them (a copy of the whole catalog per node
         // was a sizeable part of a 2,000-node launch).
         let mut declared = None;
-        let catalog = OnceCell::new();
+        let catalog = OnceLock::new();
         let mut last_settled = std::mem::take(&mut *self.settled_nodes());
         let mut settled = BTreeMap::new();
         for node in nodes {
@@ -214,7 +214,7 @@ impl Kubelet {
     async fn report_devices(
         &self,
         node: &Value,
-        catalog: &OnceCell<Catalog>,
+        catalog: &OnceLock<Catalog>,
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<bool, KubeError> {

@@ -275,47 +275,24 @@ impl StatusObject for Node {
     }
 }
 
-impl StatusObject for NodeClaim {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn observed(&self) -> Observed {
-        let found = self.status.as_ref().map_or(&[][..], |s| &s.conditions);
-        Observed::of_api(
-            &self.metadata,
-            found,
-            &conditions::nodeclaim::READY_DEPENDENTS,
-        )
-    }
+/// A v1 API object whose condition set is `Ready` over `$dependents`.
+macro_rules! api_status_object {
+    ($kind:ty, $dependents:expr) => {
+        impl StatusObject for $kind {
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn observed(&self) -> Observed {
+                let found = self.status.as_ref().map_or(&[][..], |s| &s.conditions);
+                Observed::of_api(&self.metadata, found, &$dependents)
+            }
+        }
+    };
 }
 
-impl StatusObject for NodePool {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn observed(&self) -> Observed {
-        let found = self.status.as_ref().map_or(&[][..], |s| &s.conditions);
-        Observed::of_api(
-            &self.metadata,
-            found,
-            &conditions::nodepool::READY_DEPENDENTS,
-        )
-    }
-}
-
-impl StatusObject for EC2NodeClass {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn observed(&self) -> Observed {
-        let found = self.status.as_ref().map_or(&[][..], |s| &s.conditions);
-        Observed::of_api(
-            &self.metadata,
-            found,
-            &conditions::ec2nodeclass::READY_DEPENDENTS,
-        )
-    }
-}
+api_status_object!(NodeClaim, conditions::nodeclaim::READY_DEPENDENTS);
+api_status_object!(NodePool, conditions::nodepool::READY_DEPENDENTS);
+api_status_object!(EC2NodeClass, conditions::ec2nodeclass::READY_DEPENDENTS);
 
 /// What the pass remembers of one kind: its objects and their gauge series.
 #[derive(Debug, Default)]

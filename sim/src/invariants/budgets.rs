@@ -72,6 +72,14 @@ pub(crate) fn command_reason(claim: &Value) -> Option<&str> {
         .next()
 }
 
+/// The NodePool named `name`, as the step lists them.
+fn pool_named<'s>(step: &'s StepView<'_>, name: &str) -> Option<&'s Value> {
+    step.pools()
+        .iter()
+        .map(|p| &**p)
+        .find(|p| p["metadata"]["name"] == name)
+}
+
 fn pool_of(claim: &Value) -> &str {
     claim["metadata"]["labels"]["karpenter.sh/nodepool"]
         .as_str()
@@ -172,11 +180,7 @@ impl Check for BudgetsRespected {
         let mut out = Vec::new();
         for claim in &fresh {
             let pool_name = pool_of(claim);
-            let Some(pool) = step
-                .pools()
-                .iter()
-                .find(|p| p["metadata"]["name"] == pool_name)
-            else {
+            let Some(pool) = pool_named(step, pool_name) else {
                 continue;
             };
             // Claims whose Node still exists: one whose Node is gone has finished draining
@@ -254,11 +258,7 @@ impl BudgetsRespected {
             let Some((pool_name, allowed, total, reason)) = reported_block(message) else {
                 continue;
             };
-            let Some(pool) = step
-                .pools()
-                .iter()
-                .find(|p| p["metadata"]["name"] == pool_name)
-            else {
+            let Some(pool) = pool_named(step, pool_name) else {
                 continue;
             };
             let justified = (0..=REPORT_SLACK.as_secs()).any(|back| {

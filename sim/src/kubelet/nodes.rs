@@ -214,7 +214,7 @@ impl Kubelet {
     async fn report_devices(
         &self,
         node: &Value,
-        catalog: &OnceLock<Catalog>,
+        catalog: &OnceLock<Arc<Catalog>>,
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<bool, KubeError> {
@@ -233,7 +233,7 @@ impl Kubelet {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let catalog = catalog.get_or_init(|| self.cloud.instance_types());
+        let catalog = catalog.get_or_init(|| self.cloud.instance_type_specs());
         let Some(it) = catalog.get(&instance_type) else {
             return Ok(false);
         };

@@ -54,7 +54,7 @@ impl Kubelet {
             })
             .collect();
         let declared = self.declared_startup_taints().await?;
-        let catalog = self.cloud.instance_types();
+        let catalog = self.cloud.instance_type_specs();
         for boot in boots {
             let Some(instance_type) = catalog.get(&boot.instance_type) else {
                 report.unknown_instance_types.push(boot.instance_id.clone());

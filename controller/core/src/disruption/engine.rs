@@ -125,7 +125,7 @@ fn nominated(view: &ClusterView, catalog: &Catalog, options: &Options) -> BTreeS
     if view.pending.is_empty() {
         return BTreeSet::new();
     }
-    let results = scheduling::solve(Input {
+    let input = Input {
         node_pools: &view.pools,
         catalog,
         pool_catalogs: &view.pool_catalogs,
@@ -134,7 +134,11 @@ fn nominated(view: &ClusterView, catalog: &Catalog, options: &Options) -> BTreeS
         pods: &view.pending,
         namespaces: &view.namespaces,
         options: options.scheduling,
-    });
+    };
+    let results = match &view.prepared {
+        Some(prepared) => scheduling::solve_prepared(input, prepared),
+        None => scheduling::solve(input),
+    };
     results.existing_nodes.into_iter().map(|p| p.node).collect()
 }
 

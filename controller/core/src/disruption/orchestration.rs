@@ -114,6 +114,9 @@ pub struct Disruption {
     ctx: Arc<Context>,
     options: Options,
     memory: Mutex<Memory>,
+    /// The pools' compatible types, kept across passes (see
+    /// [`crate::scheduling::CompatibleTypesMemo`]).
+    compatible: crate::scheduling::CompatibleTypesMemo,
 }
 
 /// The cluster read once per pass.
@@ -139,6 +142,7 @@ impl Disruption {
             ctx,
             options,
             memory: Mutex::new(Memory::default()),
+            compatible: Default::default(),
         }
     }
 
@@ -416,6 +420,12 @@ impl Disruption {
             },
         );
         view.pool_catalogs = pool_catalogs;
+        view.prepared = Some(crate::scheduling::PreparedPools::remembered(
+            &view.pools,
+            &catalog,
+            &view.pool_catalogs,
+            &self.compatible,
+        ));
         // Only nodes with a NodeClaim can be disrupted here (a command deletes claims).
         view.facts.retain(|_, f| f.claim.is_some());
         Ok(Read {

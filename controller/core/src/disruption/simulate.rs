@@ -98,8 +98,13 @@ impl<'v> Simulator<'v> {
             namespaces: &self.view.namespaces,
             options: self.options,
         };
-        let prepared = self.prepared.get_or_init(|| {
-            scheduling::PreparedPools::new(&self.view.pools, self.catalog, &self.view.pool_catalogs)
+        let prepared = self.prepared.get_or_init(|| match &self.view.prepared {
+            Some(prepared) => prepared.clone(),
+            None => scheduling::PreparedPools::new(
+                &self.view.pools,
+                self.catalog,
+                &self.view.pool_catalogs,
+            ),
         });
         let results = scheduling::solve_prepared(input, prepared);
         let ours: BTreeSet<&str> = moving.iter().map(|p| p.key.as_str()).collect();

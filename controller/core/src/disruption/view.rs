@@ -105,6 +105,10 @@ pub struct ClusterView {
     /// reservations), for pools whose class changes it; replacements are planned from these as
     /// the provisioner plans new claims. Empty from [`ClusterView::build`]: its caller fills it.
     pub pool_catalogs: BTreeMap<String, crate::catalog::Catalog>,
+    /// The pools' compatible types against the catalog this view is decided on and
+    /// `pool_catalogs`, when its caller worked them out (from a memo kept across passes); a
+    /// simulation works them out itself otherwise. `None` from [`ClusterView::build`].
+    pub prepared: Option<crate::scheduling::PreparedPools>,
 }
 
 /// The plain objects a view is built from, besides the scheduling view.
@@ -258,6 +262,7 @@ impl ClusterView {
             pending: scheduling.pending,
             namespaces: scheduling.namespaces,
             pool_catalogs: BTreeMap::new(),
+            prepared: None,
         }
     }
 

@@ -81,6 +81,8 @@ pub struct Provisioner {
     unsynced_since: std::sync::Mutex<Option<jiff::Timestamp>>,
     /// Simulations run, for their `scheduling_id` label.
     solves: std::sync::atomic::AtomicU64,
+    /// The pools' compatible types, kept across passes (see [`scheduling::CompatibleTypesMemo`]).
+    compatible: scheduling::CompatibleTypesMemo,
 }
 
 /// How often pods that stay pending are provisioned for again (upstream requeues every 10 s).
@@ -150,6 +152,7 @@ impl Provisioner {
             acked: Default::default(),
             unsynced_since: Default::default(),
             solves: Default::default(),
+            compatible: Default::default(),
         }
     }
 
@@ -379,7 +382,7 @@ impl Provisioner {
     fn solve(
         &self,
         snapshot: &Snapshot,
-        catalog: &Catalog,
+        catalog: &Arc<Catalog>,
         pool_catalogs: &BTreeMap<String, Catalog>,
     ) -> Results {
         let started = tokio::time::Instant::now();
@@ -402,6 +405,12 @@ impl Provisioner {
                 .get_or_create(&running)
                 .set(started.elapsed().as_secs_f64());
         };
+        let prepared = scheduling::PreparedPools::remembered(
+            &snapshot.pools,
+            catalog,
+            pool_catalogs,
+            &self.compatible,
+        );
         let results = scheduling::solve_with_progress(
             Input {
                 node_pools: &snapshot.pools,
@@ -413,6 +422,7 @@ impl Provisioner {
                 namespaces: &snapshot.namespaces,
                 options: self.ctx.options.provisioning.scheduling,
             },
+            Some(&prepared),
             &progress,
         );
         // A finished simulation has no queue and no unfinished work (upstream deletes both).

@@ -26,7 +26,7 @@ use crate::scheduling::{DefaultSpreads, ExistingNode, PodInfo, SchedulerConfigur
 use crate::seams::kube::{ListOptions, ResourceKind};
 use crate::seams::{KubeApi, KubeApiExt, KubeError};
 use crate::state::ClusterState;
-use crate::validation::validate_nodepool;
+use crate::validation::{validate_nodepool, validate_nodepool_shared};
 
 /// Taints a node carries only until it is initialized (upstream's `KnownEphemeralTaints`): the
 /// node lifecycle controller's not-ready and unreachable taints, an external cloud provider's
@@ -358,10 +358,15 @@ impl Snapshot {
         now: Timestamp,
         config: Option<&SchedulerConfiguration>,
     ) -> Self {
-        Self::assemble(
+        Self::assemble_checked(
             Objects {
+                // Validated here, by object identity (see `validate_nodepool_shared`).
                 pools: with_ready_node_class(
-                    state.pools.iter().map(|o| &**o),
+                    state
+                        .pools
+                        .iter()
+                        .filter(|p| validate_nodepool_shared(p).is_ok())
+                        .map(|o| &**o),
                     state.node_classes.iter().map(|o| &**o),
                 ),
                 nodes: state.nodes.iter().map(|o| &**o).collect(),
@@ -385,6 +390,7 @@ impl Snapshot {
                 }),
             },
             catalog,
+            true,
         )
     }
 
@@ -394,6 +400,11 @@ impl Snapshot {
     }
 
     fn assemble(objects: Objects<'_>, catalog: &Catalog) -> Self {
+        Self::assemble_checked(objects, catalog, false)
+    }
+
+    /// [`Snapshot::assemble`]; `validated`: the caller already dropped invalid pools.
+    fn assemble_checked(objects: Objects<'_>, catalog: &Catalog, validated: bool) -> Self {
         let Objects {
             pools,
             nodes,
@@ -410,7 +421,10 @@ impl Snapshot {
         let mut snapshot = Snapshot {
             pools: pools
                 .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none() && validate_nodepool(p).is_ok())
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && (validated || validate_nodepool(p).is_ok())
+                })
                 .cloned()
                 .collect(),
             namespaces: namespaces

@@ -17,7 +17,10 @@ use std::sync::Arc;
 pub use defaults::{DefaultSpreads, SchedulerConfigError, SchedulerConfiguration, SelectorSources};
 pub use pod::{PodError, PodInfo};
 pub use requirements::{Requirement, Requirements};
-pub use solver::{PROGRESS_EVERY_PODS, PreparedPools, solve, solve_prepared, solve_with_progress};
+pub use solver::{
+    COMPATIBLE_TYPES_MEMO_MAX_ENTRIES, CompatibleTypesMemo, PROGRESS_EVERY_PODS, PreparedPools,
+    solve, solve_prepared, solve_with_progress,
+};
 
 use crate::api::{NodePool, Requirement as ApiRequirement, Taint};
 use crate::catalog::Catalog;

@@ -8,6 +8,7 @@
 //! or the engine's requirement / toleration / selector helpers.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -641,6 +642,28 @@ fn run(world: &World) -> Results {
 
 /// [`run`], with the pools' compatible types prepared beforehand when `prepared`.
 fn run_with(world: &World, prepared: bool) -> Results {
+    run_on(
+        world,
+        &world.catalog,
+        if prepared { Prep::New } else { Prep::None },
+    )
+}
+
+/// How [`run_on`] gets the pools' compatible types.
+enum Prep<'m> {
+    /// The run works them out.
+    None,
+    /// `PreparedPools::new` beforehand.
+    New,
+    /// `PreparedPools::remembered` through this memo, with this catalog.
+    Remembered(
+        &'m karpenter_core::scheduling::CompatibleTypesMemo,
+        Arc<Catalog>,
+    ),
+}
+
+/// [`run`] against `catalog`, the compatible types got as `prep` says.
+fn run_on(world: &World, catalog: &Catalog, prep: Prep<'_>) -> Results {
     let pods: Vec<PodInfo> = world
         .pods
         .iter()
@@ -655,7 +678,7 @@ fn run_with(world: &World, prepared: bool) -> Results {
     let pool_catalogs = &karpenter_core::scheduling::NO_POOL_CATALOGS;
     let input = Input {
         node_pools: &world.pools,
-        catalog: &world.catalog,
+        catalog,
         pool_catalogs,
         nodes: &world.nodes,
         daemonsets: &daemonsets,
@@ -663,15 +686,29 @@ fn run_with(world: &World, prepared: bool) -> Results {
         namespaces: &namespaces,
         options: Options::default(),
     };
-    if prepared {
-        let pools = karpenter_core::scheduling::PreparedPools::new(
-            &world.pools,
-            &world.catalog,
-            pool_catalogs,
-        );
-        karpenter_core::scheduling::solve_prepared(input, &pools)
-    } else {
-        solve(input)
+    match prep {
+        Prep::None => solve(input),
+        Prep::New => {
+            let pools = karpenter_core::scheduling::PreparedPools::new(
+                &world.pools,
+                catalog,
+                pool_catalogs,
+            );
+            karpenter_core::scheduling::solve_prepared(input, &pools)
+        }
+        Prep::Remembered(memo, shared) => {
+            assert!(
+                std::ptr::eq(&*shared, catalog),
+                "the memo's catalog is the run's"
+            );
+            let pools = karpenter_core::scheduling::PreparedPools::remembered(
+                &world.pools,
+                &shared,
+                pool_catalogs,
+                memo,
+            );
+            karpenter_core::scheduling::solve_prepared(input, &pools)
+        }
     }
 }
 
@@ -1678,6 +1715,28 @@ proptest! {
         let plain = format!("{:?}", run_with(&world, false));
         let prepared = format!("{:?}", run_with(&world, true));
         prop_assert_eq!(plain, prepared);
+    }
+
+    /// Provisioning and disruption keep the pools' compatible types across passes, by catalog:
+    /// a remembered list (the memo's first answer, its second, and its answer once the catalog
+    /// is replaced by one listing the types in another order) plans exactly as a run that works
+    /// them out itself.
+    #[test]
+    fn a_run_with_remembered_pools_plans_exactly_as_one_without(case in case()) {
+        let world = build(&case);
+        let memo = karpenter_core::scheduling::CompatibleTypesMemo::default();
+        let first = Arc::new(world.catalog.clone());
+        let plain = format!("{:?}", run_on(&world, &first, Prep::None));
+        let remembered = format!("{:?}", run_on(&world, &first, Prep::Remembered(&memo, first.clone())));
+        prop_assert_eq!(&plain, &remembered);
+        let again = format!("{:?}", run_on(&world, &first, Prep::Remembered(&memo, first.clone())));
+        prop_assert_eq!(&plain, &again);
+        let mut reordered = world.catalog.clone();
+        reordered.instance_types.reverse();
+        let second = Arc::new(reordered);
+        let plain = format!("{:?}", run_on(&world, &second, Prep::None));
+        let remembered = format!("{:?}", run_on(&world, &second, Prep::Remembered(&memo, second.clone())));
+        prop_assert_eq!(plain, remembered);
     }
 }
 

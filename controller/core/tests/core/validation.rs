@@ -1291,3 +1291,37 @@ fn a_remembered_nodepool_verdict_follows_the_spec_not_the_bookkeeping() {
         "the valid pool keeps its verdict"
     );
 }
+
+/// A watch cache's NodePool is judged once per object: the shared verdict is the typed one, and
+/// a replaced object (a new `Arc`, as a watch event makes) is judged afresh, not given the
+/// verdict of the object it replaced.
+#[test]
+fn a_shared_nodepool_gets_the_verdict_of_its_own_content_even_after_a_valid_one() {
+    use karpenter_core::api::NodePool;
+    use karpenter_core::validation::{validate_nodepool, validate_nodepool_shared};
+    use std::sync::Arc;
+    let valid: NodePool = serde_json::from_value(nodepool()).expect("a NodePool");
+    let valid = Arc::new(valid);
+    assert!(validate_nodepool_shared(&valid).is_ok());
+    assert!(
+        validate_nodepool_shared(&valid).is_ok(),
+        "the remembered verdict"
+    );
+    let invalid: NodePool = serde_json::from_value(set(
+        nodepool(),
+        &format!("{REQ}/0"),
+        requirement("kubernetes.io/hostname", "In", &["a"]),
+    ))
+    .expect("a NodePool");
+    let invalid = Arc::new(invalid);
+    assert_eq!(
+        validate_nodepool_shared(&invalid).map_err(|v| v.to_string()),
+        validate_nodepool(&invalid).map_err(|v| v.to_string())
+    );
+    assert!(validate_nodepool_shared(&invalid).is_err());
+    drop(valid);
+    assert!(
+        validate_nodepool_shared(&invalid).is_err(),
+        "still its own verdict"
+    );
+}

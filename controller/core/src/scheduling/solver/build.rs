@@ -2,8 +2,8 @@
 //! limits; existing nodes with what already runs on them; topology groups, their keys and every
 //! domain each key can take.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use super::dense::add;
 use super::types::TypeView;
@@ -24,7 +24,7 @@ use crate::scheduling::topology::{GroupKind, PodTopology};
 /// with its cheapest offering's price. A run that prepares its own gets the same list.
 #[derive(Clone, Debug, Default)]
 pub struct PreparedPools {
-    types: BTreeMap<String, Vec<(usize, f64)>>,
+    types: BTreeMap<String, Arc<[(usize, f64)]>>,
 }
 
 impl PreparedPools {
@@ -41,10 +41,84 @@ impl PreparedPools {
                 let name = pool.metadata.name.clone().unwrap_or_default();
                 let catalog = pool_catalogs.get(&name).unwrap_or(catalog);
                 let types = compatible_types(catalog, &pool_requirements(pool, &name));
+                (name, types.into())
+            })
+            .collect();
+        Self { types }
+    }
+
+    /// [`PreparedPools::new`], reading the lists of pools that use `catalog` itself from
+    /// `memo` (and leaving there what it works out). A pool with its own catalog in
+    /// `pool_catalogs` (capacity reservations) is worked out afresh: those catalogs are built
+    /// per pass.
+    pub fn remembered(
+        node_pools: &[NodePool],
+        catalog: &Arc<Catalog>,
+        pool_catalogs: &BTreeMap<String, Catalog>,
+        memo: &CompatibleTypesMemo,
+    ) -> Self {
+        let types = node_pools
+            .iter()
+            .map(|pool| {
+                let name = pool.metadata.name.clone().unwrap_or_default();
+                let requirements = pool_requirements(pool, &name);
+                let types = match pool_catalogs.get(&name) {
+                    Some(own) => compatible_types(own, &requirements).into(),
+                    None => memo.get_or_work_out(catalog, requirements),
+                };
                 (name, types)
             })
             .collect();
         Self { types }
+    }
+}
+
+/// How many requirement sets [`CompatibleTypesMemo`] keeps for one catalog before it starts
+/// over: one per NodePool in practice; the bound only keeps pools whose requirements keep
+/// changing from growing it without end.
+pub const COMPATIBLE_TYPES_MEMO_MAX_ENTRIES: usize = 256;
+
+/// The compatible types of a NodePool's requirements against one catalog, kept across passes:
+/// they change only when the catalog is replaced (a refresh, or a change of the
+/// unavailable-offerings cache, each a new `Arc`) or the pool's requirements change. Working
+/// them out in every provisioning and disruption pass was 8 % of a swarm seed's CPU (perf,
+/// seeds 1..16). The catalog is held, so its address cannot be reused while it is the key.
+#[derive(Debug, Default)]
+pub struct CompatibleTypesMemo {
+    current: Mutex<Option<MemoEntries>>,
+}
+
+#[derive(Debug)]
+struct MemoEntries {
+    catalog: Arc<Catalog>,
+    lists: HashMap<Requirements, Arc<[(usize, f64)]>>,
+}
+
+impl CompatibleTypesMemo {
+    fn get_or_work_out(
+        &self,
+        catalog: &Arc<Catalog>,
+        requirements: Requirements,
+    ) -> Arc<[(usize, f64)]> {
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = match current.as_mut() {
+            Some(entries)
+                if Arc::ptr_eq(&entries.catalog, catalog)
+                    && entries.lists.len() < COMPATIBLE_TYPES_MEMO_MAX_ENTRIES =>
+            {
+                entries
+            }
+            _ => current.insert(MemoEntries {
+                catalog: catalog.clone(),
+                lists: HashMap::new(),
+            }),
+        };
+        if let Some(list) = entries.lists.get(&requirements) {
+            return list.clone();
+        }
+        let list: Arc<[(usize, f64)]> = compatible_types(catalog, &requirements).into();
+        entries.lists.insert(requirements, list.clone());
+        list
     }
 }
 
@@ -145,7 +219,7 @@ impl<'a> Solver<'a> {
         // disruption pass asks one question per candidate, and working the list out in each was
         // a ninth of a swarm seed's CPU).
         let own;
-        let compatible = match self.prepared.and_then(|p| p.types.get(&name)) {
+        let compatible: &[(usize, f64)] = match self.prepared.and_then(|p| p.types.get(&name)) {
             Some(prepared) => prepared,
             None => {
                 own = compatible_types(catalog, &requirements);

@@ -11,7 +11,7 @@
 //! `topology_plan.rs` topology decisions, `results.rs` the answer.
 
 mod build;
-pub use build::PreparedPools;
+pub use build::{COMPATIBLE_TYPES_MEMO_MAX_ENTRIES, CompatibleTypesMemo, PreparedPools};
 mod dense;
 mod place;
 mod reservations;
@@ -145,13 +145,18 @@ pub const PROGRESS_EVERY_PODS: usize = 100;
 
 /// Runs the scheduling simulation.
 pub fn solve(input: Input<'_>) -> Results {
-    solve_with_progress(input, &|_| {})
+    solve_with_progress(input, None, &|_| {})
 }
 
 /// [`solve`], telling `progress` how many pods are left to place every [`PROGRESS_EVERY_PODS`]
-/// attempts (and once at the start). Progress reports never change the result.
-pub fn solve_with_progress(input: Input<'_>, progress: &dyn Fn(usize)) -> Results {
-    let mut solver = Solver::new(input, None, progress);
+/// attempts (and once at the start). Progress reports never change the result. `prepared`, if
+/// given, is as [`solve_prepared`]'s.
+pub fn solve_with_progress(
+    input: Input<'_>,
+    prepared: Option<&PreparedPools>,
+    progress: &dyn Fn(usize),
+) -> Results {
+    let mut solver = Solver::new(input, prepared, progress);
     solver.run()
 }
 

@@ -54,6 +54,8 @@ pub struct FleetCall {
     /// has its own unavailable-offerings cache.
     pub process: String,
     pub capacity_type: CapacityType,
+    /// The NodeClaim the request launches for (its `karpenter.sh/nodeclaim` tag), if tagged.
+    pub claim: Option<String>,
     /// Every (instance type, zone) the request offered EC2, sorted.
     pub offerings: BTreeSet<(String, String)>,
     /// The (instance type, zone) pairs the answer's errors named with an insufficient-capacity
@@ -240,6 +242,7 @@ impl Ec2Layer for AuditedFleets {
             at,
             process: self.process.clone(),
             capacity_type: request.capacity_type,
+            claim: request.tags.get("karpenter.sh/nodeclaim").cloned(),
             offerings: request
                 .overrides
                 .iter()

@@ -426,6 +426,50 @@ fn a_failed_garbage_collection_pass_is_retried_within_seconds_not_after_the_inte
     });
 }
 
+/// Upstream requeues a failed collection with its workqueue's rate limiter (5 ms, doubling), so
+/// even after six failures in a row (EC2 throttling, then a 5xx: swarm seed 350) the next pass is
+/// due well within a second, not half a minute later.
+#[test]
+fn a_garbage_collection_pass_that_failed_six_times_in_a_row_is_retried_within_a_second() {
+    let mut w = world();
+    w.launch_on_demand("default-f");
+    futures::executor::block_on(async {
+        let mut orphan = Value::clone(&w.kube.objects(&ResourceKind::NODE_CLAIM)[0]);
+        orphan["metadata"]["finalizers"] = json!([]);
+        w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
+        w.kube
+            .delete(
+                &ResourceKind::NODE_CLAIM,
+                &ObjectKey::cluster("default-f"),
+                &DeleteOptions::default(),
+            )
+            .await
+            .expect("delete");
+        w.clock.advance(Duration::from_secs(40));
+        w.cloud.script_faults(
+            fakecloud::Operation::DescribeInstances,
+            [fakecloud::Fault::Throttle; 6],
+        );
+        for failure in 1..=6 {
+            assert!(
+                matches!(w.garbage_collector.collect_if_due().await, Some(Err(_))),
+                "throttled pass {failure} fails"
+            );
+            assert!(
+                w.garbage_collector.next_pass_after() < Duration::from_secs(1),
+                "after {failure} failures the next pass waits {:?}",
+                w.garbage_collector.next_pass_after()
+            );
+            w.clock.advance(Duration::from_secs(1));
+        }
+        assert_eq!(
+            w.garbage_collector.collect_if_due().await.map(|r| r.ok()),
+            Some(Some((1, 0))),
+            "the seventh pass, a second after the sixth, terminates the orphan"
+        );
+    });
+}
+
 /// A second instance tagged with a claim that records another one (a launch retried after its
 /// answer was lost, under another token) is a leaked duplicate: its name tag must not keep it
 /// running for as long as the claim lives.

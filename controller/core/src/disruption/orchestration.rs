@@ -119,13 +119,38 @@ pub struct Disruption {
     compatible: crate::scheduling::CompatibleTypesMemo,
 }
 
-/// The cluster read once per pass.
+/// The cluster read for a decision or a re-check.
 struct Read {
     view: ClusterView,
     /// The catalog this pass decides on (read once: a refresh mid-pass must not mix two).
     catalog: Arc<Catalog>,
+    /// The claims and nodes the view was built from.
+    seen: Seen,
+}
+
+/// The NodeClaims and Nodes by name, as the caches hold them: all that following the commands
+/// in progress reads. A pass that only follows them builds no [`ClusterView`] (perf: two in three
+/// of a swarm seed's views were built for passes that decided nothing).
+struct Seen {
     claims: BTreeMap<String, Arc<NodeClaim>>,
     nodes: BTreeMap<String, Arc<Node>>,
+}
+
+impl Seen {
+    fn of(state: &crate::state::ClusterState) -> Self {
+        Self {
+            claims: state
+                .claims
+                .iter()
+                .map(|c| (c.name_any(), c.clone()))
+                .collect(),
+            nodes: state
+                .nodes
+                .iter()
+                .map(|n| (n.name_any(), n.clone()))
+                .collect(),
+        }
+    }
 }
 
 fn add(now: Timestamp, d: Duration) -> Timestamp {
@@ -168,9 +193,7 @@ impl Disruption {
             self.memory().next_pass = Some(add(now, POLL_INTERVAL));
             return Ok(outcome);
         }
-        let read = self.read(now).await?;
-        self.record_budgets(&read.view);
-        outcome.progress = self.progress(&read, now).await;
+        outcome.progress = self.progress(&self.seen().await?, now).await;
         if !outcome.progress.is_empty() {
             // Commands changed the cluster: decide on what it is now, next pass.
             let changed = outcome
@@ -189,6 +212,8 @@ impl Disruption {
         let pending = self.memory().pending.clone();
         match pending {
             Some((command, decided)) if now >= add(decided, VALIDATION_DELAY) => {
+                let read = self.read(now).await?;
+                self.record_budgets(&read.view);
                 self.memory().pending = None;
                 match validate(
                     &read.view,
@@ -214,6 +239,8 @@ impl Disruption {
             }
             Some(_) => {}
             None => {
+                let read = self.read(now).await?;
+                self.record_budgets(&read.view);
                 let started = tokio::time::Instant::now();
                 let seconds = || started.elapsed().as_secs_f64();
                 let decision = decide_timed(
@@ -431,17 +458,16 @@ impl Disruption {
         Ok(Read {
             catalog,
             view,
-            claims: state
-                .claims
-                .iter()
-                .map(|c| (c.name_any(), c.clone()))
-                .collect(),
-            nodes: state
-                .nodes
-                .iter()
-                .map(|n| (n.name_any(), n.clone()))
-                .collect(),
+            seen: Seen::of(&state),
         })
+    }
+
+    /// The claims and nodes now (see [`Seen`]).
+    async fn seen(&self) -> Result<Seen, KubeError> {
+        let mut state = self.ctx.state.lock().await;
+        let config = self.ctx.options.scheduler_config();
+        state.sync_for(self.ctx.kube.as_ref(), config).await?;
+        Ok(Seen::of(&state))
     }
 
     async fn start(
@@ -454,7 +480,13 @@ impl Disruption {
         let queue = Queue { ctx: &self.ctx };
         let names: Vec<String> = command.node_names().iter().map(|s| s.to_string()).collect();
         match queue
-            .start(&command, &read.claims, &read.nodes, &read.view.pools, now)
+            .start(
+                &command,
+                &read.seen.claims,
+                &read.seen.nodes,
+                &read.view.pools,
+                now,
+            )
             .await
         {
             Ok(created) => {
@@ -480,7 +512,7 @@ impl Disruption {
     }
 
     /// Follows every command in progress, and removes disrupted taints nothing accounts for.
-    async fn progress(&self, read: &Read, now: Timestamp) -> Vec<Progress> {
+    async fn progress(&self, read: &Seen, now: Timestamp) -> Vec<Progress> {
         let mut commands: BTreeMap<String, (Record, Vec<&NodeClaim>)> = BTreeMap::new();
         for claim in read.claims.values() {
             if let Some(record) = Record::of(claim) {
@@ -501,7 +533,7 @@ impl Disruption {
 
     async fn follow(
         &self,
-        read: &Read,
+        read: &Seen,
         id: String,
         record: &Record,
         members: &[&NodeClaim],
@@ -592,7 +624,7 @@ impl Disruption {
 
     /// Removes `karpenter.sh/disrupted` from nodes that are not going away: no command names their
     /// claim and neither node nor claim is being deleted (a crash between untainting steps).
-    async fn sweep_stale_taints(&self, read: &Read) {
+    async fn sweep_stale_taints(&self, read: &Seen) {
         for node in read.nodes.values() {
             let tainted = node
                 .spec
@@ -650,7 +682,7 @@ impl Disruption {
                     format!("Cannot disrupt Node: {reason}"),
                 )
                 .await;
-            if let Some(claim) = facts.claim.as_ref().and_then(|c| read.claims.get(c)) {
+            if let Some(claim) = facts.claim.as_ref().and_then(|c| read.seen.claims.get(c)) {
                 let mut list = claim.status.clone().unwrap_or_default().conditions;
                 let text = format!("{node} {reason}");
                 if conditions::set(
@@ -690,7 +722,7 @@ impl Disruption {
 /// let the candidates go, and abandoning the command deleted it while uninitialized). A command
 /// an earlier version started (no id on its replacements) finds none and is abandoned: its
 /// candidates are untainted and tried again, its replacement stays as an ordinary claim.
-fn command_replacements<'r>(read: &'r Read, id: &str) -> Vec<&'r Arc<NodeClaim>> {
+fn command_replacements<'r>(read: &'r Seen, id: &str) -> Vec<&'r Arc<NodeClaim>> {
     read.claims
         .values()
         .filter(|c| {

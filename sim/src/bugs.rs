@@ -91,6 +91,11 @@ pub enum Bug {
     /// NodePools reach the controller with one budget of 100% in place of theirs. Caught by
     /// `budgets-respected`.
     HideDisruptionBudgets,
+    /// PodDisruptionBudgets are hidden from the controller's reads (its evictions still meet
+    /// them at the API server), so disruption picks nodes whose pods no eviction may move.
+    /// Caught by `disruption-respects-pdbs`.
+    #[strum(serialize = "hide-pdbs")]
+    HidePdbs,
     /// NodePools reach the controller with `consolidateAfter: 0s` and NodeClaims without
     /// `karpenter.sh/replaces`, so nodes just launched as replacements are consolidated again at
     /// once. Caught by `consolidation-churn`.
@@ -179,6 +184,7 @@ impl Bug {
                 | Bug::SchedulerIgnoresDisruptedTaint
                 | Bug::HideLeaseHolder
                 | Bug::HideDisruptionBudgets
+                | Bug::HidePdbs
                 | Bug::HideConsolidationSettling
                 | Bug::HideExpireAfter
                 | Bug::HideLastPodEvents
@@ -225,6 +231,7 @@ fn view(bug: Bug, kind: &ResourceKind, mut object: Value) -> Option<Value> {
             }
             Some(object)
         }
+        Bug::HidePdbs if *kind == ResourceKind::POD_DISRUPTION_BUDGET => None,
         Bug::HideDisruptionBudgets if *kind == ResourceKind::NODE_POOL => {
             if object["spec"].is_object() {
                 object["spec"]["disruption"]["budgets"] = json!([{"nodes": "100%"}]);

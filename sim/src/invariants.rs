@@ -16,6 +16,7 @@
 //! | `startup-taints-honoured` | [`startup_taints`] |
 //! | `pdb-respected` | [`pdb`] |
 //! | `do-not-disrupt-respected` | [`do_not_disrupt`] |
+//! | `disruption-respects-pdbs` | [`pdb_disruption`] |
 //! | `budgets-respected` | [`budgets`] |
 //! | `consolidate-after-honoured` | [`consolidate_after`] |
 //! | `consolidation-saves` | [`consolidation_saves`] |
@@ -63,6 +64,7 @@ pub mod liveness;
 pub mod nodes_join;
 mod observation;
 pub mod pdb;
+pub mod pdb_disruption;
 pub mod pinned;
 pub mod pod_facts;
 pub mod pods_scheduled;
@@ -121,6 +123,7 @@ pub enum Invariant {
     StartupTaintsHonoured,
     PdbRespected,
     DoNotDisruptRespected,
+    DisruptionRespectsPdbs,
     BudgetsRespected,
     ConsolidateAfterHonoured,
     ConsolidationSaves,
@@ -283,6 +286,7 @@ struct Checkers {
     startup_taints: startup_taints::StartupTaintsHonoured,
     pdb: pdb::Pdb,
     do_not_disrupt: do_not_disrupt::DoNotDisrupt,
+    pdb_disruption: pdb_disruption::DisruptionRespectsPdbs,
     budgets: budgets::BudgetsRespected,
     consolidate_after: consolidate_after::ConsolidateAfter,
     consolidation_saves: consolidation_saves::ConsolidationSaves,
@@ -302,7 +306,7 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 28] {
+    fn all(&mut self) -> [&mut dyn Check; 29] {
         [
             &mut self.limits,
             &mut self.leaks,
@@ -316,6 +320,7 @@ impl Checkers {
             &mut self.startup_taints,
             &mut self.pdb,
             &mut self.do_not_disrupt,
+            &mut self.pdb_disruption,
             &mut self.budgets,
             &mut self.consolidate_after,
             &mut self.consolidation_saves,

@@ -116,7 +116,7 @@ fn scaled(value: &Value, total: u64) -> Option<u64> {
 }
 
 /// The healthy pods a budget wants, given how many pods it expects; `None` if it protects nothing.
-fn desired_healthy(pdb: &Value, expected: u64) -> Option<u64> {
+pub(crate) fn desired_healthy(pdb: &Value, expected: u64) -> Option<u64> {
     let spec = &pdb["spec"];
     if !spec["minAvailable"].is_null() {
         return scaled(&spec["minAvailable"], expected);

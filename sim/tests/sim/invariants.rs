@@ -317,6 +317,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "startup-taints-honoured",
             "pdb-respected",
             "do-not-disrupt-respected",
+            "disruption-respects-pdbs",
             "budgets-respected",
             "consolidate-after-honoured",
             "consolidation-saves",
@@ -364,6 +365,15 @@ fn a_fresh_world_reports_every_invariant_held_in_report_order() {
 fn budgets_respected_catches_budgets_hidden_from_the_controller() {
     let config = config("scale-in-one-size.yaml", "none", 30, 5);
     catches(config, Bug::HideDisruptionBudgets, "budgets-respected", 1);
+}
+
+/// A scale-in leaves underutilized nodes holding pods a `maxUnavailable: 0` budget pins: with
+/// the budgets hidden from it, consolidation starts commands on them (mutation 11's bug, at the
+/// seam).
+#[test]
+fn disruption_respects_pdbs_catches_budgets_hidden_from_the_controller() {
+    let config = config("pdb-consolidate.yaml", "none", 20, 5);
+    catches(config, Bug::HidePdbs, "disruption-respects-pdbs", 1);
 }
 
 #[test]

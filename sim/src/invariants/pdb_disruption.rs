@@ -7,6 +7,10 @@
 //! eviction it sends is judged by the API server) and `termination-progress` excuses (a drain
 //! held by a budget is the user's to fix; see its docs).
 //!
+//! Drift is eventual disruption: upstream lets it past pod-level blockers when the claim has a
+//! terminationGracePeriod (which then bounds the drain), so a Drifted command on such a claim is
+//! not judged (the 82 failures of the first 1,000-seed run with this invariant were all such).
+//!
 //! Judged when a claim first carries a graceful command: its node's pods that the drain would
 //! evict (not terminal, not deleting, not mirror pods, not DaemonSet pods) against the budgets'
 //! allowance (worked out from the pods, as Kubernetes' disruption controller works out
@@ -23,6 +27,7 @@ use super::budgets::command_reason;
 use super::pdb::desired_healthy;
 use super::pod_facts::{
     is_daemon, is_deleting, is_healthy, is_mirror, is_terminal, name_of, pdb_covers,
+    termination_grace_period,
 };
 use super::{Check, Invariant, StepView, Violation};
 
@@ -99,6 +104,10 @@ impl Check for DisruptionRespectsPdbs {
             })
             .collect();
         for claim in &fresh {
+            if command_reason(claim) == Some("Drifted") && termination_grace_period(claim).is_some()
+            {
+                continue;
+            }
             let Some(node) = claim["status"]["nodeName"].as_str() else {
                 continue;
             };

@@ -73,6 +73,23 @@ impl World {
         assert_eq!(self.garbage_collector.collect().await.expect("gc"), (1, 0));
     }
 
+    /// Deletes the only claim, `name`, without its finalizer (its instance runs on, orphaned),
+    /// and moves the clock 40 s on: past garbage collection's grace for young instances.
+    async fn orphan(&self, name: &str) {
+        let mut orphan = Value::clone(&self.kube.objects(&ResourceKind::NODE_CLAIM)[0]);
+        orphan["metadata"]["finalizers"] = json!([]);
+        self.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
+        self.kube
+            .delete(
+                &ResourceKind::NODE_CLAIM,
+                &ObjectKey::cluster(name),
+                &DeleteOptions::default(),
+            )
+            .await
+            .expect("delete");
+        self.clock.advance(Duration::from_secs(40));
+    }
+
     /// Applies an on-demand m5.large claim `name` and launches it (the only claim).
     fn launch_on_demand(&self, name: &str) {
         self.kube.apply(
@@ -392,18 +409,7 @@ fn a_failed_garbage_collection_pass_is_retried_within_seconds_not_after_the_inte
     let mut w = world();
     w.launch_on_demand("default-f");
     futures::executor::block_on(async {
-        let mut orphan = Value::clone(&w.kube.objects(&ResourceKind::NODE_CLAIM)[0]);
-        orphan["metadata"]["finalizers"] = json!([]);
-        w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
-        w.kube
-            .delete(
-                &ResourceKind::NODE_CLAIM,
-                &ObjectKey::cluster("default-f"),
-                &DeleteOptions::default(),
-            )
-            .await
-            .expect("delete");
-        w.clock.advance(Duration::from_secs(40));
+        w.orphan("default-f").await;
         w.cloud.script_faults(
             fakecloud::Operation::DescribeInstances,
             [fakecloud::Fault::Throttle],
@@ -434,18 +440,7 @@ fn a_garbage_collection_pass_that_failed_six_times_in_a_row_is_retried_within_a_
     let mut w = world();
     w.launch_on_demand("default-f");
     futures::executor::block_on(async {
-        let mut orphan = Value::clone(&w.kube.objects(&ResourceKind::NODE_CLAIM)[0]);
-        orphan["metadata"]["finalizers"] = json!([]);
-        w.kube.apply(&ResourceKind::NODE_CLAIM, orphan);
-        w.kube
-            .delete(
-                &ResourceKind::NODE_CLAIM,
-                &ObjectKey::cluster("default-f"),
-                &DeleteOptions::default(),
-            )
-            .await
-            .expect("delete");
-        w.clock.advance(Duration::from_secs(40));
+        w.orphan("default-f").await;
         w.cloud.script_faults(
             fakecloud::Operation::DescribeInstances,
             [fakecloud::Fault::Throttle; 6],

@@ -75,7 +75,7 @@ use fakekit::KitView;
 use jiff::Timestamp;
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, ListOptions, ObjectKey, ObjectList, Patch,
-    ResourceKind, WatchStream,
+    ResourceKind, SharedObject, WatchStream,
 };
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
 use serde_json::Value;
@@ -263,18 +263,14 @@ impl KubeApi for ApiServer {
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         serve(
             self,
             ApiOperation::Patch,
             kind,
             describe_key(key),
-            |state, _| {
-                state
-                    .patch(kind, key, patch, PatchTarget::Main)
-                    .map(Arc::unwrap_or_clone)
-            },
-            version_of,
+            |state, _| state.patch(kind, key, patch, PatchTarget::Main),
+            |object| version_of(object),
         )
         .await
     }
@@ -284,18 +280,14 @@ impl KubeApi for ApiServer {
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         serve(
             self,
             ApiOperation::PatchStatus,
             kind,
             describe_key(key),
-            |state, _| {
-                state
-                    .patch(kind, key, patch, PatchTarget::Status)
-                    .map(Arc::unwrap_or_clone)
-            },
-            version_of,
+            |state, _| state.patch(kind, key, patch, PatchTarget::Status),
+            |object| version_of(object),
         )
         .await
     }

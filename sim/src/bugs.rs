@@ -587,8 +587,10 @@ impl KubeLayer for Broken {
                 let bug = self.bug;
                 let kind = *kind;
                 match call.send(next).await {
-                    KubeReply::Patch(Ok(patched)) => {
-                        KubeReply::Patch(Ok(view(bug, &kind, patched.clone()).unwrap_or(patched)))
+                    // Only a bug that distorts what the controller reads copies the object.
+                    KubeReply::Patch(Ok(patched)) if bug.distorts_view() => {
+                        let viewed = view(bug, &kind, Value::clone(&patched)).map(Arc::new);
+                        KubeReply::Patch(Ok(viewed.unwrap_or(patched)))
                     }
                     reply => reply,
                 }

@@ -37,7 +37,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_core::resources::{CPU, MEMORY, Resources};
-use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind};
+use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind, SharedObject};
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
 use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
@@ -539,7 +539,7 @@ impl Scheduler {
         entry: &Pending,
         node_name: &str,
         report: &mut StepReport,
-    ) -> Result<Option<Value>, KubeError> {
+    ) -> Result<Option<SharedObject>, KubeError> {
         let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
         match self
             .kube

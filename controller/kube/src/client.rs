@@ -23,7 +23,7 @@ use futures::StreamExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use karpenter_core::seams::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, ListOptions, ObjectKey, ObjectList, Patch,
-    ResourceKind, WatchEvent, WatchStream,
+    ResourceKind, SharedObject, WatchEvent, WatchStream,
 };
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
 use kube::api::{
@@ -265,7 +265,7 @@ impl KubeApi for KubeClient {
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         let api = self.object_api(kind, key)?;
         let patch = kube_patch(patch)?;
         self.throttle().await;
@@ -273,7 +273,7 @@ impl KubeApi for KubeClient {
             .patch(&key.name, &PatchParams::default(), &patch)
             .await
             .map_err(from_kube)?;
-        to_value(patched, kind)
+        to_value(patched, kind).map(SharedObject::new)
     }
 
     async fn patch_status(
@@ -281,7 +281,7 @@ impl KubeApi for KubeClient {
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         let api = self.object_api(kind, key)?;
         let patch = kube_patch(patch)?;
         self.throttle().await;
@@ -289,7 +289,7 @@ impl KubeApi for KubeClient {
             .patch_status(&key.name, &PatchParams::default(), &patch)
             .await
             .map_err(from_kube)?;
-        to_value(patched, kind)
+        to_value(patched, kind).map(SharedObject::new)
     }
 
     async fn delete(

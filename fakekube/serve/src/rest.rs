@@ -413,6 +413,7 @@ async fn write(
     } else {
         api.patch(kind, &key, &patch).await?
     };
+    let written = Arc::unwrap_or_clone(written);
     Ok(written)
 }
 
@@ -453,6 +454,7 @@ async fn patch(
         } else {
             api.patch(kind, &key, &patch).await?
         };
+        let written = Arc::unwrap_or_clone(written);
         return Ok(Reply::json(200, written));
     }
     let crd = kind.group.starts_with("karpenter.");
@@ -519,7 +521,7 @@ async fn scale(api: &ApiServer, call: &Call, target: &Target) -> Result<Reply, A
             .as_u64()
             .ok_or_else(|| ApiError::new(422, "Invalid", "spec.replicas must be a count"))?;
         let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
-        object = api.patch(kind, &key, &patch).await?;
+        object = Arc::unwrap_or_clone(api.patch(kind, &key, &patch).await?);
     }
     let metadata = &object["metadata"];
     let selector = object["spec"]["selector"]["matchLabels"]

@@ -87,6 +87,7 @@ fn running_pod(
             "conditions": [{"type": "Ready", "status": status}],
         }})),
     ))
+    .map(|o| Value::clone(&o))
     .expect("run")
 }
 
@@ -486,7 +487,7 @@ fn a_write_carrying_a_stale_resource_version_is_a_conflict() {
     let err = block_on(server.patch_status(&CLAIM, &k, &status)).expect_err("stale status");
     assert!(matches!(err, KubeError::Conflict(_)), "{err:?}");
     let now = server.object(&CLAIM, &k).expect("still there");
-    assert_eq!(now, updated, "a conflicting write changes nothing");
+    assert_eq!(now, *updated, "a conflicting write changes nothing");
     let unconditional = Patch::Merge(json!({"metadata": {"labels": {"x": "3"}}}));
     block_on(server.patch(&CLAIM, &k, &unconditional)).expect("no version: no precondition");
 }
@@ -587,7 +588,7 @@ fn a_failed_json_patch_test_is_a_conflict_and_applies_no_operation() {
     assert!(matches!(err, KubeError::Conflict(_)), "{err:?}");
     assert_eq!(
         server.object(&CLAIM, &k),
-        Some(updated),
+        Some(Value::clone(&updated)),
         "the add before the test is undone"
     );
 
@@ -669,7 +670,7 @@ fn a_patch_that_changes_nothing_keeps_the_resource_version() {
         &Patch::Merge(json!({"spec": created["spec"].clone(), "status": {"ignored": 1}})),
     ))
     .expect("no-op");
-    assert_eq!(same, created);
+    assert_eq!(*same, created);
     assert_eq!(server.resource_version(), rv(&created));
 }
 

@@ -169,7 +169,7 @@ impl SimWorld {
             .without_faults(async |api: &ApiServer| api.patch(kind, key, patch).await)
             .await;
         self.observe_now();
-        result
+        result.map(std::sync::Arc::unwrap_or_clone)
     }
 
     /// Terminates an instance through the EC2 API as a user would (the console, a script), with

@@ -392,7 +392,7 @@ impl Kubelet {
                 .await
             {
                 Ok(written) => {
-                    node = written;
+                    node = Value::clone(&written);
                     report.nodes_not_ready.push(key.name.clone());
                 }
                 Err(e) if lost_race(&e) => {
@@ -427,7 +427,7 @@ impl Kubelet {
                 .patch(&ResourceKind::NODE, &key, &Patch::Merge(patch))
                 .await
             {
-                Ok(written) => node = written,
+                Ok(written) => node = Value::clone(&written),
                 Err(e) if lost_race(&e) => {
                     report.conflicts += 1;
                     return Ok(None);

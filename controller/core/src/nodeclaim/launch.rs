@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use kube_core::ResourceExt;
+use serde::Deserialize;
 use serde_json::json;
 
 use super::{Flow, LAUNCH_ATTEMPTS_MAX, Lifecycle, Step, condition_true, fleet, key};
@@ -403,7 +404,7 @@ impl Lifecycle {
             .await?;
         // The status write below is conditional on the version this label write made.
         let labelled: NodeClaim =
-            serde_json::from_value(labelled).unwrap_or_else(|_| claim.clone());
+            NodeClaim::deserialize(&*labelled).unwrap_or_else(|_| claim.clone());
         let claim = &labelled;
         let status = json!({
             "providerID": launched.provider_id().to_string(),

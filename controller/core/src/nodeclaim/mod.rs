@@ -32,6 +32,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube_core::ResourceExt;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use garbagecollection::{
@@ -321,7 +322,7 @@ impl Lifecycle {
                 }})),
             )
             .await?;
-        Ok(serde_json::from_value(written).ok())
+        Ok(NodeClaim::deserialize(&*written).ok())
     }
 
     /// Sets one condition (recomputing `Ready`) and writes it with `extra` status fields, in one

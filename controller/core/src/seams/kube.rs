@@ -310,21 +310,24 @@ pub trait KubeApi: Send + Sync {
     /// re-read state first (the provisioner counts in-flight NodeClaims before planning more).
     async fn create(&self, kind: &ResourceKind, object: Value) -> Result<Value, KubeError>;
 
-    /// Patches the object's main resource (metadata and spec; status is ignored).
+    /// Patches the object's main resource (metadata and spec; status is ignored); returns the
+    /// stored object, shared as lists and watch events are: most writers never read it, and an
+    /// owned copy of every written object was the largest cost of a simulated burst (a status
+    /// write per pending pod each time the scheduler's message changes).
     async fn patch(
         &self,
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError>;
+    ) -> Result<SharedObject, KubeError>;
 
-    /// Patches the status subresource only.
+    /// Patches the status subresource only; returns the stored object, shared (see `patch`).
     async fn patch_status(
         &self,
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError>;
+    ) -> Result<SharedObject, KubeError>;
 
     /// Deletes an object. Idempotent: deleting a missing object is `Ok(NotFound)`; an object with
     /// finalizers is only marked (`Ok(Marked)`) until they are removed.

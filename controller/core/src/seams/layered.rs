@@ -29,7 +29,7 @@ use super::ec2::{
 };
 use super::kube::{
     DeleteOptions, DeleteOutcome, EventRecord, KubeApi, KubeError, ListOptions, ObjectKey,
-    ObjectList, Patch, ResourceKind, WatchStream,
+    ObjectList, Patch, ResourceKind, SharedObject, WatchStream,
 };
 use super::sqs::{Message, Sqs, SqsError};
 
@@ -82,7 +82,7 @@ pub enum KubeReply {
     Get(Result<Option<Value>, KubeError>),
     List(Result<ObjectList, KubeError>),
     Create(Result<Value, KubeError>),
-    Patch(Result<Value, KubeError>),
+    Patch(Result<SharedObject, KubeError>),
     Delete(Result<DeleteOutcome, KubeError>),
     Evict(Result<(), KubeError>),
     Watch(Result<WatchStream, KubeError>),
@@ -167,7 +167,8 @@ impl KubeReply {
         match self {
             KubeReply::Get(r) => r.is_ok(),
             KubeReply::List(r) => r.is_ok(),
-            KubeReply::Create(r) | KubeReply::Patch(r) => r.is_ok(),
+            KubeReply::Create(r) => r.is_ok(),
+            KubeReply::Patch(r) => r.is_ok(),
             KubeReply::Delete(r) => r.is_ok(),
             KubeReply::Evict(r) | KubeReply::RecordEvent(r) => r.is_ok(),
             KubeReply::Watch(r) => r.is_ok(),
@@ -513,7 +514,7 @@ impl<L: KubeLayer> KubeApi for Layered<L, dyn KubeApi> {
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         let reply = self
             .layer
             .call(KubeCall::Patch { kind, key, patch }, &*self.inner);
@@ -525,7 +526,7 @@ impl<L: KubeLayer> KubeApi for Layered<L, dyn KubeApi> {
         kind: &ResourceKind,
         key: &ObjectKey,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<SharedObject, KubeError> {
         let call = KubeCall::PatchStatus { kind, key, patch };
         let reply = self.layer.call(call, &*self.inner);
         unpack!(reply.await, KubeReply::Patch, "patch_status", kube_mismatch)

@@ -183,8 +183,8 @@ impl<T: DeserializeOwned + Any + Send + Sync> Reflector<T> {
     /// Records the result of this process's own write (a create) before the watch delivers it,
     /// so the next pass already counts it. Should the watch already have delivered a later
     /// change, this briefly shows the older state; the next event for the object replaces it.
-    pub fn observe(&mut self, object: Value) {
-        self.insert(Arc::new(object));
+    pub fn observe(&mut self, object: impl Into<SharedObject>) {
+        self.insert(object.into());
     }
 
     /// Applies one watch event; returns whether the cache changed.

@@ -588,8 +588,8 @@ impl Termination {
         &self,
         kind: &ResourceKind,
         name: &str,
-        result: Result<Value, KubeError>,
-    ) -> Result<Value, KubeError> {
+        result: Result<SharedObject, KubeError>,
+    ) -> Result<SharedObject, KubeError> {
         let key = format!("{}/{name}", kind.plural);
         match &result {
             Ok(object) => {

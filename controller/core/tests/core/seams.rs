@@ -99,7 +99,7 @@ impl KubeApi for OneObject {
         _: &ResourceKind,
         key: &ObjectKey,
         _: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<std::sync::Arc<Value>, KubeError> {
         Err(KubeError::NotFound(key.name.clone()))
     }
     async fn patch_status(
@@ -107,7 +107,7 @@ impl KubeApi for OneObject {
         _: &ResourceKind,
         key: &ObjectKey,
         _: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<std::sync::Arc<Value>, KubeError> {
         Err(KubeError::NotFound(key.name.clone()))
     }
     async fn delete(

@@ -256,8 +256,16 @@ pub const DRAW_STATEFUL: bool = true;
 /// `expiring` node while `db-2`, created after it, was not yet bound); pinned to the scenario's
 /// first NodePool with a PodDisruptionBudget of `maxUnavailable: 1` (what this builds), 98/100:
 /// seeds 9 (`liveness`, `db-0` pending) and 92 (`pods-scheduled`, `db-0` pending 601 s) fail,
-/// not yet diagnosed (the debug build's run of a seed is not the madsim build's, so a test
-/// cannot replay them). The spread stays off until they are judged.
+/// both with the `api-conflict` fault, both the world's doing (seen with the stand-in's debug
+/// log, `KARPENTER_SIM_LOG=karpenter_sim=debug`): the scheduler stand-in chose a node for
+/// `db-0`, provisioned its volume in that zone (PreBind), then lost the bind (a guarded merge
+/// patch, refused by an injected conflict) and did not count `db-0` there, so `db-1`, next in
+/// the same pass, was bound into the same zone (seed 9: both to `ip-10-2-0-4`, us-west-2c;
+/// seed 92: `ip-10-1-0-5`, us-west-2b): two volumes in one zone, the deadlock above. The real
+/// bind is a `pods/binding` create that no resourceVersion conflict refuses, so this is
+/// stricter than a real cluster; the fix belongs in the stand-in's bind (then switch this on
+/// and re-run the swarm). The debug build's run of a seed is not the madsim build's, so a test
+/// cannot replay these two seeds.
 pub const DRAW_STATEFUL_SPREAD: bool = false;
 
 /// Whether the swarm's draw switches `scheduled-budget` on (see [`WorkloadMix::draw`]). On since

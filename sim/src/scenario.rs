@@ -231,6 +231,15 @@ pub struct StatefulSetSpec {
     /// Spread the pods over zones (`maxSkew: 1`, `DoNotSchedule`).
     #[serde(default)]
     pub spread_by_zone: bool,
+    /// The zone spread's `minDomains` (with `spreadByZone`): while fewer zones than this hold an
+    /// eligible node, kube-scheduler takes the global minimum as 0, so replicas go one per zone
+    /// from the start. Set to the number of zones the pools offer, a spread over zonal volumes
+    /// cannot pack early replicas into one zone (see `DRAW_STATEFUL_SPREAD`).
+    #[serde(default)]
+    pub min_domains: Option<u32>,
+    /// Its pods' `nodeSelector` (e.g. `karpenter.sh/nodepool: db`).
+    #[serde(default)]
+    pub node_selector: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -507,6 +507,7 @@ impl Scheduler {
         let node_name = nodes[chosen].name.clone();
         // Upstream's PreBind: volumes are provisioned and their claims bound before the pod.
         let zone = nodes[chosen].labels.get(ZONE_LABEL).cloned();
+        tracing::debug!(pod = %entry.key.name, node = %node_name, zone = ?zone, "binding");
         for provision in &provisions {
             self.provision(provision, zone.as_deref()).await?;
         }
@@ -593,6 +594,7 @@ impl Scheduler {
         now: Timestamp,
         report: &mut StepReport,
     ) -> Result<(), KubeError> {
+        tracing::debug!(pod = %entry.key.name, %message, "unschedulable");
         let update = NewCondition {
             type_: POD_SCHEDULED,
             status: "False",

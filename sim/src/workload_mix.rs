@@ -17,7 +17,7 @@
 //! | `custom-ami` | an EC2NodeClass `sim-drawn-custom` (a copy of the scenario's first) with `amiFamily: Custom`, the AL2023 EKS image at start selected by name ([`custom_image_name`]) and user data of its own: a plain nodeadm `NodeConfig` naming the world's cluster (name, endpoint, CA, service CIDR) that registers with `karpenter.sh/unregistered:NoExecute` only, as upstream asks of custom user data; a NodePool on it (on-demand only) with the startup taint [`CUSTOM_STARTUP_TAINT`]`:NoSchedule`, and a Deployment of 1–3 pods (250m–1 cpu) pinned to it from the start. Karpenter labels no such node `karpenter.sh/do-not-sync-taints`, so registration must put the startup taint on the node itself; the sim's startup-taint owner removes it once the node has been Ready a while (`startup-taints-honoured` watches that no pod lands before) |
 //! | `critical` | a Deployment `kube-system/critical` of 1–2 pods (250m) with `priorityClassName` `system-cluster-critical` or `system-node-critical` (drawn), on the scenario's pools from the start: they share nodes with ordinary pods, and a drain (consolidation, expiry, interruption) must evict them only once the ordinary pods are gone, upstream's eviction tiers (`drain-order` watches it) |
 //! | `daemonset` | a DaemonSet `sim-drawn-agent` (100–250m cpu, 64–256 MiB, drawn) in the manifests, so a pod of it runs from the start on every Ready node whose taints it tolerates (the world's DaemonSet stand-in, placed before the scheduler binds anything else to a new node): the provisioner must leave room for it on every node it launches, as upstream counts DaemonSet overhead (`pods-fit-nodes` watches it), and a drain evicts it last (`drain-order`) ([`DRAW_DAEMONSET`]) |
-//! | `stateful` | a StatefulSet `sim-drawn-db` of 2–4 replicas (250m–1 cpu, drawn; a zone spread is drawn but not used, [`DRAW_STATEFUL_SPREAD`]) whose claims use the StorageClass `sim-drawn-zonal` (EBS CSI, `WaitForFirstConsumer`): once a pod's volume is provisioned in a zone, the pod runs only there, so every rehoming (consolidation, expiry, drift, interruption) needs capacity in that zone, upstream's volume topology ([`DRAW_STATEFUL`]) |
+//! | `stateful` | a StatefulSet `sim-drawn-db` of 2–4 replicas (250m–1 cpu, drawn; a zone spread is drawn but not used, [`DRAW_STATEFUL_SPREAD`]: on, it would be `maxSkew: 1`, `DoNotSchedule`, `minDomains` the zones the scenario's first NodePool offers, the pods pinned to that pool and a PodDisruptionBudget of `maxUnavailable: 1`) whose claims use the StorageClass `sim-drawn-zonal` (EBS CSI, `WaitForFirstConsumer`): once a pod's volume is provisioned in a zone, the pod runs only there, so every rehoming (consolidation, expiry, drift, interruption) needs capacity in that zone, upstream's volume topology ([`DRAW_STATEFUL`]) |
 //! | `scheduled-budget` | a disruption budget with a cron `schedule` (UTC) and a `duration` added to the scenario's first NodePool (after the CRD's default `nodes: 10%` when it lists none), whose window opens or closes during the safety phase: once at 00:02–00:20 for 3–10 min, every 6, 10 or 15 min for 3, 5 or 7 min, or `@hourly` from the start for 5–30 min; `nodes` `0` (half the draws: no disruption it applies to may start in the window), `1` or `20%`; for every reason or only `Drifted`, `Underutilized`, `Empty` or `Underutilized` and `Empty`. `budgets-respected` judges each command against the budgets active at its start ([`DRAW_SCHEDULED_BUDGET`]) |
 //!
 //! The draw only adds: a scenario without a Deployment gets only `guarded`, `limited-pool`,
@@ -131,7 +131,9 @@ pub struct Stateful {
     pub replicas: u32,
     /// Millicores per pod.
     pub cpu: u32,
-    /// Its pods spread over zones (`maxSkew: 1`, `DoNotSchedule`).
+    /// Its pods spread over zones (`maxSkew: 1`, `DoNotSchedule`, `minDomains` the zones the
+    /// scenario's first NodePool offers), pinned to that pool, under a PodDisruptionBudget of
+    /// `maxUnavailable: 1` (see [`DRAW_STATEFUL_SPREAD`]).
     pub spread_by_zone: bool,
 }
 
@@ -221,17 +223,49 @@ pub const DRAW_DAEMONSET: bool = true;
 /// zone spread ([`DRAW_STATEFUL_SPREAD`]).
 pub const DRAW_STATEFUL: bool = true;
 
-/// Whether the `stateful` part's drawn zone spread (`maxSkew: 1`, `DoNotSchedule`) is used;
-/// the coin is drawn either way. Off: with it, seeds 3 and 65 of the first swarm with the part
-/// (1..100) never settled, one StatefulSet pod pending for good, and the world was right to
-/// leave it so. kube-scheduler counts spread domains only among the nodes that exist: before
-/// any node was in the third zone it bound a second replica into a zone that held one (seed 3:
-/// `db-2`, `db-3` and `db-0`'s volumes in us-west-2a, `db-1`'s in 2b), each volume was then
-/// provisioned there for good, and once a node existed in us-west-2c (0 replicas) the
-/// rescheduled `db-0`, which its volume pins to us-west-2a (2 replicas), broke `maxSkew` there
-/// and nowhere else could it go. The real kube-scheduler refuses it as the stand-in does, and
-/// upstream Karpenter launches nothing for it (kubernetes-sigs/karpenter#1239: hard zone spread
-/// with zonal volumes). A workload that deadlocks in a real cluster is not a controller's test.
+/// Whether the `stateful` part's drawn zone spread is used; the coin is drawn either way. Off.
+///
+/// First (`maxSkew: 1`, `DoNotSchedule`, no `minDomains`), seeds 3 and 65 of swarm 1..100
+/// never settled, one replica pending for good, and the world was right to leave it so.
+/// kube-scheduler counts spread domains only among the nodes that exist: before any node was in
+/// the third zone it bound a second replica into a zone that held one (seed 3: `db-2`, `db-3`
+/// and `db-0`'s volumes in us-west-2a, `db-1`'s in 2b), each volume was then provisioned there
+/// for good, and once a node existed in us-west-2c (0 replicas) the rescheduled `db-0`, which
+/// its volume pins to us-west-2a (2 replicas), broke `maxSkew` there and nowhere else could it
+/// go (kubernetes-sigs/karpenter#1239: hard zone spread with zonal volumes).
+///
+/// The spread a platform team would deploy instead, built here and kept off: `minDomains` the
+/// number of zones the pool offers ([`offered_zones`]). kube-scheduler's PodTopologySpread
+/// (`filtering.go`: `minMatchNum`) takes the global minimum as 0 while fewer eligible domains
+/// than `minDomains` hold a node; upstream Karpenter (`topologygroup.go`: `domainMinCount`)
+/// counts domains from the NodePools' requirements and offerings and does the same, and keeps a
+/// pod's volume zone out of the domains the minimum is taken over (volume requirements go to
+/// the node requirements only, `provisioner.go`). The sim's scheduler stand-in
+/// (`scheduler/interpod.rs`) and the controller (`solver/topology_plan.rs`) both do so already.
+/// Replicas then go one per zone, and a replica pinned to its volume's zone can always go back.
+///
+/// It still deadlocks, legitimately, when a replica not yet bound to a volume is scheduled
+/// while a bound one is away (evicted, terminating, or its node gone): terminating and pending
+/// pods do not count, so the newcomer may take the absent one's zone, two volumes then share a
+/// zone while another has none, and the absent replica breaks `maxSkew` in its own zone for
+/// good. Swarm 1..100 (madsim release build) with the spread on showed it:
+/// `minDomains` alone, 99/100 (seed 9: consolidation evicted `db-1`, `Underutilized`, while
+/// `db-0` and `db-2` were still nominated to startup-tainted `custom-ami` claims; from then on
+/// the controller found no zone for `db-1`); with a trial `OrderedReady` StatefulSet stand-in
+/// too (not kept), 96/100 (4, 60, 82, 93; in seed 4 `db-0` was force-terminated on its
+/// `expiring` node while `db-2`, created after it, was not yet bound); pinned to the scenario's
+/// first NodePool with a PodDisruptionBudget of `maxUnavailable: 1` (what this builds), 98/100:
+/// seeds 9 (`liveness`, `db-0` pending) and 92 (`pods-scheduled`, `db-0` pending 601 s) fail,
+/// both with the `api-conflict` fault, both the world's doing (seen with the stand-in's debug
+/// log, `KARPENTER_SIM_LOG=karpenter_sim=debug`): the scheduler stand-in chose a node for
+/// `db-0`, provisioned its volume in that zone (PreBind), then lost the bind (a guarded merge
+/// patch, refused by an injected conflict) and did not count `db-0` there, so `db-1`, next in
+/// the same pass, was bound into the same zone (seed 9: both to `ip-10-2-0-4`, us-west-2c;
+/// seed 92: `ip-10-1-0-5`, us-west-2b): two volumes in one zone, the deadlock above. The real
+/// bind is a `pods/binding` create that no resourceVersion conflict refuses, so this is
+/// stricter than a real cluster; the fix belongs in the stand-in's bind (then switch this on
+/// and re-run the swarm). The debug build's run of a seed is not the madsim build's, so a test
+/// cannot replay these two seeds.
 pub const DRAW_STATEFUL_SPREAD: bool = false;
 
 /// Whether the swarm's draw switches `scheduled-budget` on (see [`WorkloadMix::draw`]). On since
@@ -689,6 +723,34 @@ impl WorkloadMix {
         let Some(stateful) = &self.stateful else {
             return;
         };
+        // With the spread (see `DRAW_STATEFUL_SPREAD`): pinned to the scenario's first NodePool,
+        // `minDomains` the zones it offers, and a PodDisruptionBudget of `maxUnavailable: 1`.
+        let pool = stateful
+            .spread_by_zone
+            .then(|| first_of(&scenario.manifests, "NodePool"))
+            .flatten();
+        let min_domains = pool.as_ref().map(offered_zones).filter(|zones| *zones > 0);
+        let node_selector: BTreeMap<String, String> = pool
+            .as_ref()
+            .and_then(|p| p["metadata"]["name"].as_str())
+            .map(|name| {
+                BTreeMap::from([(
+                    karpenter_core::api::labels::NODEPOOL_LABEL.to_string(),
+                    name.to_string(),
+                )])
+            })
+            .unwrap_or_default();
+        if stateful.spread_by_zone {
+            scenario.manifests += &document(&serde_json::json!({
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": { "name": STATEFUL, "namespace": "default" },
+                "spec": {
+                    "maxUnavailable": 1,
+                    "selector": { "matchLabels": { "app": STATEFUL } },
+                },
+            }));
+        }
         scenario.manifests += &document(&serde_json::json!({
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",
@@ -711,6 +773,8 @@ impl WorkloadMix {
                     storage: "10Gi".to_string(),
                     storage_class: ZONAL_CLASS.to_string(),
                     spread_by_zone: stateful.spread_by_zone,
+                    min_domains,
+                    node_selector,
                 }),
                 apply: None,
             },
@@ -863,6 +927,42 @@ fn pinned_deployment(pool: &str, replicas: u32, cpu: u32) -> WorkloadEvent {
             namespace: None,
         },
     )
+}
+
+/// How many of the world's zones ([`karpenter_core::catalog::builtin::ZONES`]) NodePool `pool`
+/// offers: those its `topology.kubernetes.io/zone` requirements (`In`, `NotIn`) leave, all of
+/// them without one. The `stateful` spread's `minDomains`: equal to the zones a replica can be
+/// given, the spread's global minimum counts every one of them, an empty one as 0, whether or
+/// not a node is there yet.
+fn offered_zones(pool: &serde_json::Value) -> u32 {
+    let requirements = pool["spec"]["template"]["spec"]["requirements"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let values = |r: &serde_json::Value| -> Vec<String> {
+        r["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let allowed = |zone: &str| {
+        requirements
+            .iter()
+            .filter(|r| r["key"] == karpenter_core::api::labels::ZONE_LABEL)
+            .all(|r| match r["operator"].as_str() {
+                Some("In") => values(r).iter().any(|v| v == zone),
+                Some("NotIn") => !values(r).iter().any(|v| v == zone),
+                Some("DoesNotExist") => false,
+                _ => true,
+            })
+    };
+    let offered = karpenter_core::catalog::builtin::ZONES
+        .iter()
+        .filter(|zone| allowed(zone))
+        .count();
+    u32::try_from(offered).unwrap_or(0)
 }
 
 /// The first object of `kind` in `manifests` (a scenario's are valid: the scenario was read).

@@ -24,6 +24,10 @@ pub struct StatefulSet {
     pub storage_class: String,
     /// Its pods spread over zones (`maxSkew: 1`, `DoNotSchedule`).
     pub spread_by_zone: bool,
+    /// The zone spread's `minDomains`, if any.
+    pub min_domains: Option<u32>,
+    /// Its pods' `nodeSelector`.
+    pub node_selector: std::collections::BTreeMap<String, String>,
 }
 
 impl StatefulSet {
@@ -81,11 +85,18 @@ impl StatefulSet {
             "status": {"phase": "Pending"}
         });
         if self.spread_by_zone {
-            pod["spec"]["topologySpreadConstraints"] = json!([{
+            let mut spread = json!({
                 "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
                 "whenUnsatisfiable": "DoNotSchedule",
                 "labelSelector": {"matchLabels": {"app": self.name}}
-            }]);
+            });
+            if let Some(min_domains) = self.min_domains {
+                spread["minDomains"] = json!(min_domains);
+            }
+            pod["spec"]["topologySpreadConstraints"] = json!([spread]);
+        }
+        if !self.node_selector.is_empty() {
+            pod["spec"]["nodeSelector"] = json!(self.node_selector);
         }
         pod
     }

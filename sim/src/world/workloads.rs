@@ -195,6 +195,8 @@ impl Workloads {
                 storage: spec.storage.clone(),
                 storage_class: spec.storage_class.clone(),
                 spread_by_zone: spec.spread_by_zone,
+                min_domains: spec.min_domains,
+                node_selector: spec.node_selector.clone(),
             },
         );
         self.dirty = true;

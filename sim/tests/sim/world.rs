@@ -1536,6 +1536,73 @@ fn statefulset_pods_run_in_their_volumes_zones_across_a_scale_down_and_up() {
     });
 }
 
+/// The zone spread the drawn `stateful` part builds (`DRAW_STATEFUL_SPREAD`): `maxSkew: 1`,
+/// `DoNotSchedule` and `minDomains: 3`. The pool offers one zone for the first five minutes:
+/// one replica runs there and the other two wait instead of packing into it. Once the pool
+/// offers three zones they go one per zone; scaled to zero and back, each returns to its
+/// volume's zone, beside a second spread set holding nodes in every zone, and nothing is left
+/// pending. (This world passes without `minDomains` too: the managed node group's two
+/// `CriticalAddonsOnly` nodes sit in other zones, and with the default `nodeTaintsPolicy:
+/// Ignore` they count as spread domains holding 0 replicas, so the global minimum is 0 either
+/// way. The swarm's seeds 3 and 65 packed replicas into a zone no node group node was in.)
+#[test]
+fn a_zone_spread_with_min_domains_puts_one_replica_per_zone_and_its_rescheduled_pods_settle() {
+    let mut manifests = pool_manifests(
+        "m5.xlarge",
+        "us-west-2a",
+        "on-demand",
+        "    disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}",
+    );
+    manifests.push_str(
+        "  ---\n  apiVersion: storage.k8s.io/v1\n  kind: StorageClass\n  metadata: {name: gp3}\n  provisioner: ebs.csi.aws.com\n  volumeBindingMode: WaitForFirstConsumer\n",
+    );
+    let db = |replicas: u32| {
+        format!(
+            "    statefulset: {{name: db, replicas: {replicas}, cpu: 1, memory: 1Gi, storage: 10Gi, storageClass: gp3, spreadByZone: true, minDomains: 3}}\n"
+        )
+    };
+    let open = "    apply: |\n      apiVersion: karpenter.sh/v1\n      kind: NodePool\n      metadata: {name: default}\n      spec:\n        template:\n          spec:\n            requirements:\n              - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n              - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n              - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}\n              - {key: topology.kubernetes.io/zone, operator: In, values: [us-west-2a, us-west-2b, us-west-2c]}\n";
+    let workloads = format!(
+        "  - at: 0s\n{}  - at: 5m\n{open}  - at: 5m\n    statefulset: {{name: anchor, replicas: 3, cpu: 1, memory: 1Gi, storage: 10Gi, storageClass: gp3, spreadByZone: true, minDomains: 3}}\n  - at: 12m\n{}  - at: 20m\n{}",
+        db(3),
+        db(0),
+        db(3)
+    );
+    let minutes = |m: u64| Duration::from_secs(60 * m);
+    let zones = |world: &World| -> Vec<String> {
+        statefulset_zones(world)
+            .into_iter()
+            .map(|(pod, node_zone, volume_zone)| {
+                assert_eq!(node_zone, volume_zone, "{pod} runs beside its volume");
+                node_zone
+            })
+            .collect()
+    };
+    sim_block_on(async {
+        let mut world = world(7, fault_scenario(&manifests, &workloads)).await;
+        run_until(&mut world, minutes(4)).await;
+        assert_eq!(
+            zones(&world),
+            vec!["us-west-2a".to_string()],
+            "one replica in the only zone, two waiting"
+        );
+        run_until(&mut world, minutes(11)).await;
+        let mut first = zones(&world);
+        first.sort();
+        assert_eq!(
+            first,
+            ["us-west-2a", "us-west-2b", "us-west-2c"],
+            "one per zone"
+        );
+        run_until(&mut world, minutes(35)).await;
+        let mut again = zones(&world);
+        again.sort();
+        assert_eq!(again, first, "back in their volumes' zones");
+        assert_eq!(running_count(&world), 6, "both sets run, nothing pending");
+        assert_invariants_held(&world, 7);
+    });
+}
+
 #[test]
 fn pods_fill_a_targeted_reservation_first_then_on_demand_and_its_nodes_go_on_demand_when_it_ends() {
     // Pods of 1500m: one per m5.large. The class selects a 2-instance reservation in

@@ -44,9 +44,9 @@
 //!   failure means "re-read and retry". The production adapter should map the 422 of a patch
 //!   with a failed `test` operation the same way, so both worlds agree. Other JSON patch failures
 //!   are 422 `Invalid`.
-//! - Pod spec immutability, admission (but EKS's VPC webhook, see [`admission`]), schema and
-//!   CEL validation are not enforced (the binding subresource does not exist: the scheduler
-//!   stand-in patches `spec.nodeName`).
+//! - Pod spec immutability (but `spec.nodeName`, which only a [`BINDING`] sets: see
+//!   `binding.rs`), admission (but EKS's VPC webhook, see [`admission`]), schema and CEL
+//!   validation are not enforced.
 //! - There is no garbage collector (ownerReferences are not followed) and no namespace
 //!   controller.
 //!
@@ -58,6 +58,7 @@
 //! Knobs and inspection methods live in `knobs.rs`; the model in one module per concern.
 
 pub mod admission;
+mod binding;
 mod calls;
 mod config;
 mod eviction;
@@ -80,6 +81,7 @@ use karpenter_core::seams::kube::{
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
 use serde_json::Value;
 
+pub use binding::BINDING;
 pub use calls::ApiCall;
 pub use config::ApiServerConfig;
 pub use fakekit::Fake;

@@ -189,6 +189,9 @@ impl State {
         kind: &ResourceKind,
         mut object: Value,
     ) -> Result<SharedObject, KubeError> {
+        if *kind == crate::binding::BINDING {
+            return self.bind(&object);
+        }
         let resource = resource(kind);
         let Some(map) = object.as_object_mut() else {
             return Err(invalid(kind, "the object is not a JSON object"));
@@ -587,6 +590,16 @@ fn main_update(kind: &ResourceKind, current: &Value, patched: Value) -> Result<V
         }
     }
     check_metadata(kind, &patched)?;
+    if *kind == ResourceKind::POD
+        && patched.pointer("/spec/nodeName") != current.pointer("/spec/nodeName")
+    {
+        // Kubernetes' pod update validation: only a Binding assigns a pod to a node.
+        return Err(invalid(
+            kind,
+            "spec.nodeName: Forbidden: pod updates may not change spec.nodeName (bind the pod \
+             with the pods/binding subresource)",
+        ));
+    }
     let mut next = patched;
     for field in SYSTEM_METADATA {
         set_field(
@@ -668,7 +681,7 @@ fn check_preconditions(
     Ok(())
 }
 
-fn check_uid_precondition(
+pub(crate) fn check_uid_precondition(
     kind: &ResourceKind,
     key: &ObjectKey,
     current: &Value,

@@ -37,7 +37,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_core::resources::{CPU, MEMORY, Resources};
-use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind, SharedObject};
+use karpenter_core::seams::kube::{ListOptions, ObjectKey, Patch, ResourceKind};
 use karpenter_core::seams::{Clock, KubeApi, KubeError};
 use karpenter_core::state::Reflector;
 use serde_json::{Value, json};
@@ -511,22 +511,14 @@ impl Scheduler {
         for provision in &provisions {
             self.provision(provision, zone.as_deref()).await?;
         }
-        let Some(bound) = self.bind(&entry, &node_name, report).await? else {
+        if !self.bind(&entry, &node_name, report).await? {
             return Ok(());
-        };
+        }
         nodes[chosen].add(&candidate.requests, &candidate.host_ports);
         placed.push(PlacedPod::new(&entry.pod, chosen));
         // The cluster changed: a verdict reached before this bind may no longer hold.
         verdicts.forget();
         retries.remove(&entry.key);
-        let scheduled = NewCondition {
-            type_: POD_SCHEDULED,
-            status: "True",
-            reason: None,
-            message: None,
-        };
-        self.write_condition(&entry.key, &bound, &scheduled, now, report)
-            .await?;
         report.bound.push(Binding {
             pod: entry.key,
             node: node_name,
@@ -534,23 +526,31 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Binds the pod to `node_name`; `None` when it lost a race (changed or gone since the list).
+    /// Binds the pod to `node_name` with a `Binding`, as kube-scheduler does: the API server
+    /// sets `spec.nodeName` and `PodScheduled=True` in one write. `false` when it lost a race
+    /// (the pod was deleted, is being deleted or was bound since the list; the binding carries
+    /// the pod's uid so a pod re-created under the same name is not bound by mistake).
     async fn bind(
         &self,
         entry: &Pending,
         node_name: &str,
         report: &mut StepReport,
-    ) -> Result<Option<SharedObject>, KubeError> {
-        let bind = guarded(&entry.object, json!({ "spec": { "nodeName": node_name } }));
-        match self
-            .kube
-            .patch(&ResourceKind::POD, &entry.key, &Patch::Merge(bind))
-            .await
-        {
-            Ok(bound) => Ok(Some(bound)),
+    ) -> Result<bool, KubeError> {
+        let binding = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": entry.key.name,
+                "namespace": entry.key.namespace,
+                "uid": entry.object["metadata"]["uid"],
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        });
+        match self.kube.create(&fakekube::BINDING, binding).await {
+            Ok(_) => Ok(true),
             Err(KubeError::Conflict(_) | KubeError::NotFound(_)) => {
                 report.conflicts += 1;
-                Ok(None)
+                Ok(false)
             }
             Err(e) => Err(e),
         }

@@ -81,6 +81,11 @@ fn aggregated_resource(served: &Served) -> Value {
             "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
             "verbs": ["create"]}));
     }
+    if served.binding {
+        subresources.push(json!({"subresource": "binding",
+            "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
+            "verbs": ["create"]}));
+    }
     json!({
         "resource": kind.plural,
         "singularResource": served.singular,
@@ -151,6 +156,9 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         }
         if served.eviction {
             sub("eviction", "Eviction", &["create"]);
+        }
+        if served.binding {
+            sub("binding", "Binding", &["create"]);
         }
     }
     if resources.is_empty() {

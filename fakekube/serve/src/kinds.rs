@@ -38,6 +38,8 @@ pub struct Served {
     pub scale: bool,
     /// Has the `/eviction` subresource (pods).
     pub eviction: bool,
+    /// Has the `/binding` subresource (pods): how a scheduler assigns a pod to a node.
+    pub binding: bool,
     /// Printer columns after NAME (`kubectl get`), from the CRD for Karpenter's kinds.
     pub columns: Vec<Column>,
 }
@@ -127,6 +129,7 @@ fn plain(kind: ResourceKind, singular: &'static str, short: &'static [&'static s
         status: false,
         scale: false,
         eviction: false,
+        binding: false,
         columns: vec![column("Age", "date", ".metadata.creationTimestamp", 0)],
     }
 }
@@ -148,6 +151,7 @@ fn build() -> Vec<Served> {
         Served {
             status: true,
             eviction: true,
+            binding: true,
             columns: vec![
                 column("Ready", "string", "ready", 0),
                 column("Status", "string", "phase", 0),
@@ -272,6 +276,7 @@ fn from_crd(text: &str) -> Served {
         status: !version["subresources"]["status"].is_null(),
         scale: false,
         eviction: false,
+        binding: false,
         columns,
     }
 }

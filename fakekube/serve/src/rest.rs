@@ -186,6 +186,7 @@ async fn resource(
             scale(api, call, &target).await
         }
         ("POST", Some(_), Some("eviction")) if served.eviction => evict(api, call, &target).await,
+        ("POST", Some(_), Some("binding")) if served.binding => bind(api, call, &target).await,
         ("DELETE", Some(_), None) => delete(api, call, &target).await,
         (method, _, sub) => Err(ApiError::method_not_allowed(format!(
             "{method} is not served on {}{}",
@@ -604,6 +605,28 @@ async fn evict(api: &ApiServer, call: &Call, target: &Target) -> Result<Reply, A
         return Err(target.not_found());
     }
     api.evict(&key, &options).await?;
+    Ok(Reply::json(201, status::success(201)))
+}
+
+/// `pods/{name}/binding`: the Binding names the pod of the path (Kubernetes answers 400 when the
+/// names differ); fakekube applies it (see `fakekube::BINDING`).
+async fn bind(api: &ApiServer, call: &Call, target: &Target) -> Result<Reply, ApiError> {
+    let key = target.key()?;
+    let mut binding = body(call)?;
+    if !binding.is_object() {
+        return Err(ApiError::bad_request("a Binding must be a JSON object"));
+    }
+    match binding["metadata"]["name"].as_str() {
+        None | Some("") => binding["metadata"]["name"] = json!(key.name),
+        Some(name) if name == key.name => {}
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "name in URL does not match name in Binding object",
+            ));
+        }
+    }
+    binding["metadata"]["namespace"] = json!(key.namespace);
+    api.create(&fakekube::BINDING, binding).await?;
     Ok(Reply::json(201, status::success(201)))
 }
 

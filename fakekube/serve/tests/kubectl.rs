@@ -460,6 +460,44 @@ fn eviction_blocked_by_a_pod_disruption_budget_is_a_429_status() {
 }
 
 #[test]
+fn a_binding_posted_to_the_pods_subresource_binds_it_once() {
+    let Some(c) = Cluster::start("bind", 33) else {
+        return;
+    };
+    c.create(
+        &ResourceKind::POD,
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}),
+    );
+    let binding = |pod: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod, "namespace": "default"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}})
+        .to_string()
+    };
+    let path = "/api/v1/namespaces/default/pods/p/binding";
+    let (code, body) = c.http("POST", path, &binding("other"));
+    assert_eq!(code, 400, "the name must be the path's: {body}");
+    let (code, body) = c.http("POST", path, &binding("p"));
+    assert_eq!(code, 201, "{body}");
+    let pod = c
+        .get(&ResourceKind::POD, &ObjectKey::namespaced("default", "p"))
+        .expect("pod");
+    assert_eq!(pod["spec"]["nodeName"], "n1");
+    assert_eq!(pod["status"]["conditions"][0]["type"], "PodScheduled");
+    let (code, body) = c.http("POST", path, &binding("p"));
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{body}"
+    );
+    let out = c.ok(&["get", "pod", "p", "-o", "jsonpath={.spec.nodeName}"]);
+    assert_eq!(out, "n1");
+}
+
+#[test]
 fn a_watch_from_an_expired_version_ends_with_a_410_error_event() {
     let Some(kubectl) = kubectl_binary(33) else {
         return;

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fakekube::{
-    ApiFault, ApiFaultRates, ApiOperation, ApiServer, ApiServerConfig, Fake, PREDEFINED_NAMESPACES,
+    ApiFault, ApiFaultRates, ApiOperation, ApiServer, ApiServerConfig, BINDING, Fake,
+    PREDEFINED_NAMESPACES,
 };
 use futures::{FutureExt, StreamExt};
 use karpenter_core::seams::kube::{
@@ -72,12 +73,7 @@ fn running_pod(
 ) -> Value {
     create(server, &POD, pod(namespace, name, labels));
     let k = key(namespace, name);
-    block_on(server.patch(
-        &POD,
-        &k,
-        &Patch::Merge(json!({"spec": {"nodeName": "node-1"}})),
-    ))
-    .expect("bind");
+    block_on(server.create(&BINDING, binding(namespace, name, "node-1"))).expect("bind");
     let status = if ready { "True" } else { "False" };
     block_on(server.patch_status(
         &POD,
@@ -89,6 +85,13 @@ fn running_pod(
     ))
     .map(|o| Value::clone(&o))
     .expect("run")
+}
+
+/// What kube-scheduler creates to bind a pod.
+fn binding(namespace: &str, pod: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"namespace": namespace, "name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
 }
 
 fn pdb(namespace: &str, name: &str, selector: Value, spec: Value) -> Value {
@@ -920,19 +923,18 @@ fn a_watch_from_zero_announces_the_current_objects_first() {
 #[test]
 fn a_filtered_watch_reports_objects_entering_and_leaving_its_selector() {
     let (_, server) = server();
-    let mut stream = watch(&server, &POD, fields("spec.nodeName=node-1"), "0");
+    let mut stream = watch(&server, &POD, fields("status.phase=Running"), "0");
     create(&server, &POD, pod("default", "p", json!({})));
     let k = key("default", "p");
-    let bind = Patch::Merge(json!({"spec": {"nodeName": "node-1"}}));
-    block_on(server.patch(&POD, &k, &bind)).expect("bind");
+    let phase = |phase: &str| Patch::Merge(json!({"status": {"phase": phase}}));
+    block_on(server.patch_status(&POD, &k, &phase("Running"))).expect("run");
     block_on(server.patch(
         &POD,
         &k,
         &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
     ))
     .expect("label");
-    let unbind = Patch::Merge(json!({"spec": {"nodeName": null}}));
-    let moved = block_on(server.patch(&POD, &k, &unbind)).expect("unbind");
+    let moved = block_on(server.patch_status(&POD, &k, &phase("Succeeded"))).expect("finish");
     let (items, _) = drain(&mut stream);
     assert_eq!(
         describe(&items),
@@ -942,11 +944,132 @@ fn a_filtered_watch_reports_objects_entering_and_leaving_its_selector() {
         panic!("deleted");
     };
     assert_eq!(
-        last["spec"]["nodeName"],
-        json!("node-1"),
+        last["status"]["phase"],
+        json!("Running"),
         "the state it was selected in"
     );
     assert_eq!(rv(last), rv(&moved), "at the version that moved it out");
+}
+
+#[test]
+fn a_binding_sets_the_node_and_pod_scheduled_in_one_write() {
+    let (_, server) = server();
+    create(&server, &POD, pod("default", "p", json!({})));
+    let k = key("default", "p");
+    let unschedulable = json!({"status": {"conditions": [{"type": "PodScheduled",
+        "status": "False", "reason": "Unschedulable", "message": "0/1 nodes are available",
+        "lastTransitionTime": "2025-06-01T00:00:00Z"}]}});
+    let before = block_on(server.patch_status(&POD, &k, &Patch::Merge(unschedulable)))
+        .expect("unschedulable");
+    let mut stream = watch(
+        &server,
+        &POD,
+        ListOptions::default(),
+        &rv(&before).to_string(),
+    );
+    let mut binding = binding("default", "p", "node-1");
+    binding["metadata"]["uid"] = before["metadata"]["uid"].clone();
+    binding["metadata"]["annotations"] = json!({"scheduled-by": "test"});
+    let answer = block_on(server.create(&BINDING, binding)).expect("bind");
+    assert_eq!(answer["kind"], "Status");
+    assert_eq!(answer["status"], "Success");
+    let (items, _) = drain(&mut stream);
+    assert_eq!(describe(&items), ["Modified default/p"], "one write");
+    let pod = block_on(server.get(&POD, &k)).expect("get").expect("pod");
+    assert_eq!(pod["spec"]["nodeName"], "node-1");
+    assert_eq!(pod["metadata"]["annotations"]["scheduled-by"], "test");
+    let scheduled = &pod["status"]["conditions"][0];
+    assert_eq!(scheduled["type"], "PodScheduled");
+    assert_eq!(scheduled["status"], "True");
+    assert!(scheduled.get("reason").is_none(), "{scheduled}");
+    assert_ne!(
+        scheduled["lastTransitionTime"], "2025-06-01T00:00:00Z",
+        "the status changed"
+    );
+}
+
+#[test]
+fn a_binding_is_refused_for_a_bound_deleting_gated_or_replaced_pod() {
+    let (_, server) = server();
+    let bind = |name: &str, uid: Option<&Value>| {
+        let mut binding = binding("default", name, "node-2");
+        if let Some(uid) = uid {
+            binding["metadata"]["uid"] = uid.clone();
+        }
+        block_on(server.create(&BINDING, binding))
+    };
+    create(&server, &POD, pod("default", "bound", json!({})));
+    bind("bound", None).expect("first bind");
+    let refused = bind("bound", None).expect_err("bound already");
+    assert!(
+        matches!(&refused, KubeError::Conflict(m) if m.contains("already assigned to node \"node-2\"")),
+        "{refused}"
+    );
+
+    let mut deleting = pod("default", "deleting", json!({}));
+    deleting["metadata"]["finalizers"] = json!(["test/hold"]);
+    create(&server, &POD, deleting);
+    block_on(server.delete(&POD, &key("default", "deleting"), &DeleteOptions::default()))
+        .expect("delete");
+    let refused = bind("deleting", None).expect_err("being deleted");
+    assert!(
+        matches!(&refused, KubeError::Conflict(m) if m.contains("being deleted")),
+        "{refused}"
+    );
+
+    let mut gated = pod("default", "gated", json!({}));
+    gated["spec"]["schedulingGates"] = json!([{"name": "example.com/wait"}]);
+    create(&server, &POD, gated);
+    let refused = bind("gated", None).expect_err("gated");
+    assert!(
+        matches!(&refused, KubeError::Conflict(m) if m.contains("schedulingGates")),
+        "{refused}"
+    );
+
+    let old = create(&server, &POD, pod("default", "replaced", json!({})));
+    delete(&server, &POD, &key("default", "replaced"));
+    create(&server, &POD, pod("default", "replaced", json!({})));
+    let refused = bind("replaced", Some(&old["metadata"]["uid"])).expect_err("another pod");
+    assert!(
+        matches!(&refused, KubeError::Conflict(m) if m.contains("UID")),
+        "{refused}"
+    );
+
+    let refused = bind("missing", None).expect_err("no pod");
+    assert!(matches!(refused, KubeError::NotFound(_)), "{refused}");
+    let pod = block_on(server.get(&POD, &key("default", "replaced")))
+        .expect("get")
+        .expect("pod");
+    assert!(pod["spec"]["nodeName"].is_null(), "nothing bound: {pod}");
+}
+
+#[test]
+fn a_pod_update_cannot_set_or_change_its_node() {
+    let (_, server) = server();
+    create(&server, &POD, pod("default", "p", json!({})));
+    let k = key("default", "p");
+    let set = Patch::Merge(json!({"spec": {"nodeName": "node-1"}}));
+    let refused = block_on(server.patch(&POD, &k, &set)).expect_err("set by update");
+    assert!(
+        matches!(&refused, KubeError::Invalid(m) if m.contains("binding")),
+        "{refused}"
+    );
+    block_on(server.create(&BINDING, binding("default", "p", "node-1"))).expect("bind");
+    let unset = Patch::Merge(json!({"spec": {"nodeName": null}}));
+    let refused = block_on(server.patch(&POD, &k, &unset)).expect_err("unset by update");
+    assert!(matches!(refused, KubeError::Invalid(_)), "{refused}");
+}
+
+#[test]
+fn an_injected_conflict_rate_never_refuses_a_binding() {
+    let (_, server) = server();
+    server.set_fault_rates_all(ApiFaultRates::conflicts(1.0));
+    create(&server, &POD, pod("default", "p", json!({})));
+    block_on(server.create(&BINDING, binding("default", "p", "node-1")))
+        .expect("a binding is the server's own retried write");
+    let label = Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}));
+    let refused = block_on(server.patch(&POD, &key("default", "p"), &label)).expect_err("a patch");
+    assert!(matches!(refused, KubeError::Conflict(_)), "{refused}");
 }
 
 #[test]

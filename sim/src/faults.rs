@@ -16,6 +16,7 @@
 //! | `ami-release` | a new release of an AMI family is published: `@latest` aliases move to it (its SSM parameters), drifting the nodes on the previous image |
 //! | `ec2-lost-response` | a share of `CreateFleet` calls launch their instance, then answer `InternalError` (the answer lost on the way) |
 //! | `claim-force-deleted` | at given times or a seeded rate, a user force-deletes one NodeClaim (its finalizer removed, then deleted, as `kubectl patch` + `kubectl delete` do): its instance runs on, owned by nothing, until garbage collection finds it |
+//! | `scheduled-maintenance` | at given times or a seeded rate, EC2 schedules one of this cluster's Karpenter instances (drawn by the seed) for a stop: AWS Health's scheduled-change event now, the stop `notice` later (what EC2 does on degraded hardware) |
 //! | `tags-lost` | at given times or a seeded rate, a user or an automation (a tag-policy clean-up) deletes Karpenter's tags (`karpenter.sh/*`, `karpenter.k8s.aws/*`) from one of this cluster's Karpenter instances: a claim still finds it by `status.providerID`, garbage collection (which lists by those tags) no longer sees it |
 //!
 //! What a tally in the report's `faultsInjected` counts: for `ec2-*` rates, `api-*` rates and
@@ -25,6 +26,7 @@
 //! `pdb-never-allows`, evictions its budgets refused; for `controller-crash`, processes that died;
 //! for `ami-release`, releases published; for `ec2-lost-response`, `CreateFleet` answers lost;
 //! for `claim-force-deleted`, NodeClaims force-deleted; for `tags-lost`, instances stripped;
+//! for `scheduled-maintenance`, instances scheduled for a stop;
 //! for the other discrete faults, their firings (a storm that found no spot instance, or a
 //! failover with no leader, does not count).
 //!
@@ -41,7 +43,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// Every fault's stable name, in catalogue order.
-pub const FAULT_NAMES: [&str; 21] = [
+pub const FAULT_NAMES: [&str; 22] = [
     SPOT_STORM,
     CAPACITY_WAVE,
     SLOW_BOOT,
@@ -63,6 +65,7 @@ pub const FAULT_NAMES: [&str; 21] = [
     EC2_LOST_RESPONSE,
     CLAIM_FORCE_DELETED,
     TAGS_LOST,
+    SCHEDULED_MAINTENANCE,
 ];
 
 pub const SPOT_STORM: &str = "spot-storm";
@@ -86,6 +89,7 @@ pub const AMI_RELEASE: &str = "ami-release";
 pub const EC2_LOST_RESPONSE: &str = "ec2-lost-response";
 pub const CLAIM_FORCE_DELETED: &str = "claim-force-deleted";
 pub const TAGS_LOST: &str = "tags-lost";
+pub const SCHEDULED_MAINTENANCE: &str = "scheduled-maintenance";
 
 /// What a stream of a fault is used for: when it fires, or what it hits when it does. Kept apart
 /// so that what a fault hits (which depends on the cluster) never shifts when it fires.
@@ -176,7 +180,8 @@ scheduled!(
     LeaderFailover,
     AmiRelease,
     ClaimForceDeleted,
-    TagsLost
+    TagsLost,
+    ScheduledMaintenance
 );
 
 /// `spot-storm`: a share of the live spot instances of one zone get an interruption warning at
@@ -412,6 +417,32 @@ pub struct TagsLost {
     pub every: Option<Duration>,
 }
 
+/// `scheduled-maintenance`: EC2 schedules one live instance of this cluster's Karpenter (tagged
+/// `karpenter.sh/nodeclaim`, drawn by the seed) for a stop, as it does for degraded hardware:
+/// AWS Health's `AWS_EC2_INSTANCE_STOP_SCHEDULED` scheduled-change event at once, the stop
+/// `notice` later. Upstream cordons and drains such a node as it does a spot warning; ours also
+/// holds the eviction for a replacement, at most until
+/// `SCHEDULED_CHANGE_MARGIN` before the stop (`interruption/handler.rs`). The
+/// `scheduled-change-acted` invariant holds the controller to having started by the stop.
+/// (Real notices are days or weeks; the swarm's are minutes, so they fall inside a run.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScheduledMaintenance {
+    /// Fires at these times since the start of the run.
+    #[serde(with = "durations", default)]
+    pub at: Vec<Duration>,
+    /// Fires at a seeded rate with this mean gap.
+    #[serde(with = "humantime_serde", default)]
+    pub every: Option<Duration>,
+    /// From the event to the stop.
+    #[serde(with = "humantime_serde", default = "default_maintenance_notice")]
+    pub notice: Duration,
+}
+
+fn default_maintenance_notice() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+
 /// Which faults are on, and how hard. `Default` is every fault off.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -439,6 +470,7 @@ pub struct FaultMix {
     pub ec2_lost_response: Option<Rate>,
     pub claim_force_deleted: Option<ClaimForceDeleted>,
     pub tags_lost: Option<TagsLost>,
+    pub scheduled_maintenance: Option<ScheduledMaintenance>,
 }
 
 /// The swarm draw's source: the seed's stream, and whether each fault in catalogue order is on.
@@ -533,6 +565,11 @@ impl FaultMix {
                 at: Vec::new(),
                 every: Some(Duration::from_secs(20 * 60)),
             }),
+            scheduled_maintenance: Some(ScheduledMaintenance {
+                at: Vec::new(),
+                every: Some(Duration::from_secs(20 * 60)),
+                notice: default_maintenance_notice(),
+            }),
         }
     }
 
@@ -566,7 +603,22 @@ impl FaultMix {
         mix.draw_processes(&mut coins);
         mix.draw_releases(&mut coins);
         mix.draw_orphans(&mut coins);
+        mix.draw_maintenance(&mut coins);
         mix
+    }
+
+    /// Scheduled maintenance (drawn after the orphaning faults, so every fault before keeps the
+    /// draws it had before it existed): every 10–40 min, a notice of 10–20 min (the controller's
+    /// replacement hold ends 5 min before the stop, so every notice leaves it time).
+    fn draw_maintenance(&mut self, c: &mut Coins<'_>) {
+        let (flag, every, notice) = (c.on(), c.minutes(10, 40), c.minutes(10, 20));
+        if flag {
+            self.scheduled_maintenance = Some(ScheduledMaintenance {
+                at: Vec::new(),
+                every: Some(every),
+                notice,
+            });
+        }
     }
 
     /// Faults that orphan instances: lost launch answers, force-deleted claims, lost tags (drawn
@@ -750,6 +802,7 @@ impl FaultMix {
             ec2_lost_response: self.ec2_lost_response.or(base.ec2_lost_response),
             claim_force_deleted: self.claim_force_deleted.or(base.claim_force_deleted),
             tags_lost: self.tags_lost.or(base.tags_lost),
+            scheduled_maintenance: self.scheduled_maintenance.or(base.scheduled_maintenance),
         }
     }
 
@@ -782,6 +835,7 @@ impl FaultMix {
             self.ec2_lost_response.is_some(),
             self.claim_force_deleted.is_some(),
             self.tags_lost.is_some(),
+            self.scheduled_maintenance.is_some(),
         ];
         FAULT_NAMES
             .iter()
@@ -862,6 +916,12 @@ impl FaultMix {
         }
         if let Some(f) = &self.tags_lost {
             schedule(TAGS_LOST, &f.schedule())?;
+        }
+        if let Some(f) = &self.scheduled_maintenance {
+            schedule(SCHEDULED_MAINTENANCE, &f.schedule())?;
+            if f.notice.is_zero() {
+                return Err(format!("{SCHEDULED_MAINTENANCE}.notice must be above zero"));
+            }
         }
         if let Some(f) = &self.ami_release {
             schedule(AMI_RELEASE, &f.schedule())?;

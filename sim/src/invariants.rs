@@ -25,6 +25,7 @@
 //! | `provisioning-bounded` | [`provisioning_bounded`] |
 //! | `unavailable-offerings-honoured` | [`unavailable`] |
 //! | `interruption-rehomed` | [`rehome`] |
+//! | `scheduled-change-acted` | [`maintenance`] |
 //! | `nodes-join` | [`nodes_join`] |
 //! | `claims-progress` | [`claims_progress`] |
 //! | `termination-progress` | [`termination_progress`] |
@@ -61,6 +62,7 @@ pub mod foreign;
 pub mod leaks;
 pub mod limits;
 pub mod liveness;
+pub mod maintenance;
 pub mod nodes_join;
 mod observation;
 pub mod pdb;
@@ -132,6 +134,7 @@ pub enum Invariant {
     ProvisioningBounded,
     UnavailableOfferingsHonoured,
     InterruptionRehomed,
+    ScheduledChangeActed,
     NodesJoin,
     ClaimsProgress,
     TerminationProgress,
@@ -295,6 +298,7 @@ struct Checkers {
     provisioning_bounded: provisioning_bounded::ProvisioningBounded,
     unavailable: unavailable::UnavailableHonoured,
     rehome: rehome::Rehome,
+    maintenance: maintenance::ScheduledChangeActed,
     nodes_join: nodes_join::NodesJoin,
     claims_progress: claims_progress::ClaimsProgress,
     termination_progress: termination_progress::TerminationProgress,
@@ -306,7 +310,7 @@ struct Checkers {
 }
 
 impl Checkers {
-    fn all(&mut self) -> [&mut dyn Check; 29] {
+    fn all(&mut self) -> [&mut dyn Check; 30] {
         [
             &mut self.limits,
             &mut self.leaks,
@@ -329,6 +333,7 @@ impl Checkers {
             &mut self.provisioning_bounded,
             &mut self.unavailable,
             &mut self.rehome,
+            &mut self.maintenance,
             &mut self.nodes_join,
             &mut self.claims_progress,
             &mut self.termination_progress,
@@ -444,6 +449,21 @@ impl Invariants {
     /// names it (upstream's garbage collection cannot either).
     pub fn note_tags_lost(&mut self, instance_id: &str) {
         self.checkers.leaks.note_tags_lost(instance_id);
+    }
+
+    /// Records that EC2 announced at `announced` a stop of `instance_id` at `start` (the
+    /// `scheduled-maintenance` fault): `scheduled-change-acted` holds the controller to deleting
+    /// the NodeClaim that named it then (`None`: none did) before the stop.
+    pub fn note_scheduled_change(
+        &mut self,
+        instance_id: &str,
+        claim: Option<String>,
+        announced: Timestamp,
+        start: Timestamp,
+    ) {
+        self.checkers
+            .maintenance
+            .note(instance_id, claim, announced, start);
     }
 
     /// How fast the spot warnings so far were acted on.

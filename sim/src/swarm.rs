@@ -49,7 +49,7 @@ pub const DETERMINISM_EVERY_DEFAULT: u64 = 10;
 const THREAD_STACK_BYTES: usize = 16 << 20;
 
 /// The fault names `--faults` accepts: the catalogue's ([`crate::faults::FAULT_NAMES`]).
-pub const FAULTS: [&str; 21] = FAULT_NAMES;
+pub const FAULTS: [&str; 22] = FAULT_NAMES;
 
 /// The two phases of a seed's run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -642,6 +642,15 @@ impl World {
                 }
                 Fired::ForceDeleteClaim { pick } => force_deletes.push(pick),
                 Fired::TagsLost { instance } => self.invariants.note_tags_lost(&instance),
+                Fired::ScheduledMaintenance { instance, start } => {
+                    let claims = self.api.objects(&ResourceKind::NODE_CLAIM);
+                    let claim = crate::invariants::maintenance::claim_naming(
+                        claims.iter().map(|c| &**c),
+                        &instance,
+                    );
+                    self.invariants
+                        .note_scheduled_change(&instance, claim, now, start);
+                }
             }
         }
         force_deletes

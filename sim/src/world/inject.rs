@@ -75,12 +75,7 @@ pub(crate) fn strip_tags(cloud: &FakeCloud, pick: u64) -> Option<(String, Vec<St
     let candidates: Vec<_> = cloud
         .instances()
         .into_iter()
-        .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
-        .filter(|i| !crate::invariants::is_foreign(i))
-        .filter(|i| {
-            i.tags
-                .contains_key(karpenter_core::api::labels::NODECLAIM_TAG)
-        })
+        .filter(is_live_karpenter_instance)
         .collect();
     if candidates.is_empty() {
         return None;
@@ -94,6 +89,24 @@ pub(crate) fn strip_tags(cloud: &FakeCloud, pick: u64) -> Option<(String, Vec<St
         .collect();
     cloud.delete_tags(&instance.instance_id, &keys);
     Some((instance.instance_id.clone(), keys))
+}
+
+/// Pending or running, this cluster's, launched by Karpenter (tagged `karpenter.sh/nodeclaim`).
+fn is_live_karpenter_instance(i: &karpenter_core::seams::ec2::Instance) -> bool {
+    matches!(i.state, InstanceState::Pending | InstanceState::Running)
+        && !crate::invariants::is_foreign(i)
+        && i.tags
+            .contains_key(karpenter_core::api::labels::NODECLAIM_TAG)
+}
+
+/// The ids of [`is_live_karpenter_instance`] instances, in fakecloud's order.
+fn karpenter_instances(cloud: &FakeCloud) -> Vec<String> {
+    cloud
+        .instances()
+        .into_iter()
+        .filter(is_live_karpenter_instance)
+        .map(|i| i.instance_id)
+        .collect()
 }
 
 /// A spot storm as it happened.
@@ -148,6 +161,11 @@ pub(crate) enum Fired {
     ForceDeleteClaim { pick: u64 },
     /// Karpenter's tags were deleted from `instance` (the invariants are told).
     TagsLost { instance: String },
+    /// EC2 scheduled `instance` for a stop at `start` and said so (the invariants are told).
+    ScheduledMaintenance {
+        instance: String,
+        start: jiff::Timestamp,
+    },
 }
 
 impl Injector {
@@ -264,6 +282,11 @@ impl Injector {
                 faults::TAGS_LOST,
                 mix.tags_lost.as_ref().map(|f| f.schedule()),
                 old.tags_lost != mix.tags_lost,
+            ),
+            (
+                faults::SCHEDULED_MAINTENANCE,
+                mix.scheduled_maintenance.as_ref().map(|f| f.schedule()),
+                old.scheduled_maintenance != mix.scheduled_maintenance,
             ),
         ];
         for (name, schedule, changed) in schedules {
@@ -457,6 +480,11 @@ impl Injector {
                     fired.push(Fired::ForceDeleteClaim { pick });
                 }
                 faults::TAGS_LOST => fired.extend(self.lose_tags(t, cloud, tally, lines)),
+                faults::SCHEDULED_MAINTENANCE => {
+                    if let Some(spec) = &mix.scheduled_maintenance {
+                        fired.extend(self.schedule_maintenance(spec, t, cloud, tally, lines));
+                    }
+                }
                 faults::AMI_RELEASE => self.publish_release(&mix, t, cloud, tally, lines),
                 _ => {}
             }
@@ -482,6 +510,38 @@ impl Injector {
         ));
         count(tally, name, 1);
         Some(Fired::TagsLost { instance })
+    }
+
+    /// `scheduled-maintenance` fired at `t` (seconds): schedules a stop of one live Karpenter
+    /// instance drawn by the fault's target stream (in fakecloud's order, as `tags-lost`), logged
+    /// and tallied; the firing for the world to tell the invariants.
+    fn schedule_maintenance(
+        &mut self,
+        spec: &faults::ScheduledMaintenance,
+        t: u64,
+        cloud: &FakeCloud,
+        tally: &mut BTreeMap<String, u64>,
+        lines: &mut Vec<String>,
+    ) -> Option<Fired> {
+        let name = faults::SCHEDULED_MAINTENANCE;
+        let pick = self.target(name).r#gen::<u64>();
+        let candidates = karpenter_instances(cloud);
+        let instance = candidates
+            .get(usize::try_from(pick % candidates.len().max(1) as u64).unwrap_or(0))?
+            .clone();
+        if !cloud.schedule_maintenance(&instance, spec.notice) {
+            return None;
+        }
+        let start = cloud
+            .now()
+            .checked_add(spec.notice)
+            .unwrap_or_else(|_| cloud.now());
+        lines.push(format!(
+            "t={t} fault={name} instance={instance} stop-in={}s",
+            spec.notice.as_secs()
+        ));
+        count(tally, name, 1);
+        Some(Fired::ScheduledMaintenance { instance, start })
     }
 
     /// `ami-release` fired at `t` (seconds): publishes the mix's next release, logged and tallied.

@@ -182,6 +182,19 @@ fn interruption_rehomed_catches_dropped_interruption_messages() {
 }
 
 #[test]
+fn scheduled_change_acted_catches_dropped_maintenance_notices() {
+    // EC2 schedules one node's stop 10 minutes ahead; with the queue's messages dropped the
+    // controller never hears of it and the node is still in service when EC2 stops it.
+    let config = config("scheduled-maintenance.yaml", "none", 20, 5);
+    catches(
+        config,
+        Bug::DropInterruptionMessages,
+        "scheduled-change-acted",
+        1,
+    );
+}
+
+#[test]
 fn interruption_rehomed_excuses_a_drain_no_replacement_could_be_ready_for() {
     // New nodes stay NotReady for a minute: a replacement launched at the warning turns Ready
     // 90 s after it at the earliest, when the controller's hold has ended and the drain started
@@ -326,6 +339,7 @@ fn invariants_keep_their_stable_names_in_report_order() {
             "provisioning-bounded",
             "unavailable-offerings-honoured",
             "interruption-rehomed",
+            "scheduled-change-acted",
             "nodes-join",
             "claims-progress",
             "termination-progress",

@@ -33,6 +33,8 @@ use super::pod_facts::{
     claim_deadline, claim_of_node, is_mirror, is_terminal, name_of, node_of_instance, plus,
     time_of, tolerates_disrupted,
 };
+use serde_json::Value;
+
 use super::rehome::SPOT_NOTICE;
 use super::{Check, Invariant, StepView, Violation};
 
@@ -43,6 +45,11 @@ pub struct Drain {
     live: BTreeSet<String>,
     /// Instances the harness terminated itself ("outside Karpenter"): not the controller's doing.
     external: BTreeSet<String>,
+    /// Terminations judged past their NodeClaim's terminationGracePeriod deadline.
+    past_deadline: u64,
+    /// Counted pods those terminations left on their nodes deleted but not gone (what the
+    /// deadline clause lets through): how much the clause had to judge, for the swarm summary.
+    past_deadline_deleted: u64,
 }
 
 impl Drain {
@@ -50,6 +57,12 @@ impl Drain {
     /// would outside Karpenter: the controller is not held to draining it.
     pub fn note_external_termination(&mut self, instance_id: &str) {
         self.external.insert(instance_id.to_string());
+    }
+
+    /// Terminations judged past their terminationGracePeriod deadline, and the counted pods they
+    /// left deleted but not gone (the swarm prints both, so a run shows the clause was exercised).
+    pub fn past_deadline_counts(&self) -> (u64, u64) {
+        (self.past_deadline, self.past_deadline_deleted)
     }
 
     /// Instances live at the previous step and gone now that someone asked to terminate.
@@ -85,11 +98,22 @@ impl Check for Drain {
                 .and_then(claim_deadline)
                 .filter(|d| *d <= now);
             let node_name = name_of(node);
-            let left: Vec<&str> = step
+            let counted: Vec<&Value> = step
                 .pods()
                 .iter()
+                .map(|p| &**p)
                 .filter(|p| p["spec"]["nodeName"] == node_name)
                 .filter(|p| !is_terminal(p) && !is_mirror(p) && !tolerates_disrupted(p))
+                .collect();
+            if deadline.is_some() {
+                self.past_deadline += 1;
+                self.past_deadline_deleted += counted
+                    .iter()
+                    .filter(|p| p["metadata"]["deletionTimestamp"].is_string())
+                    .count() as u64;
+            }
+            let left: Vec<&str> = counted
+                .iter()
                 .filter(|p| {
                     // Past the deadline a deletion in progress is enough; before it, the grace
                     // period must be over.

@@ -29,12 +29,12 @@
 
 use std::collections::BTreeSet;
 
+use serde_json::Value;
+
 use super::pod_facts::{
     claim_deadline, claim_of_node, is_mirror, is_terminal, name_of, node_of_instance, plus,
     time_of, tolerates_disrupted,
 };
-use serde_json::Value;
-
 use super::rehome::SPOT_NOTICE;
 use super::{Check, Invariant, StepView, Violation};
 

@@ -60,6 +60,12 @@ pub enum Bug {
     /// A NodeClaim's instance is terminated as soon as the controller deletes the claim, before
     /// its node is drained. Caught by `drained-before-terminate`.
     TerminateOnClaimDelete,
+    /// The controller's pod deletes (the terminator's, at `deadline − a pod's grace period`,
+    /// past PodDisruptionBudgets and `do-not-disrupt`) are answered with success and dropped:
+    /// pods a drain could not evict run on until their node's instance is terminated under them,
+    /// with no graceful shutdown. Caught by `drained-before-terminate` (its clause for a
+    /// terminationGracePeriod deadline that has passed).
+    DropPodDeletes,
     /// TerminateInstances is dropped and the instance then reported terminated, so the controller
     /// finalizes a claim whose instance runs on. Caught by `no-leaked-instances`.
     DropTerminations,
@@ -600,6 +606,18 @@ impl KubeLayer for Broken {
                     Some(reply) => reply,
                     None => call.send(next).await,
                 }
+            }
+            KubeCall::Delete { kind, key, .. }
+                if self.bug == Bug::DropPodDeletes && *kind == ResourceKind::POD =>
+            {
+                // 200 for a pod that is there (nothing marked, nothing removed), 404 for one that
+                // is not, as the API server would answer that.
+                let found = self.api.object(kind, key).is_some();
+                KubeReply::Delete(Ok(if found {
+                    DeleteOutcome::Deleted
+                } else {
+                    DeleteOutcome::NotFound
+                }))
             }
             KubeCall::Evict { pod, options } if self.bug == Bug::EvictionsAsDeletes => {
                 let delete = KubeCall::Delete {

@@ -272,6 +272,10 @@ pub struct Counters {
     /// `interruption-rehomed` checks made, and those skipped because capacity did not exist.
     pub rehome_checked: u64,
     pub rehome_excused: u64,
+    /// `drained-before-terminate` terminations judged past their terminationGracePeriod deadline,
+    /// and the counted pods they left deleted but not gone.
+    pub drain_past_deadline: u64,
+    pub drain_past_deadline_deleted: u64,
 }
 
 /// One checker per invariant, in report order.
@@ -474,9 +478,13 @@ impl Invariants {
     /// What the checkers counted (spot warnings, capacity errors, rehome checks...).
     pub fn counters(&self) -> Counters {
         let (rehome_checked, rehome_excused) = self.checkers.rehome.counts();
+        let (drain_past_deadline, drain_past_deadline_deleted) =
+            self.checkers.drain.past_deadline_counts();
         Counters {
             rehome_checked,
             rehome_excused,
+            drain_past_deadline,
+            drain_past_deadline_deleted,
             ..self.history.counters().clone()
         }
     }

@@ -286,6 +286,10 @@ pub struct SeedOutcome {
     /// `interruption-rehomed` checks made, and those excused because capacity did not exist.
     pub rehome_checked: u64,
     pub rehome_excused: u64,
+    /// `drained-before-terminate` terminations judged past a terminationGracePeriod deadline,
+    /// and the counted pods they left deleted but not gone.
+    pub drain_past_deadline: u64,
+    pub drain_past_deadline_deleted: u64,
     /// The event log (one line per step); kept only for failed seeds.
     pub log: Vec<String>,
 }
@@ -376,6 +380,8 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
             determinism_checked: false,
             rehome_checked: world.invariants().counters().rehome_checked,
             rehome_excused: world.invariants().counters().rehome_excused,
+            drain_past_deadline: world.invariants().counters().drain_past_deadline,
+            drain_past_deadline_deleted: world.invariants().counters().drain_past_deadline_deleted,
             log,
         })
     };
@@ -395,6 +401,8 @@ fn run_once(config: &SwarmConfig, seed: u64) -> SeedOutcome {
         determinism_checked: false,
         rehome_checked: 0,
         rehome_excused: 0,
+        drain_past_deadline: 0,
+        drain_past_deadline_deleted: 0,
         log: Vec::new(),
     };
     match block_on(seed, run) {
@@ -532,6 +540,10 @@ pub struct Summary {
     /// `interruption-rehomed` checks made over all seeds, and those excused (no capacity).
     pub rehome_checked: u64,
     pub rehome_excused: u64,
+    /// `drained-before-terminate` terminations judged past a terminationGracePeriod deadline over
+    /// all seeds, and the counted pods they left deleted but not gone.
+    pub drain_past_deadline: u64,
+    pub drain_past_deadline_deleted: u64,
     /// Liveness phase: the longest time to settle among seeds that settled, seconds.
     pub settle_seconds_max: u64,
     /// Each seed's event-log SHA-256: two builds behave the same on these seeds iff the maps are
@@ -590,6 +602,11 @@ impl Summary {
             determinism_checked: outcomes.iter().filter(|o| o.determinism_checked).count(),
             rehome_checked: outcomes.iter().map(|o| o.rehome_checked).sum(),
             rehome_excused: outcomes.iter().map(|o| o.rehome_excused).sum(),
+            drain_past_deadline: outcomes.iter().map(|o| o.drain_past_deadline).sum(),
+            drain_past_deadline_deleted: outcomes
+                .iter()
+                .map(|o| o.drain_past_deadline_deleted)
+                .sum(),
             settle_seconds_max: outcomes
                 .iter()
                 .filter_map(|o| o.settled_after)

@@ -433,6 +433,10 @@ fn print_summary(summary: &Summary, outcomes: &[SeedOutcome]) {
         "interruption-rehomed: {} checks, {} excused (no capacity during the notice)",
         summary.rehome_checked, summary.rehome_excused
     );
+    println!(
+        "drained-before-terminate: {} terminations past a terminationGracePeriod deadline, {} pods on them deleted but not gone",
+        summary.drain_past_deadline, summary.drain_past_deadline_deleted
+    );
     let simulated: f64 = outcomes.iter().map(|o| o.simulated.as_secs_f64()).sum();
     println!(
         "passed: {}/{} seeds; determinism checked on {}; liveness settled within {} s at most",

@@ -408,6 +408,16 @@ fn expiration_honoured_catches_an_expire_after_hidden_from_the_controller() {
     catches(config, Bug::HideExpireAfter, "expiration-honoured", 1);
 }
 
+/// Do-not-disrupt pods on nodes that expire at 5 minutes with a 2-minute terminationGracePeriod:
+/// no eviction moves them, so the terminator must delete each at the deadline minus its grace
+/// period (30 s) before the instance goes at the deadline. With those deletes dropped, the
+/// instance is terminated under pods nobody deleted.
+#[test]
+fn drained_before_terminate_catches_pod_deletes_dropped_at_the_grace_deadline() {
+    let config = config("expiring-do-not-disrupt.yaml", "none", 12, 5);
+    catches(config, Bug::DropPodDeletes, "drained-before-terminate", 1);
+}
+
 /// Twelve pods launched at the start, then no launch: their templates fall out of use, and
 /// with deletes dropped they are still there ten minutes on.
 #[test]

@@ -439,6 +439,22 @@ pub struct ScheduledMaintenance {
     pub notice: Duration,
 }
 
+/// Whether [`FaultMix::draw`] (the default swarm) may switch `scheduled-maintenance` on; its coin
+/// and intensities are drawn either way, and `--faults scheduled-maintenance` turns it on. Off.
+///
+/// On, swarm seeds 1..100 (madsim release build) passed 91/100: nine seeds never settled, each
+/// with a NodeClaim terminating for good on an instance EC2 had stopped (seed 40: a claim
+/// deleted on its scheduled change at 00:29:32, its node holding `karpenter.sh/do-not-disrupt`
+/// pods of the `guarded` part and no terminationGracePeriod; seeds 22, 39, 67: pods
+/// `terminating` on such a node). The controller does what upstream does: it never evicts a
+/// do-not-disrupt pod before a terminationGracePeriod, and a stopped instance is still an
+/// instance. What the world lacks is Kubernetes' node lifecycle controller: a node whose kubelet
+/// stopped reporting is tainted `node.kubernetes.io/unreachable:NoExecute`, and its pods, which
+/// carry the default 300 s toleration, are deleted after it, do-not-disrupt or not; once stuck
+/// terminating they no longer hold the drain, and the pod garbage collector removes them with
+/// the node. Until the world models that, the fault stays out of the default draw.
+pub const DRAW_SCHEDULED_MAINTENANCE: bool = false;
+
 fn default_maintenance_notice() -> Duration {
     Duration::from_secs(15 * 60)
 }
@@ -578,7 +594,9 @@ impl FaultMix {
     /// values from the one stream whether it ends up on or not, so one fault's intensity does
     /// not depend on whether another was drawn on.
     pub fn draw(seed: u64) -> Self {
-        Self::draw_choosing(seed, |_, coin| coin)
+        Self::draw_choosing(seed, |name, coin| {
+            coin && (name != SCHEDULED_MAINTENANCE || DRAW_SCHEDULED_MAINTENANCE)
+        })
     }
 
     /// Like [`FaultMix::draw`], with exactly the faults named in `names` on (intensities still

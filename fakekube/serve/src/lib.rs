@@ -7,8 +7,8 @@
 //! `allowWatchBookmarks`, `timeoutSeconds`; a watch from an expired version ends with an
 //! `ERROR` event carrying a 410 `Status`), get, create, update, patch (JSON, merge, strategic
 //! merge, server-side apply), delete (finalizers, grace periods, `propagationPolicy` accepted),
-//! the `status`, `scale` and `eviction` subresources, Events (read from fakekube's recorded
-//! events), and Table output ([`table`]). Errors are `Status` objects ([`status`]).
+//! the `status`, `scale`, `eviction` and `binding` subresources, Events (read from fakekube's
+//! recorded events), and Table output ([`table`]). Errors are `Status` objects ([`status`]).
 //!
 //! Deliberate differences from a real API server (each is invisible to what the project's
 //! clients do, or documented in `docs/serve.md`):

@@ -10,7 +10,7 @@ use karpenter_sim::workload_mix::{
     CUSTOM_POOL, CUSTOM_STARTUP_TAINT, DRAW_DAEMONSET, DRAW_EXPIRING_AND_PINNED, DRAW_LIMITED_POOL,
     DRAW_SCHEDULED_BUDGET, DRAW_STATEFUL, DROUGHT_POOL, DroughtPart, EXPIRING_POOL, Expiring,
     GUARDED, LIMITED_POOL, ON_DEMAND_POOL, OnDemand, PINNED_POOL, PinnedAmi, ScheduledBudget,
-    Stateful, WorkloadMix, WorkloadSelection,
+    WorkloadMix, WorkloadSelection,
 };
 
 /// Logs to stderr as `KARPENTER_SIM_LOG` asks (the binary's variable, e.g.

@@ -193,30 +193,7 @@ impl State {
             return self.bind(&object);
         }
         let resource = resource(kind);
-        let Some(map) = object.as_object_mut() else {
-            return Err(invalid(kind, "the object is not a JSON object"));
-        };
-        for (field, expected) in [
-            ("apiVersion", kind.api_version()),
-            ("kind", kind.kind.to_string()),
-        ] {
-            match map.get(field) {
-                None | Some(Value::Null) => {
-                    map.insert(field.to_string(), Value::String(expected));
-                }
-                Some(Value::String(given)) if *given == expected => {}
-                Some(given) => {
-                    return Err(invalid(
-                        kind,
-                        &format!("{field} {given} does not match {expected}"),
-                    ));
-                }
-            }
-        }
-        let metadata = map.entry("metadata").or_insert_with(|| json!({}));
-        if !metadata.is_object() {
-            return Err(invalid(kind, "metadata is not an object"));
-        }
+        fill_type_meta(kind, &mut object)?;
         check_metadata(kind, &object)?;
         if *kind == ResourceKind::POD && self.config.vpc_admission_webhook {
             crate::admission::vpc_admission(&mut object);
@@ -540,6 +517,36 @@ impl State {
 /// changed it (perf: a second deep copy of the whole object per status write was a twentieth of
 /// a 3,000-pod burst's CPU; a status patch rarely touches any other field, and comparing costs no
 /// allocation).
+/// Fills in `apiVersion`, `kind` and `metadata` of an object to create, refusing ones that name
+/// another kind.
+fn fill_type_meta(kind: &ResourceKind, object: &mut Value) -> Result<(), KubeError> {
+    let Some(map) = object.as_object_mut() else {
+        return Err(invalid(kind, "the object is not a JSON object"));
+    };
+    for (field, expected) in [
+        ("apiVersion", kind.api_version()),
+        ("kind", kind.kind.to_string()),
+    ] {
+        match map.get(field) {
+            None | Some(Value::Null) => {
+                map.insert(field.to_string(), Value::String(expected));
+            }
+            Some(Value::String(given)) if *given == expected => {}
+            Some(given) => {
+                return Err(invalid(
+                    kind,
+                    &format!("{field} {given} does not match {expected}"),
+                ));
+            }
+        }
+    }
+    let metadata = map.entry("metadata").or_insert_with(|| json!({}));
+    if !metadata.is_object() {
+        return Err(invalid(kind, "metadata is not an object"));
+    }
+    Ok(())
+}
+
 /// The top-level fields a merge patch names (set or removed); `None` for a JSON patch, which
 /// may touch any.
 fn touched_fields(patch: &Patch) -> Option<BTreeSet<&str>> {

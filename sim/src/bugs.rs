@@ -520,6 +520,28 @@ async fn without_startup_taints(body: &Value, next: &dyn KubeApi) -> Value {
     body
 }
 
+/// [`Bug::StripDisruptedTaint`]: the patch without `karpenter.sh/disrupted` among its taints.
+fn without_disrupted_taint(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(taints) = body["spec"]["taints"].as_array_mut() {
+        taints.retain(|t| t["key"] != karpenter_core::api::labels::DISRUPTED_TAINT_KEY);
+    }
+    body
+}
+
+impl Broken {
+    /// [`Bug::DropPodDeletes`]: 200 for an object that is there (nothing marked, nothing
+    /// removed), 404 for one that is not, as the API server would answer that.
+    fn dropped_delete(&self, kind: &ResourceKind, key: &ObjectKey) -> KubeReply {
+        let found = self.api.object(kind, key).is_some();
+        KubeReply::Delete(Ok(if found {
+            DeleteOutcome::Deleted
+        } else {
+            DeleteOutcome::NotFound
+        }))
+    }
+}
+
 #[async_trait]
 impl KubeLayer for Broken {
     async fn call(&self, call: KubeCall<'_>, next: &dyn KubeApi) -> KubeReply {
@@ -543,11 +565,7 @@ impl KubeLayer for Broken {
                 key,
                 patch: Patch::Merge(body),
             } if self.bug == Bug::StripDisruptedTaint && *kind == ResourceKind::NODE => {
-                let mut body = body.clone();
-                if let Some(taints) = body["spec"]["taints"].as_array_mut() {
-                    taints.retain(|t| t["key"] != karpenter_core::api::labels::DISRUPTED_TAINT_KEY);
-                }
-                let patch = Patch::Merge(body);
+                let patch = Patch::Merge(without_disrupted_taint(body));
                 KubeCall::Patch {
                     kind,
                     key,
@@ -610,14 +628,7 @@ impl KubeLayer for Broken {
             KubeCall::Delete { kind, key, .. }
                 if self.bug == Bug::DropPodDeletes && *kind == ResourceKind::POD =>
             {
-                // 200 for a pod that is there (nothing marked, nothing removed), 404 for one that
-                // is not, as the API server would answer that.
-                let found = self.api.object(kind, key).is_some();
-                KubeReply::Delete(Ok(if found {
-                    DeleteOutcome::Deleted
-                } else {
-                    DeleteOutcome::NotFound
-                }))
+                self.dropped_delete(kind, key)
             }
             KubeCall::Evict { pod, options } if self.bug == Bug::EvictionsAsDeletes => {
                 let delete = KubeCall::Delete {

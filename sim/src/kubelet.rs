@@ -1,7 +1,7 @@
 //! A kubelet stand-in for the simulation, plus the bits of the node lifecycle around it that a
 //! real cluster gets from elsewhere (a CNI daemon removing its startup taint, the cloud node
-//! lifecycle controller deleting nodes whose instance is gone, PodGC removing pods of deleted
-//! nodes).
+//! lifecycle controller deleting nodes whose instance is gone, its taint eviction deleting pods
+//! from `NoExecute`-tainted nodes, PodGC removing pods of deleted nodes).
 //!
 //! It closes the loop between `fakecloud` and the in-memory API server: instances the fake cloud
 //! says have booted register as Nodes with what their user data says (so the controller's
@@ -19,6 +19,7 @@
 mod nodes;
 mod pods;
 mod register;
+pub mod taint_eviction;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -129,6 +130,9 @@ pub struct TickReport {
     pub pods_terminated: Vec<ObjectKey>,
     /// Pods removed because their node no longer exists (PodGC's orphan rule).
     pub pods_orphaned: Vec<ObjectKey>,
+    /// Pods deleted by the taint eviction controller (a `NoExecute` taint they did not tolerate,
+    /// or no longer: [`taint_eviction`]).
+    pub pods_taint_evicted: Vec<ObjectKey>,
     /// Writes that lost a race with another writer (retried on a later tick).
     pub conflicts: usize,
 }

@@ -23,7 +23,7 @@
 
 mod filters;
 mod interpod;
-mod matching;
+pub(crate) mod matching;
 mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};

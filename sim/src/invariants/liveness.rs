@@ -67,7 +67,13 @@ pub fn unsettled(api: &ApiServer, cloud: &FakeCloud) -> Vec<String> {
     let claims = api.objects(&ResourceKind::NODE_CLAIM);
     for claim in &claims {
         if is_deleting(claim) {
-            out.push(format!("NodeClaim {} terminating", name_of(claim)));
+            // Its instance's state, when EC2 knows it: what a stuck termination waits on.
+            let state = claim["status"]["providerID"]
+                .as_str()
+                .and_then(|p| cloud.instance_state(instance_of(p)))
+                .map(|s| format!(" (instance {s:?})"))
+                .unwrap_or_default();
+            out.push(format!("NodeClaim {} terminating{state}", name_of(claim)));
         } else if !condition_true(claim, "Initialized") {
             out.push(format!("NodeClaim {} not initialized", name_of(claim)));
         }

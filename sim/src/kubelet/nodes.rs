@@ -420,7 +420,10 @@ impl Kubelet {
                 added = true;
             }
         }
-        if added && node["metadata"]["deletionTimestamp"].is_null() {
+        // A node being deleted is tainted too: Kubernetes' node lifecycle controller does not
+        // look at `deletionTimestamp`, and its taint eviction must reach the pods of a node whose
+        // finalizer (Karpenter's termination) keeps it while its instance is stopped.
+        if added {
             let patch = guarded(&node, json!({ "spec": { "taints": taints } }));
             match self
                 .kube

@@ -11,7 +11,7 @@ use karpenter_core::seams::KubeError;
 use karpenter_core::seams::kube::{DeleteOptions, DeleteOutcome, ObjectKey, Patch, ResourceKind};
 use serde_json::{Value, json};
 
-use super::{Kubelet, TickReport, lost_race};
+use super::{Kubelet, TickReport, lost_race, taint_eviction};
 use crate::objects::{
     NewCondition, after_ms, condition_true, conditions_with, format_time, guarded, object_key,
     parse_time,
@@ -27,6 +27,8 @@ enum Step {
     Terminate,
     /// Delete of a pod whose node no longer exists.
     Orphan,
+    /// Delete of a pod a `NoExecute` taint of its node evicts ([`super::taint_eviction`]).
+    TaintEvict,
 }
 
 /// Whose kubelet a node has, as the pods pass sees it.
@@ -60,7 +62,7 @@ impl Kubelet {
         report: &mut TickReport,
     ) -> Result<(), KubeError> {
         // Pods first, then nodes: a pod bound after the pod list cannot be mistaken for an orphan.
-        let (pods, nodes, revision) = {
+        let (pods, nodes_list, revision) = {
             let mut cache = self.cache.lock().await;
             cache.pods.sync(self.kube.as_ref()).await?;
             cache.nodes.sync(self.kube.as_ref()).await?;
@@ -71,7 +73,7 @@ impl Kubelet {
             (cache.pods.to_vec(), cache.nodes.to_vec(), revision)
         };
         let cloud_nodes_only = self.config.cloud_nodes_only;
-        let nodes: BTreeMap<String, Played> = nodes
+        let nodes: BTreeMap<String, Played> = nodes_list
             .iter()
             .map(|n| {
                 let name = n["metadata"]["name"]
@@ -88,13 +90,20 @@ impl Kubelet {
                 (name, played)
             })
             .collect();
+        let tainted = taint_eviction::tainted_nodes(&nodes_list, now);
         let mut last_settled = std::mem::take(&mut *self.settled());
         let mut settled = BTreeMap::new();
         *self.quiet_at() = None;
         let mut quiet = true;
         for pod in pods {
             let address = Arc::as_ptr(&pod) as usize;
+            let evict_at = pod["spec"]["nodeName"]
+                .as_str()
+                .and_then(|node| tainted.get(node))
+                .and_then(|taints| taint_eviction::eviction_time(&pod, taints));
+            quiet &= evict_at.is_none();
             let step = match last_settled.remove(&address) {
+                _ if evict_at.is_some_and(|at| at <= now) => Step::TaintEvict,
                 // Unchanged since it settled: only its node's existence matters (`step_of`'s
                 // answer for a settled pod).
                 Some((held, node)) => {
@@ -132,6 +141,11 @@ impl Kubelet {
                 Step::Orphan => {
                     if let Some(key) = self.remove(&pod, report).await? {
                         report.pods_orphaned.push(key);
+                    }
+                }
+                Step::TaintEvict => {
+                    if let Some(key) = self.taint_evict(&pod, report).await? {
+                        report.pods_taint_evicted.push(key);
                     }
                 }
             }
@@ -289,6 +303,29 @@ impl Kubelet {
 
     /// The final delete (`gracePeriodSeconds: 0`) of this very pod (UID precondition). Returns
     /// its key when it is gone or marked for its finalizers.
+    /// The taint eviction controller's delete: the pod's own grace period, conditional on its
+    /// uid (a pod re-created under the name since is not touched).
+    async fn taint_evict(
+        &self,
+        pod: &Value,
+        report: &mut TickReport,
+    ) -> Result<Option<ObjectKey>, KubeError> {
+        let key = object_key(pod);
+        let options = DeleteOptions {
+            grace_period_seconds: None,
+            precondition_uid: pod["metadata"]["uid"].as_str().map(str::to_string),
+        };
+        match self.kube.delete(&ResourceKind::POD, &key, &options).await {
+            Ok(DeleteOutcome::Deleted | DeleteOutcome::Marked(_)) => Ok(Some(key)),
+            Ok(DeleteOutcome::NotFound) => Ok(None),
+            Err(e) if lost_race(&e) => {
+                report.conflicts += 1;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     async fn remove(
         &self,
         pod: &Value,

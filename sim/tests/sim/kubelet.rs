@@ -225,9 +225,13 @@ fn taint_keys(node: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A pod bound by hand to `node`. The node still carries its registration taints (no controller
+/// here removes `karpenter.sh/unregistered`), so the pod tolerates every `NoExecute` taint, or the
+/// taint eviction controller would delete it at once, as Kubernetes' would.
 fn bound_pod(name: &str, node: &str) -> Value {
     let mut p = pod(name, "100m", "128Mi");
     p["spec"]["nodeName"] = json!(node);
+    p["spec"]["tolerations"] = json!([{"operator": "Exists", "effect": "NoExecute"}]);
     p
 }
 
@@ -605,4 +609,51 @@ fn a_stopped_instance_makes_its_node_not_ready_but_keeps_it() {
     let report = w.tick();
     assert!(report.nodes_deleted.is_empty() && report.nodes_marked.is_empty());
     assert_eq!(ready(&w.node(&name))["status"], "False");
+}
+
+#[test]
+fn the_pods_of_a_stopped_instance_are_deleted_once_their_not_ready_toleration_runs_out() {
+    // The taint eviction controller: the default 300 s toleration for a pod without its own
+    // (do-not-disrupt or not: it is not Karpenter's eviction), the pod's own tolerationSeconds,
+    // and never for a toleration without them (a DaemonSet's).
+    let w = world(config());
+    let (id, name) = w.registered_node();
+    // Registered and initialized: Karpenter and the CNI agent removed their taints.
+    block_on(w.kube.patch(
+        &ResourceKind::NODE,
+        &ObjectKey::cluster(&name),
+        &Patch::Merge(json!({"spec": {"taints": null}})),
+    ))
+    .expect("untaint");
+    let mut guarded = bound_pod("guarded", &name);
+    guarded["spec"]["tolerations"] = json!([]);
+    guarded["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    w.kube.insert(ResourceKind::POD, guarded);
+    let mut brief = bound_pod("brief", &name);
+    brief["spec"]["tolerations"] = json!([{"key": NOT_READY_TAINT, "operator": "Exists",
+        "effect": "NoExecute", "tolerationSeconds": 60}]);
+    w.kube.insert(ResourceKind::POD, brief);
+    let mut daemon = bound_pod("daemon", &name);
+    daemon["spec"]["tolerations"] =
+        json!([{"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute"}]);
+    w.kube.insert(ResourceKind::POD, daemon);
+    w.tick();
+
+    assert!(w.cloud.stop_instance(&id));
+    assert_eq!(w.tick().nodes_not_ready, [name.as_str()]);
+    w.advance_ms(59_000);
+    assert!(w.tick().pods_taint_evicted.is_empty());
+    w.advance_ms(1_000);
+    assert_eq!(w.tick().pods_taint_evicted, [pod_key("brief")]);
+    w.advance_ms(239_000);
+    assert!(w.tick().pods_taint_evicted.is_empty());
+    w.advance_ms(1_000);
+    assert_eq!(w.tick().pods_taint_evicted, [pod_key("guarded")]);
+    assert!(
+        w.kube.pod("guarded")["metadata"]["deletionTimestamp"].is_string(),
+        "deleted, and Terminating for good: no kubelet confirms it"
+    );
+    w.advance_ms(3_600_000);
+    assert!(w.tick().pods_taint_evicted.is_empty());
+    assert!(w.kube.pod("daemon")["metadata"]["deletionTimestamp"].is_null());
 }

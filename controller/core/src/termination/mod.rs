@@ -624,7 +624,7 @@ impl Termination {
         self.taint(node).await?;
         let pods = view.pods_on(&node.name_any());
         tally.live(&pods);
-        if let Some(message) = self.replacement_hold(claim, &pods, view, now) {
+        if let Some(message) = self.replacement_hold(claim, &pods, view, deadline, now) {
             let condition = (
                 cond::DRAINED,
                 ConditionStatus::Unknown,

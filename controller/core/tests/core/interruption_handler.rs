@@ -928,3 +928,63 @@ fn a_scheduled_retirement_drains_the_node_gracefully_and_healthy_instances_are_l
             .is_none()
     );
 }
+
+#[test]
+fn a_scheduled_changes_replacement_hold_ends_when_the_grace_periods_direct_deletes_are_due() {
+    // Swarm seed 618 (debug world, the `scheduled-maintenance` fault): a scheduled change holds
+    // eviction for a replacement up to 10 minutes, but the claim's terminationGracePeriod (here
+    // 2 min) bounds the whole termination: the hold ends when the drain's direct deletes are due
+    // (the deadline less the pod's 30 s grace), so the pod still shuts down gracefully in time.
+    let mut c = cluster();
+    c.kube.apply(
+        &ResourceKind::NODE_POOL,
+        json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "pool-uid"},
+            "spec": {"template": {"spec": {
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m6i.large"]}
+                ],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "terminationGracePeriod": "2m"
+            }}}
+        }),
+    );
+    let old = c.running(&["web"]).remove(0);
+    assert!(
+        c.cloud
+            .schedule_maintenance(&c.instance_of(&old), Duration::from_secs(30 * 60))
+    );
+    let mut steps = 0;
+    while c.claim(&old).metadata.deletion_timestamp.is_none() && steps < 5 {
+        c.step();
+        steps += 1;
+    }
+    let deleted = c
+        .claim(&old)
+        .metadata
+        .deletion_timestamp
+        .expect("the scheduled change deletes the claim")
+        .0;
+    let web_deleted = |c: &Cluster| {
+        c.kube
+            .objects(&ResourceKind::POD)
+            .iter()
+            .find(|p| p["metadata"]["name"] == "web")
+            .is_none_or(|p| p["metadata"]["deletionTimestamp"].is_string())
+    };
+    while !web_deleted(&c) && c.evictions().is_empty() && steps < 300 {
+        c.step();
+        steps += 1;
+    }
+    assert!(
+        web_deleted(&c),
+        "the pod's graceful delete is made within the grace period (evictions: {:?})",
+        c.evictions()
+    );
+    let held = c.clock.now().duration_since(deleted).as_secs();
+    assert!(
+        (88..=95).contains(&held),
+        "held {held} s: until 2 min less the pod's 30 s grace"
+    );
+}

@@ -22,6 +22,7 @@ pub mod bugs;
 pub mod faults;
 pub mod invariants;
 pub mod kubelet;
+pub mod logging;
 mod objects;
 pub mod process;
 pub mod rbac;

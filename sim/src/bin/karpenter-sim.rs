@@ -172,29 +172,8 @@ enum Command {
 /// Environment variable naming what to log (a `tracing` target list such as
 /// `karpenter_core=debug,info`): the controller's and the world's own logs on stderr, for
 /// replaying one seed. Unset, nothing is logged (a swarm of 1,000 seeds would drown in it).
-const LOG_ENV: &str = "KARPENTER_SIM_LOG";
-
-/// Installs the stderr logger `KARPENTER_SIM_LOG` asks for; a malformed value is an error.
-fn install_logger() -> Result<(), String> {
-    let Ok(spec) = std::env::var(LOG_ENV) else {
-        return Ok(());
-    };
-    let targets: tracing_subscriber::filter::Targets = spec
-        .parse()
-        .map_err(|err| format!("{LOG_ENV}={spec:?}: {err}"))?;
-    use tracing_subscriber::layer::SubscriberExt;
-    let subscriber = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(false),
-        )
-        .with(targets);
-    tracing::subscriber::set_global_default(subscriber).map_err(|err| err.to_string())
-}
-
 fn main() -> ExitCode {
-    if let Err(err) = install_logger() {
+    if let Err(err) = karpenter_sim::logging::install_from_env() {
         eprintln!("error: {err}");
         return ExitCode::from(2);
     }

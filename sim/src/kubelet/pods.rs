@@ -134,17 +134,17 @@ impl Kubelet {
                 Step::Accept => self.accept(&pod, now, report).await?,
                 Step::Start => self.start(&pod, now, report).await?,
                 Step::Terminate => {
-                    if let Some(key) = self.remove(&pod, report).await? {
+                    if let Some(key) = self.delete_pod(&pod, Some(0), report).await? {
                         report.pods_terminated.push(key);
                     }
                 }
                 Step::Orphan => {
-                    if let Some(key) = self.remove(&pod, report).await? {
+                    if let Some(key) = self.delete_pod(&pod, Some(0), report).await? {
                         report.pods_orphaned.push(key);
                     }
                 }
                 Step::TaintEvict => {
-                    if let Some(key) = self.taint_evict(&pod, report).await? {
+                    if let Some(key) = self.delete_pod(&pod, None, report).await? {
                         report.pods_taint_evicted.push(key);
                     }
                 }
@@ -301,39 +301,19 @@ impl Kubelet {
         }
     }
 
-    /// The final delete (`gracePeriodSeconds: 0`) of this very pod (UID precondition). Returns
-    /// its key when it is gone or marked for its finalizers.
-    /// The taint eviction controller's delete: the pod's own grace period, conditional on its
-    /// uid (a pod re-created under the name since is not touched).
-    async fn taint_evict(
+    /// A delete of this very pod (UID precondition: a pod re-created under the name since is
+    /// not touched) with `grace_period_seconds` (`Some(0)`: the kubelet's final delete; `None`:
+    /// the pod's own, as the taint eviction controller deletes). Returns its key when it is gone
+    /// or marked.
+    async fn delete_pod(
         &self,
         pod: &Value,
+        grace_period_seconds: Option<i64>,
         report: &mut TickReport,
     ) -> Result<Option<ObjectKey>, KubeError> {
         let key = object_key(pod);
         let options = DeleteOptions {
-            grace_period_seconds: None,
-            precondition_uid: pod["metadata"]["uid"].as_str().map(str::to_string),
-        };
-        match self.kube.delete(&ResourceKind::POD, &key, &options).await {
-            Ok(DeleteOutcome::Deleted | DeleteOutcome::Marked(_)) => Ok(Some(key)),
-            Ok(DeleteOutcome::NotFound) => Ok(None),
-            Err(e) if lost_race(&e) => {
-                report.conflicts += 1;
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn remove(
-        &self,
-        pod: &Value,
-        report: &mut TickReport,
-    ) -> Result<Option<ObjectKey>, KubeError> {
-        let key = object_key(pod);
-        let options = DeleteOptions {
-            grace_period_seconds: Some(0),
+            grace_period_seconds,
             precondition_uid: pod["metadata"]["uid"].as_str().map(str::to_string),
         };
         match self.kube.delete(&ResourceKind::POD, &key, &options).await {

@@ -13,30 +13,10 @@ use karpenter_sim::workload_mix::{
     WorkloadMix, WorkloadSelection,
 };
 
-/// Logs to stderr as `KARPENTER_SIM_LOG` asks (the binary's variable, e.g.
-/// `karpenter_sim=debug,karpenter_core=info`), so a failing seed's test can be read as the
-/// binary's run would be (`cargo test ... -- --nocapture`).
-fn log_from_env() {
-    let Some(targets) = std::env::var("KARPENTER_SIM_LOG")
-        .ok()
-        .and_then(|spec| spec.parse::<tracing_subscriber::filter::Targets>().ok())
-    else {
-        return;
-    };
-    use tracing_subscriber::layer::SubscriberExt;
-    let subscriber = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(false),
-        )
-        .with(targets);
-    // A second test in the same process keeps the first one's logger.
-    let _ = tracing::subscriber::set_global_default(subscriber);
-}
-
 fn short(safety_minutes: u64, liveness_minutes: u64) -> SwarmConfig {
-    log_from_env();
+    // `KARPENTER_SIM_LOG` as for the binary (`cargo test ... -- --nocapture`); a second test in
+    // the same process keeps the first one's logger.
+    let _ = karpenter_sim::logging::install_from_env();
     let mut config = SwarmConfig::new(Scenario::load("default").expect("built-in"), "default");
     config.safety = Duration::from_secs(safety_minutes * 60);
     config.liveness = Duration::from_secs(liveness_minutes * 60);

@@ -494,24 +494,31 @@ struct Cluster {
     operator: Operator,
 }
 
+/// The `default` NodePool of [`cluster`]: spot m5/m6i large, with `template`'s fields set in its
+/// template's spec.
+fn spot_pool(template: Value) -> Value {
+    let mut pool = json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "pool-uid"},
+        "spec": {"template": {"spec": {
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m6i.large"]}
+            ],
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+        }}}
+    });
+    for (field, value) in template.as_object().into_iter().flatten() {
+        pool["spec"]["template"]["spec"][field] = value.clone();
+    }
+    pool
+}
+
 fn cluster() -> Cluster {
     let clock = support::clock();
     let cloud = support::cloud(&clock);
     let kube = api_server(clock.clone());
     kube.apply(&ResourceKind::EC2_NODE_CLASS, objects::default_node_class());
-    kube.apply(
-        &ResourceKind::NODE_POOL,
-        json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "pool-uid"},
-            "spec": {"template": {"spec": {
-                "requirements": [
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
-                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m6i.large"]}
-                ],
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-            }}}
-        }),
-    );
+    kube.apply(&ResourceKind::NODE_POOL, spot_pool(json!({})));
     let operator = Operator::new(
         kube.clone(),
         cloud.clone(),
@@ -938,17 +945,7 @@ fn a_scheduled_changes_replacement_hold_ends_when_the_grace_periods_direct_delet
     let mut c = cluster();
     c.kube.apply(
         &ResourceKind::NODE_POOL,
-        json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "pool-uid"},
-            "spec": {"template": {"spec": {
-                "requirements": [
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
-                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m6i.large"]}
-                ],
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "terminationGracePeriod": "2m"
-            }}}
-        }),
+        spot_pool(json!({"terminationGracePeriod": "2m"})),
     );
     let old = c.running(&["web"]).remove(0);
     assert!(

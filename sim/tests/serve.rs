@@ -257,13 +257,17 @@ fn the_registrar_turns_fake_cloud_instances_into_nodes_and_runs_their_pods_on_an
             "default"
         );
 
-        // A pod bound to the node (what a scheduler does) runs; the node's Lease is renewed.
+        // A pod bound to the node (what a scheduler does) runs; the node's Lease is renewed. The
+        // node still carries `karpenter.sh/unregistered:NoExecute` (no Karpenter here to remove
+        // it), so the pod tolerates it, or the taint eviction would delete it as Kubernetes'.
         api.create(
             &ResourceKind::POD,
             json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "web", "namespace": "default"},
-                "spec": {"nodeName": name, "containers": [{"name": "web", "image": "nginx"}]},
+                "spec": {"nodeName": name, "containers": [{"name": "web", "image": "nginx"}],
+                    "tolerations": [{"key": "karpenter.sh/unregistered", "operator": "Exists",
+                        "effect": "NoExecute"}]},
             }),
         )
         .await

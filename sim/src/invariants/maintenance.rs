@@ -1,10 +1,15 @@
 //! `scheduled-change-acted`: an instance EC2 scheduled for a stop (AWS Health's scheduled-change
 //! event; the `scheduled-maintenance` fault) while a NodeClaim named it (`status.providerID`)
-//! has, by the stop, that NodeClaim being deleted or gone: the controller cordons and drains the
-//! node before EC2 stops it, as upstream does for every scheduled change (its interruption
+//! has that NodeClaim deleted before the stop (seen deleting or gone at a step before it, or
+//! carrying a `deletionTimestamp` earlier than it): the controller cordons and drains the node
+//! before EC2 stops it, as upstream does for every scheduled change (its interruption
 //! controller's `CordonAndDrain`). Ours also holds the eviction for a replacement, but never past
 //! `SCHEDULED_CHANGE_MARGIN` before the stop, and deletes the claim at once, so a notice of
 //! minutes is plenty.
+//!
+//! A claim deleted only once the stop began does not count: EC2's `stopping` state-change
+//! notification makes the controller delete it then anyway, and a check of "deleting at the
+//! stop" let a controller that ignored the notice pass (candidate mutation 30 survived it).
 //!
 //! Not checked for an instance no claim named at the event (a launch whose answer the claim had
 //! not recorded yet, a force-deleted claim): the controller cannot tell whose it is, and upstream
@@ -14,7 +19,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::pod_facts::{instance_of, is_deleting, name_of};
+use super::pod_facts::{instance_of, is_deleting, name_of, time_of};
 use super::{Check, Invariant, StepView, Violation};
 
 /// One scheduled stop awaiting its start.
@@ -24,6 +29,8 @@ struct Scheduled {
     claim: String,
     announced: Timestamp,
     start: Timestamp,
+    /// Seen being deleted, or gone, at a step before the stop.
+    acted: bool,
 }
 
 /// The `scheduled-change-acted` checker.
@@ -50,6 +57,7 @@ impl ScheduledChangeActed {
                     claim,
                     announced,
                     start,
+                    acted: false,
                 },
             );
         }
@@ -78,6 +86,14 @@ impl Check for ScheduledChangeActed {
 
     fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
         let now = step.now;
+        for scheduled in self
+            .pending
+            .values_mut()
+            .filter(|s| s.start > now && !s.acted)
+        {
+            let claim = step.claims().iter().find(|c| name_of(c) == scheduled.claim);
+            scheduled.acted = claim.is_none_or(|c| is_deleting(c));
+        }
         let due: Vec<String> = self
             .pending
             .iter()
@@ -90,14 +106,15 @@ impl Check for ScheduledChangeActed {
                 continue;
             };
             let claim = step.claims().iter().find(|c| name_of(c) == scheduled.claim);
-            if let Some(claim) = claim
-                && !is_deleting(claim)
-            {
+            let deleted_before = claim
+                .and_then(|c| time_of(&c["metadata"]["deletionTimestamp"]))
+                .is_some_and(|at| at < scheduled.start);
+            if !scheduled.acted && !deleted_before && claim.is_some() {
                 out.push(Violation::at(
                     now,
                     format!(
                         "instance {id} was scheduled at {} for a stop at {}: its NodeClaim {} \
-                         is not being deleted at the stop",
+                         was not deleted before the stop",
                         scheduled.announced, scheduled.start, scheduled.claim
                     ),
                 ));

@@ -534,7 +534,7 @@ fn a_drawn_workload_adds_do_not_disrupt_pods_a_budget_and_a_scale_down_to_the_sc
             .len(),
         scenario.workloads.len()
     );
-    let mut config = short(30, 25);
+    let mut config = short(30, swarm::LIVENESS_DEFAULT.as_secs() / 60);
     config.workload = WorkloadSelection::Scenario;
     assert_eq!(config.workload_mix(3), WorkloadMix::default());
     assert!(config.replay(3).ends_with("--workload scenario"));
@@ -545,7 +545,7 @@ fn a_drawn_workload_adds_do_not_disrupt_pods_a_budget_and_a_scale_down_to_the_sc
 
 #[test]
 fn the_default_replay_command_is_short_and_reads_back() {
-    let config = short(30, 25);
+    let config = short(30, swarm::LIVENESS_DEFAULT.as_secs() / 60);
     assert_eq!(
         config.replay(17),
         "cargo xtask sim swarm --seeds 17..17 --scenario default"

@@ -466,6 +466,9 @@ impl Invariants {
         start: Timestamp,
     ) {
         self.checkers
+            .rehome
+            .note_scheduled_change(instance_id, announced);
+        self.checkers
             .maintenance
             .note(instance_id, claim, announced, start);
     }

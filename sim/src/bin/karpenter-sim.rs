@@ -3,7 +3,7 @@
 //!
 //! `karpenter-sim run --seed N --scenario NAME [--duration 2h] [--json FILE]`
 //! `karpenter-sim swarm --seeds 1..1000 [--jobs N] [--scenario NAME] [--safety 30m]
-//!   [--liveness 25m] [--faults drawn|none|a,b] [--bug NAME] [--json FILE] [--logs DIR]
+//!   [--liveness 30m] [--faults drawn|none|a,b] [--bug NAME] [--json FILE] [--logs DIR]
 //!   [--stop-on-fail] [--workload drawn|scenario]`
 //! `karpenter-sim scenarios`
 //! `KARPENTER_SIM_LOG=karpenter_core=debug karpenter-sim swarm --seeds 211..211`: the same, with
@@ -87,7 +87,7 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration, default_value = "30m")]
         safety: Duration,
         /// Simulated time the cluster has to settle once faults are off.
-        #[arg(long, value_parser = humantime::parse_duration, default_value = "25m")]
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "30m")]
         liveness: Duration,
         /// `drawn` (each fault on or off per seed), `none`, or the faults to switch on.
         #[arg(long, default_value = "drawn")]

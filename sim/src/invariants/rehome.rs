@@ -18,7 +18,9 @@
 //! [`REHOME_LAUNCH_PROMPT`] of the warning) whose node was still not Ready when the controller's
 //! hold ended ([`SPOT_EVICTION_HOLD_MAX`] after the warning: a boot and CNI start in the normal
 //! range can take longer than the notice leaves), no instance launched in it (a replacement)
-//! warned itself before the reclaim, and no later warning that took away the room the pods
+//! warned itself before the reclaim (a spot warning, or an AWS Health scheduled change, which
+//! the controller answers alike by deleting the claim), and no later warning or scheduled
+//! change that took away the room the pods
 //! would otherwise have had (a second storm taking back the capacity they counted on: with
 //! those nodes' room counted, they fit), and no pods created after a replacement's NodeClaim
 //! that took its room, or created after the warning that took room a node had at the warning
@@ -128,6 +130,11 @@ pub struct Rehome {
     /// Instances whose NodeClaim a user force-deleted (the `claim-force-deleted` fault), and
     /// when: their nodes' room was taken by the world, not the controller.
     lost: BTreeMap<String, Timestamp>,
+    /// Instances EC2 scheduled for a stop (AWS Health's scheduled change, the
+    /// `scheduled-maintenance` fault), and when it announced it: the controller cordons and
+    /// drains such a node at once, as upstream's interruption controller does, so its room, or
+    /// a replacement's capacity, was taken back by the world (swarm seed 398).
+    scheduled: BTreeMap<String, Timestamp>,
 }
 
 impl Rehome {
@@ -141,6 +148,14 @@ impl Rehome {
     /// or the node the provisioner counted the pods' room on, lost during the notice).
     pub fn note_claim_lost(&mut self, instance: &str, at: Timestamp) {
         self.lost.insert(instance.to_string(), at);
+    }
+
+    /// EC2 announced at `at` a scheduled stop of `instance` (AWS Health's scheduled change):
+    /// like a spot warning, it takes back the capacity of a replacement launched during a notice
+    /// (see [`replacement_interrupted`]) and the room of a node the pods counted on (see
+    /// [`room_taken_back`]).
+    pub fn note_scheduled_change(&mut self, instance: &str, at: Timestamp) {
+        self.scheduled.entry(instance.to_string()).or_insert(at);
     }
 
     /// How fast the warnings so far were answered (those still being timed not included).
@@ -335,13 +350,14 @@ impl Check for Rehome {
                 continue;
             }
             self.checked += 1;
-            if capacity_missing(&check, step) {
+            if capacity_missing(&check, step, &self.scheduled) {
                 self.excused += 1;
                 continue;
             }
             let left = homeless(&check, step.pods(), step.nodes(), &BTreeMap::new());
             if !left.is_empty()
-                && (room_taken_back(&check, step, &self.lost) || room_given_away(&check, step))
+                && (room_taken_back(&check, step, &self.lost, &self.scheduled)
+                    || room_given_away(&check, step))
             {
                 self.excused += 1;
                 continue;
@@ -368,13 +384,18 @@ impl Check for Rehome {
 }
 
 /// Whether the check is excused: capacity was missing from the warning to now (or the reclaim),
-/// a replacement joined too late, or a replacement was itself interrupted.
-fn capacity_missing(check: &RehomeCheck, step: &StepView<'_>) -> bool {
+/// a replacement joined too late, or a replacement was itself interrupted (a spot warning or a
+/// scheduled change of its own, `scheduled`).
+fn capacity_missing(
+    check: &RehomeCheck,
+    step: &StepView<'_>,
+    scheduled: &BTreeMap<String, Timestamp>,
+) -> bool {
     step.history
         .capacity_lost(check.warned, step.now.min(check.due))
         || slow_replacement(check, step)
         || replacement_missed_hold(check, step)
-        || replacement_interrupted(check, step)
+        || replacement_interrupted(check, step, scheduled)
 }
 
 /// Whether a replacement launched promptly (within [`REHOME_LAUNCH_PROMPT`] of the warning) was
@@ -424,15 +445,19 @@ fn ready_by(node: Option<&Value>, by: Timestamp) -> bool {
 /// check sees the world as that step left it, the controller's answer to such a warning (the
 /// replacement node tainted and deleting) included, though at the reclaim the room was there
 /// (swarm seed 591: the replacement itself warned 2 s after the reclaim, checked at that step).
+/// A scheduled stop EC2 announced in that time (`scheduled`) counts as such a warning: the
+/// controller drains the node at once, as it does a warned one.
 fn room_taken_back(
     check: &RehomeCheck,
     step: &StepView<'_>,
     lost: &BTreeMap<String, Timestamp>,
+    scheduled: &BTreeMap<String, Timestamp>,
 ) -> bool {
     let until = step.now;
     let warned = step
         .history
         .warnings()
+        .chain(scheduled.iter().map(|(id, at)| (id.as_str(), *at)))
         .filter(|(id, warned)| *warned > check.warned && *warned <= until && *id != check.instance)
         .map(|(id, _)| (id, true));
     let lost = lost
@@ -449,17 +474,27 @@ fn room_taken_back(
 }
 
 /// Whether an instance launched during the notice (a replacement) got a spot warning of its
-/// own before the reclaim: the capacity made for these pods was taken back, and a second
-/// replacement cannot boot within what is left of the notice.
-fn replacement_interrupted(check: &RehomeCheck, step: &StepView<'_>) -> bool {
-    step.history.warnings().any(|(id, warned)| {
-        warned > check.warned
-            && warned <= check.due
-            && step
-                .cloud
-                .boot(id)
-                .is_some_and(|boot| boot.launch_time >= check.warned)
-    })
+/// own before the reclaim, or a scheduled change (`scheduled`: AWS Health's scheduled stop,
+/// which upstream's interruption controller answers as it does a spot warning, by deleting the
+/// claim — `CordonAndDrain` — swarm seed 398): the capacity made for these pods was taken back,
+/// and a second replacement cannot boot within what is left of the notice.
+fn replacement_interrupted(
+    check: &RehomeCheck,
+    step: &StepView<'_>,
+    scheduled: &BTreeMap<String, Timestamp>,
+) -> bool {
+    let scheduled = scheduled.iter().map(|(id, at)| (id.as_str(), *at));
+    step.history
+        .warnings()
+        .chain(scheduled)
+        .any(|(id, warned)| {
+            warned > check.warned
+                && warned <= check.due
+                && step
+                    .cloud
+                    .boot(id)
+                    .is_some_and(|boot| boot.launch_time >= check.warned)
+        })
 }
 
 /// Whether an instance launched during the notice joins too late to count as capacity.

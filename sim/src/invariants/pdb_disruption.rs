@@ -40,8 +40,18 @@ const GRACEFUL_REASONS: [&str; 3] = ["Empty", "Underutilized", "Drifted"];
 pub struct DisruptionRespectsPdbs {
     /// Claims already judged (by name): each command is judged when it first shows.
     seen: BTreeSet<String>,
-    /// Budgets (namespace/name) that allowed no disruption at the end of the previous step.
-    pinned_before: BTreeSet<String>,
+    /// The pods and budgets at the end of the previous step (shared, not copied): which budgets
+    /// allowed no disruption then is worked out only when a fresh command needs it — budgets ×
+    /// pods every step was an eighth of a swarm seed's time.
+    before: Option<(Vec<SharedObject>, Vec<SharedObject>)>,
+}
+
+/// The budgets (namespace/name) among `pdbs` that allow no disruption of `pods`.
+fn pinned(pdbs: &[SharedObject], pods: &[SharedObject]) -> BTreeSet<String> {
+    pdbs.iter()
+        .filter(|pdb| allows_none(pdb, pods))
+        .map(|pdb| budget_key(pdb))
+        .collect()
 }
 
 fn budget_key(pdb: &Value) -> String {
@@ -80,12 +90,9 @@ impl Check for DisruptionRespectsPdbs {
     }
 
     fn check(&mut self, step: &StepView<'_>) -> Vec<Violation> {
-        let pinned_now: BTreeSet<String> = step
-            .pdbs()
-            .iter()
-            .filter(|pdb| allows_none(pdb, step.pods()))
-            .map(|pdb| budget_key(pdb))
-            .collect();
+        let before = self
+            .before
+            .replace((step.pods().to_vec(), step.pdbs().to_vec()));
         let mut out = Vec::new();
         let fresh: Vec<&Value> = step
             .claims()
@@ -94,13 +101,23 @@ impl Check for DisruptionRespectsPdbs {
             .filter(|c| command_reason(c).is_some_and(|r| GRACEFUL_REASONS.contains(&r)))
             .filter(|c| !self.seen.contains(name_of(c)))
             .collect();
+        if fresh.is_empty() || step.pdbs().is_empty() {
+            for claim in fresh {
+                self.seen.insert(name_of(claim).to_string());
+            }
+            return out;
+        }
+        let pinned_now = pinned(step.pdbs(), step.pods());
+        let pinned_before = before
+            .map(|(pods, pdbs)| pinned(&pdbs, &pods))
+            .unwrap_or_default();
         let pinned: Vec<&Value> = step
             .pdbs()
             .iter()
             .map(|p| &**p)
             .filter(|pdb| {
                 let key = budget_key(pdb);
-                pinned_now.contains(&key) && self.pinned_before.contains(&key)
+                pinned_now.contains(&key) && pinned_before.contains(&key)
             })
             .collect();
         for claim in &fresh {
@@ -137,7 +154,6 @@ impl Check for DisruptionRespectsPdbs {
         for claim in fresh {
             self.seen.insert(name_of(claim).to_string());
         }
-        self.pinned_before = pinned_now;
         out
     }
 }

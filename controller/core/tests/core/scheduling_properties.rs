@@ -1717,10 +1717,10 @@ proptest! {
         prop_assert_eq!(plain, prepared);
     }
 
-    /// Provisioning and disruption keep the pools' compatible types across passes, by catalog:
-    /// a remembered list (the memo's first answer, its second, and its answer once the catalog
-    /// is replaced by one listing the types in another order) plans exactly as a run that works
-    /// them out itself.
+    /// Provisioning and disruption keep the pools' compatible types across passes, by catalog,
+    /// and the catalog's types as dense resource vectors by layout: a remembered list and table
+    /// (the memo's first answer, its second, and its answer once the catalog is replaced by one
+    /// listing the types in another order) plan exactly as a run that works them out itself.
     #[test]
     fn a_run_with_remembered_pools_plans_exactly_as_one_without(case in case()) {
         let world = build(&case);

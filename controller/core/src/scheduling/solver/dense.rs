@@ -24,6 +24,11 @@ impl Space {
         space
     }
 
+    /// A space over exactly `names`, in that order.
+    pub(super) fn with_names(names: Vec<String>) -> Self {
+        Space { names }
+    }
+
     pub(super) fn intern(&mut self, name: &str) -> usize {
         if let Some(i) = self.index(name) {
             return i;

@@ -103,6 +103,9 @@ struct Solver<'a> {
     /// queue-depth and unfinished-work gauges).
     progress: &'a dyn Fn(usize),
     space: Space,
+    /// The shared catalog's types as dense vectors over the layout this run's space starts
+    /// with (see [`build::DenseTypes`]), when prepared from a memo.
+    dense_types: Option<std::sync::Arc<build::DenseTypes>>,
     pools: Vec<Pool<'a>>,
     /// Whether some NodePool taints its nodes `PreferNoSchedule`: only then does relaxation end
     /// by tolerating such taints (upstream's rule).
@@ -186,10 +189,12 @@ impl<'a> Solver<'a> {
         for node in input.nodes {
             space.learn(&node.allocatable);
         }
+        let dense_types = prepared.and_then(|p| p.dense_types(input.catalog, &space.names));
         let mut solver = Solver {
             input,
             prepared,
             progress,
+            dense_types,
             pools: Vec::new(),
             pools_prefer_no_schedule: false,
             nodes: Vec::new(),

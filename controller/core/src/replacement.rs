@@ -11,7 +11,9 @@
 //!    ([`mark_planned`]: `karpenter.sh/replacement-planned`);
 //! 3. termination holds the interrupted claim's eviction until planning happened and every claim
 //!    that replaces it is initialized, at most until the deadline ([`eviction_deadline`],
-//!    [`is_replacement_planned`], [`replaces_claim`]).
+//!    [`is_replacement_planned`], [`replaces_claim`]); when every claim planned to replace it
+//!    is deleted before it initialized, termination undoes the mark ([`unmark_planned`]) and
+//!    provisioning plans again.
 //!
 //! Everything lives in the API server, so a restarted controller resumes the protocol where it
 //! was. (Upstream's disruption orchestration queue owns replacement-before-delete in memory.)
@@ -28,7 +30,7 @@ use crate::api::labels::{
     REPLACEMENT_PLANNED_ANNOTATION, REPLACES_ANNOTATION,
 };
 use crate::seams::KubeApi;
-use crate::seams::kube::{KubeError, ObjectKey, Patch, ResourceKind};
+use crate::seams::kube::{KubeError, ObjectKey, Patch, ResourceKind, SharedObject};
 
 /// What the interruption controller records on a claim it deletes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,6 +138,19 @@ pub async fn mark_planned(kube: &dyn KubeApi, claim: &str) -> Result<(), KubeErr
         kube,
         claim,
         BTreeMap::from([(REPLACEMENT_PLANNED_ANNOTATION, "true".to_string())]),
+    )
+    .await
+}
+
+/// Undoes step 2's mark: every claim planned to replace the interrupted `claim` went away
+/// before it initialized (its own interruption, a registration timeout, a failed launch), so
+/// the next provisioning pass plans its pods again and termination holds for that plan.
+/// The claim as written is returned (its new resourceVersion is the caller's next precondition).
+pub async fn unmark_planned(kube: &dyn KubeApi, claim: &str) -> Result<SharedObject, KubeError> {
+    kube.patch(
+        &ResourceKind::NODE_CLAIM,
+        &ObjectKey::cluster(claim),
+        &Patch::Merge(json!({"metadata": {"annotations": {REPLACEMENT_PLANNED_ANNOTATION: null}}})),
     )
     .await
 }

@@ -624,12 +624,17 @@ impl Termination {
         self.taint(node).await?;
         let pods = view.pods_on(&node.name_any());
         tally.live(&pods);
-        if let Some(message) = self.replacement_hold(claim, &pods, view, deadline, now) {
+        if let Some(hold) = self.replacement_hold(claim, &pods, view, deadline, now) {
+            if hold.replan {
+                let name = claim.name_any();
+                let unmarked = replacement::unmark_planned(self.ctx.kube.as_ref(), &name).await;
+                self.wrote(&ResourceKind::NODE_CLAIM, &name, unmarked)?;
+            }
             let condition = (
                 cond::DRAINED,
                 ConditionStatus::Unknown,
                 "AwaitingReplacement",
-                &*message,
+                &*hold.message,
             );
             let event = Some((EventType::Normal, "AwaitingReplacement"));
             self.set_condition(claim, Some(node), conds, condition, event)

@@ -627,6 +627,26 @@ impl Cluster {
             .collect()
     }
 
+    /// Steps `steps` times and says whether anything was evicted meanwhile.
+    fn evicts_within(&mut self, steps: usize) -> bool {
+        for _ in 0..steps {
+            self.step();
+        }
+        !self.evictions().is_empty()
+    }
+
+    /// Joins `replacement`'s node and steps until the first eviction (at most 5 steps): the
+    /// steps it took.
+    fn join_until_evicted(&mut self, replacement: &str) -> usize {
+        self.join(replacement, &[]);
+        let mut steps = 0;
+        while self.evictions().is_empty() && steps < 5 {
+            self.step();
+            steps += 1;
+        }
+        steps
+    }
+
     /// A claim for `pod`, launched, its node joined and initialized, the pod running on it.
     fn running(&mut self, pods: &[&str]) -> Vec<String> {
         for pod in pods {
@@ -680,20 +700,12 @@ fn a_spot_warning_creates_an_annotated_replacement_before_any_eviction_and_evict
         c.claim(&old).metadata.annotations.unwrap_or_default()["karpenter.sh/replacement-planned"],
         "true"
     );
-    for _ in 0..20 {
-        c.step();
-    }
     assert!(
-        c.evictions().is_empty(),
+        !c.evicts_within(20),
         "nothing evicted before the replacement is ready"
     );
     // The replacement joins and initializes: eviction starts.
-    c.join(&created[0], &[]);
-    let mut steps = 0;
-    while c.evictions().is_empty() && steps < 5 {
-        c.step();
-        steps += 1;
-    }
+    let steps = c.join_until_evicted(&created[0]);
     assert!(c.initialized(&created[0]));
     assert_eq!(c.evictions(), ["default/web"]);
     assert!(
@@ -742,19 +754,11 @@ fn a_replacement_deleted_before_it_initializes_is_planned_again_and_eviction_wai
             .contains_key("karpenter.sh/replacement-planned"),
         "the new plan is marked"
     );
-    for _ in 0..10 {
-        c.step();
-    }
     assert!(
-        c.evictions().is_empty(),
+        !c.evicts_within(10),
         "eviction waits for the new replacement"
     );
-    c.join(&second[0], &[]);
-    let mut steps = 0;
-    while c.evictions().is_empty() && steps < 5 {
-        c.step();
-        steps += 1;
-    }
+    c.join_until_evicted(&second[0]);
     assert_eq!(
         c.evictions(),
         ["default/web"],
